@@ -1,0 +1,95 @@
+/* hamer.h - HaMeR 3D hand-mesh recovery in C: the one public header.
+ *
+ * A hamer_model is loaded once from the released checkpoint (hamer.ckpt,
+ * a PyTorch Lightning torch.save zip) and is read-only afterwards: any
+ * number of threads may share it. Each thread doing inference owns a
+ * hamer_state (activation buffers + thread pool), created once; a forward
+ * allocates nothing.
+ *
+ * Functions return HAMER_OK (0) or a negative error code, or NULL; the
+ * one-line reason is in hamer_last_error() (per calling thread).
+ */
+#ifndef HAMER_H
+#define HAMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAMER_CROP_H 256
+#define HAMER_CROP_W 192
+#define HAMER_N_VERTS 778
+#define HAMER_N_FACES 1538
+#define HAMER_N_KP 21
+#define HAMER_N_PARAMS 157    /* 16 row-major 3x3 rotations, 10 betas, 3 cam */
+#define HAMER_FOCAL 5000.0f   /* pixels, for a 256-pixel crop */
+
+enum {
+    HAMER_OK = 0,
+    HAMER_E_ARG = -1,         /* bad argument (shape, batch, NULL, ...) */
+    HAMER_E_IO = -2,          /* file missing or unreadable */
+    HAMER_E_FORMAT = -3,      /* malformed file */
+    HAMER_E_SHAPE = -4,       /* checkpoint tensor of wrong shape/dtype/layout */
+    HAMER_E_NOMEM = -5,
+    HAMER_E_UNSUPPORTED = -6, /* valid request this build/CPU cannot do */
+    HAMER_E_NOMANO = -7,      /* mesh output requested but no MANO buffers */
+};
+
+typedef struct hamer_model hamer_model;
+typedef struct hamer_state hamer_state;
+
+typedef struct {
+    const char *mano_path;  /* optional .npz with MANO buffers (no "mano." prefix);
+                               used when the checkpoint lacks mano.* */
+    int progress;           /* 1: print load progress to stderr (if a terminal) */
+} hamer_model_params;
+
+typedef struct {
+    int vit_depth, vit_dim, vit_heads, vit_mlp, n_tokens;      /* 32, 1280, 16, 5120, 192 */
+    int head_depth, head_dim, head_heads, head_dim_head, head_mlp; /* 6, 1024, 8, 64, 1024 */
+    int has_mano;
+    const char *isa;        /* kernel ISA in use: "avx512", "avx2", "scalar" */
+} hamer_model_info;
+
+/* Per-crop outputs; each pointer is caller-owned, sized for B crops, and may
+ * be NULL to skip that output. vertices / keypoints need MANO buffers. */
+typedef struct {
+    float *params;        /* [B,157] */
+    float *pred_cam;      /* [B,3]  (s, tx, ty) */
+    float *pred_cam_t;    /* [B,3]  (tx, ty, 2*5000/(256*s+1e-9)) */
+    float *vertices;      /* [B,778,3] metres, root-relative */
+    float *keypoints_3d;  /* [B,21,3] OpenPose order */
+    float *keypoints_2d;  /* [B,21,2] normalised crop units (pixels = 256*k + 128) */
+} hamer_output;
+
+hamer_model_params hamer_model_default_params(void);
+
+/* Load a checkpoint. NULL on failure (see hamer_last_error()). */
+hamer_model *hamer_model_load(const char *path, const hamer_model_params *params);
+void hamer_model_free(hamer_model *model);
+void hamer_model_get_info(const hamer_model *model, hamer_model_info *info);
+/* The MANO triangle list [1538*3] (right hand winding), or NULL without MANO. */
+const int32_t *hamer_model_faces(const hamer_model *model);
+
+/* Per-thread inference state for up to max_batch crops per internal pass
+ * (larger batches are processed in passes) and n_threads worker threads
+ * (0 = number of online CPUs). NULL on failure. */
+hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads);
+void hamer_state_free(hamer_state *state);
+
+/* Regress B crops. float: [B,3,256,192] normalised ((x/255-mean)/std, RGB).
+ * uint8: [B,256,192,3] RGB (normalisation folded into the patch weights). */
+int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
+int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);
+
+/* This thread's last error message. */
+const char *hamer_last_error(void);
+const char *hamer_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

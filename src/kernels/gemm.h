@@ -1,0 +1,64 @@
+/* gemm.h - the one matrix-multiply interface every model stage uses.
+ *
+ * Weights are PyTorch Linear weights W [N, K] (out, in). They are packed once
+ * at load time into the kernel's layout; a forward computes
+ *     C[M, N] (op)= A[M, K] . W^T + bias
+ * with A and C row-major (leading dimensions lda, ldc in floats).
+ * The ISA is chosen at run time from CPUID (avx512 > avx2 > scalar) and can
+ * be forced with hm_gemm_force_isa() or the environment variable
+ * HAMER_ISA=avx512|avx2|scalar (read once, at the first call). Forcing an ISA
+ * the CPU lacks is an error, not a silent fallback.
+ */
+#ifndef HM_GEMM_H
+#define HM_GEMM_H
+
+#include <stddef.h>
+#include "../pool.h"
+
+typedef enum { HM_ISA_SCALAR = 0, HM_ISA_AVX2 = 1, HM_ISA_AVX512 = 2 } hm_isa;
+
+typedef enum {
+    HM_EPI_STORE = 0,      /* C  = A.W^T + b */
+    HM_EPI_GELU = 1,       /* C  = gelu_erf(A.W^T + b) */
+    HM_EPI_ACCUM = 2,      /* C += A.W^T + b   (residual add) */
+} hm_epilogue;
+
+typedef struct {
+    int N, K;
+    int isa;               /* hm_isa the layout was packed for */
+    float *w;              /* packed weights (hm_alloc'd, layout private) */
+    float *bias;           /* [N] or NULL (hm_alloc'd copy) */
+} hm_packed;
+
+/* Best ISA this CPU supports (CPUID + XGETBV); cached. */
+hm_isa hm_cpu_isa(void);
+/* Active ISA (forced or detected). */
+hm_isa hm_gemm_isa(void);
+const char *hm_isa_name(hm_isa isa);
+/* Force an ISA; HM_E_UNSUPPORTED if this CPU cannot run it. Must be called
+ * before any hm_pack_weights (packed layouts are tied to the ISA). */
+int hm_gemm_force_isa(hm_isa isa);
+
+/* Pack W [N, K] row-major (row stride ldw floats) and bias [N] (may be NULL).
+ * HM_OK or HM_E_NOMEM. */
+int hm_pack_weights(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+void hm_packed_free(hm_packed *p);
+
+/* C (op)= A . W^T + bias over M rows, parallel over the pool (may be NULL).
+ * No allocation. Requires M >= 1. */
+void hm_gemm(hm_pool *pool, int M, const float *A, int lda,
+             const hm_packed *W, float *C, int ldc, hm_epilogue epi);
+
+/* Unpacked helpers for attention (small, operands in activation layout):
+ *   hm_sgemm_nt: C[M,N] = alpha * A[M,K] . B[N,K]^T  (+ beta*C)
+ *   hm_sgemm_nn: C[M,N] = alpha * A[M,K] . B[K,N]    (+ beta*C)
+ * Single-threaded (the caller parallelises over heads). */
+void hm_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+void hm_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), float. */
+float hm_gelu(float x);
+
+#endif

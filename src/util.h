@@ -1,0 +1,36 @@
+/* util.h - error reporting and small helpers shared by every module.
+ *
+ * Errors: a failing internal function calls hm_err() (which records a one-line
+ * message in thread-local storage and returns the code) and returns that code
+ * or NULL. The public API exposes the message through hamer_last_error().
+ */
+#ifndef HM_UTIL_H
+#define HM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes; the same values are public in include/hamer.h. */
+enum {
+    HM_OK = 0,
+    HM_E_ARG = -1,         /* bad argument from the caller */
+    HM_E_IO = -2,          /* file missing / unreadable */
+    HM_E_FORMAT = -3,      /* malformed file (zip, pickle, npy, ...) */
+    HM_E_SHAPE = -4,       /* tensor of wrong shape / dtype / layout */
+    HM_E_NOMEM = -5,       /* allocation failed */
+    HM_E_UNSUPPORTED = -6, /* valid request this build cannot do */
+    HM_E_NOMANO = -7,      /* mesh output requested, no MANO buffers */
+};
+
+/* Record "fmt..." as this thread's last error; returns code. */
+int hm_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* This thread's last error message ("" if none). */
+const char *hm_errmsg(void);
+/* Clear this thread's last error. */
+void hm_errclear(void);
+
+/* 64-byte aligned allocation (NULL + hm_err on failure); free with hm_free. */
+void *hm_alloc(size_t bytes);
+void hm_free(void *p);
+
+#endif
