@@ -85,6 +85,12 @@ void hamer_state_free(hamer_state *state);
 int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
 int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);
 
+/* Verification mode: 1 runs the textbook formulation (full single-token
+ * self-attention, per-layer K/V projections, no constant folding, uint8
+ * normalised before the patch embedding). Slower; for checking the default
+ * path, which computes the same function. */
+int hamer_state_set_plain(hamer_state *state, int plain);
+
 /* This thread's last error message. */
 const char *hamer_last_error(void);
 const char *hamer_version(void);

@@ -1,4 +1,5 @@
 /* util.c - thread-local error message and aligned allocation. */
+#define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
 #include <stdarg.h>
