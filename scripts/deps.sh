@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages hamer.c builds and tests with (run as root).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    build-essential cmake pkg-config zlib1g-dev \
+    python3 python3-numpy python3-torch python3-pytest >/dev/null
