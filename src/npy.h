@@ -33,12 +33,17 @@ int hm_npz_open(const char *path, hm_npz **out);
 int hm_npz_get(hm_npz *z, const char *name, hm_array *out);
 int hm_npz_has(const hm_npz *z, const char *name);
 void hm_npz_close(hm_npz *z);
+/* Members in archive order; names without ".npy" (owned by z). */
+int hm_npz_count(const hm_npz *z);
+const char *hm_npz_name(const hm_npz *z, int i);
 
 /* npz writing: begin, add arrays (data copied into the file immediately),
  * finish writes the central directory. On any error the partial file is
  * removed. Only f32/f64/u8/i32/i64 arrays. */
 typedef struct hm_npz_writer hm_npz_writer;
 int hm_npz_write_begin(const char *path, hm_npz_writer **out);
+/* A failed add (bad argument or I/O) removes the file at once; later calls
+ * report the failure and the writer must still be finished or aborted. */
 int hm_npz_write_add(hm_npz_writer *w, const char *name, hm_dtype dt,
                      int ndim, const int64_t *shape, const void *data);
 int hm_npz_write_finish(hm_npz_writer *w);   /* always frees w */

@@ -61,4 +61,42 @@ void hm_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda,
 /* Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), float. */
 float hm_gelu(float x);
 
+/* ---- Status and kernel interface (gemm.c and the gemm_<isa>.c files) ---- */
+
+/* HM_OK, or HM_E_UNSUPPORTED (with an hm_err message) when HAMER_ISA names an
+ * unknown ISA or one this CPU lacks and no hm_gemm_force_isa overrode it. */
+int hm_gemm_status(void);
+
+/* Packed panel width (columns) per ISA, and the K block. KC is fixed so the
+ * order of every sum is independent of threads and of the task split. */
+#define HM_GEMM_NR_SCALAR 8
+#define HM_GEMM_NR_AVX2 16
+#define HM_GEMM_NR_AVX512 32
+#define HM_GEMM_NR_MAX 32
+#define HM_GEMM_KC 256
+
+/* What a block call does around its kc-long dot products. */
+typedef struct {
+    int load_c;          /* add beta * C to the block's sum (else C is not read) */
+    float beta;
+    const float *bias;   /* NR floats for this panel (zero padded) or NULL */
+    int gelu;            /* apply gelu after the bias */
+} hm_gemm_epi_args;
+
+/* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
+ * from zero before C joins. P is one packed chunk: kc rows of NR floats
+ * (k-major, columns beyond nr are zero). nr <= NR; only nr columns of C are
+ * read or written. Any m >= 1. */
+void hm_gemm_block_scalar(int m, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+void hm_gemm_block_avx2(int m, int nr, int kc, const float *A, size_t lda,
+                        const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+
+/* Vectorised exact GELU in place over n floats (per ISA; same contract as
+ * hm_gelu, within a few ulp). */
+void hm_gelu_vec_avx2(float *x, size_t n);
+void hm_gelu_vec_avx512(float *x, size_t n);
+
 #endif

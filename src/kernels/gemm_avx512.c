@@ -1,0 +1,153 @@
+/* gemm_avx512.c - AVX-512 micro-kernel and vector GELU (built with
+ * -mavx512f/bw/vl/dq -mfma; only called after CPUID says so).
+ *
+ * Register tile: MR = 12 rows x NR = 32 columns = 24 zmm accumulators, plus
+ * two for the packed W row and one broadcast of A. Per k: 2 aligned loads,
+ * 12 broadcasts, 24 FMAs, so the FMA units, not the loads, set the pace.
+ */
+#include <immintrin.h>
+
+#include "gemm.h"
+
+#define MR 12
+#define NR HM_GEMM_NR_AVX512
+
+#define HM_INLINE static inline __attribute__((always_inline))
+
+/* ---- GELU ------------------------------------------------------------- */
+
+/* e^x for x in [-87, 0] (no overflow/underflow handling needed there):
+ * x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 minimax polynomial
+ * (relative error 2.5e-9), 2^n assembled in the exponent field. */
+HM_INLINE __m512 hm_exp512(__m512 x) {
+    const __m512 log2e = _mm512_set1_ps(1.44269504f);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682e-06f), r);
+    __m512 p = _mm512_set1_ps(1.394110843e-03f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.375126398e-03f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166635290e-02f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666641551e-01f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.000000047e-01f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.000000038e+00f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* gelu(x) = 0.5 x (1 + erf(t)), t = x / sqrt 2, written through erfc(|t|)
+ * so neither tail cancels: x >= 0: x - h, x < 0: h, with h = 0.5 x erfc(|t|).
+ * erfc(a) = f(u) e^(-a^2), u = 1 / (1 + p a); f is a degree-10 polynomial in
+ * u fitted on a in [0, 10] (relative error 1.4e-9, the A&S 7.1.26 variable
+ * with more terms). a^2 is split hi + lo so e^(-a^2) keeps full precision. */
+HM_INLINE __m512 hm_gelu512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = _mm512_abs_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678f)));
+    a = _mm512_min_ps(a, _mm512_set1_ps(9.25f)); /* keeps e^(-a^2) normal */
+    __m512 u = _mm512_div_ps(one, _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), one));
+    __m512 f = _mm512_set1_ps(6.435220907e-02f);
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(-3.624959065e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(7.452706968e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(-7.373152154e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(6.718428050e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(-1.598413497e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(2.534287517e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(1.519111378e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(1.883236436e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(1.845107949e-01f));
+    f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(1.243316613e-05f));
+    __m512 hi = _mm512_mul_ps(a, a);
+    __m512 lo = _mm512_fmsub_ps(a, a, hi);                /* a*a - hi, exact */
+    __m512 ex = hm_exp512(_mm512_sub_ps(_mm512_setzero_ps(), hi));
+    ex = _mm512_fnmadd_ps(ex, lo, ex);                    /* e^(-hi-lo) */
+    __m512 h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_mul_ps(f, ex));
+    __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+    __m512 r = _mm512_mask_sub_ps(h, pos, x, h);
+    /* Far tails: the result is x (or 0) to float precision; selecting it
+     * also keeps +-inf from turning into inf - inf. */
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(6.0f), _CMP_GT_OQ), x);
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-13.0f), _CMP_LT_OQ), _mm512_setzero_ps());
+    return r;
+}
+
+void hm_gelu_vec_avx512(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, hm_gelu512(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(x + i, m, hm_gelu512(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+/* ---- micro-kernel ------------------------------------------------------ */
+
+/* One mr x NR tile; mr is a compile-time constant at every call site, so the
+ * accumulator arrays are fully unrolled into registers. */
+HM_INLINE void hm_tile512(const int mr, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
+    __m512 c0[MR], c1[MR];
+    __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(P + (size_t)k * NR);
+        __m512 b1 = _mm512_load_ps(P + (size_t)k * NR + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_set1_ps(A[i * lda + k]);
+            c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    /* C joins after the block's own sum: the K loop is summed in KC-sized
+     * pieces that are then added up, which keeps fp32 rounding error far
+     * below one long running sum at K = 5120. */
+    if (e->load_c) {
+        __m512 beta = _mm512_set1_ps(e->beta);
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            c0[i] = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m0, C + i * ldc), c0[i]);
+            c1[i] = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, C + i * ldc + 16), c1[i]);
+        }
+    }
+    if (e->bias) {
+        __m512 b0 = _mm512_loadu_ps(e->bias), b1 = _mm512_loadu_ps(e->bias + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            c0[i] = _mm512_add_ps(c0[i], b0);
+            c1[i] = _mm512_add_ps(c1[i], b1);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        _mm512_mask_storeu_ps(C + i * ldc, m0, c0[i]);
+        _mm512_mask_storeu_ps(C + i * ldc + 16, m1, c1[i]);
+    }
+    /* GELU on the just-stored (L1-hot) tile rather than on the registers:
+     * one out-of-line copy of the polynomial instead of one per tile shape. */
+    if (e->gelu)
+        for (int i = 0; i < mr; i++) hm_gelu_vec_avx512(C + i * ldc, (size_t)nr);
+}
+
+void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
+    int i = 0;
+    for (; i + MR <= m; i += MR) hm_tile512(MR, nr, kc, A + i * lda, lda, P, C + i * ldc, ldc, e);
+    const float *a = A + i * lda;
+    float *c = C + i * ldc;
+    switch (m - i) {
+    case 0: break;
+    case 1: hm_tile512(1, nr, kc, a, lda, P, c, ldc, e); break;
+    case 2: hm_tile512(2, nr, kc, a, lda, P, c, ldc, e); break;
+    case 3: hm_tile512(3, nr, kc, a, lda, P, c, ldc, e); break;
+    case 4: hm_tile512(4, nr, kc, a, lda, P, c, ldc, e); break;
+    case 5: hm_tile512(5, nr, kc, a, lda, P, c, ldc, e); break;
+    case 6: hm_tile512(6, nr, kc, a, lda, P, c, ldc, e); break;
+    case 7: hm_tile512(7, nr, kc, a, lda, P, c, ldc, e); break;
+    case 8: hm_tile512(8, nr, kc, a, lda, P, c, ldc, e); break;
+    case 9: hm_tile512(9, nr, kc, a, lda, P, c, ldc, e); break;
+    case 10: hm_tile512(10, nr, kc, a, lda, P, c, ldc, e); break;
+    case 11: hm_tile512(11, nr, kc, a, lda, P, c, ldc, e); break;
+    }
+}
