@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "hamer.h"
 #include "kernels/gemm.h"
 #include "npy.h"
@@ -30,6 +31,7 @@ static const char *USAGE_MAIN =
 static const char *USAGE_REGRESS =
     "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
     "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
+    "                     [--timings]\n"
     "\n"
     "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
     "on hand crops.\n"
@@ -53,6 +55,7 @@ static const char *USAGE_REGRESS =
     "                    has no mano.* entries\n"
     "  --params-only     write only params, pred_cam, pred_cam_t (no MANO needed)\n"
     "  --plain           verification mode: the textbook formulation (slower)\n"
+    "  --timings         print load and forward times to stderr\n"
     "\n"
     "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
     "stderr saying what was wrong.\n";
@@ -62,6 +65,12 @@ static int fail(int code, const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fputc('\n', stderr);
     return code;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int parse_threads(const char *s, int *out) {
@@ -75,7 +84,7 @@ static int parse_threads(const char *s, int *out) {
 
 static int cmd_regress(int argc, char **argv) {
     const char *model = NULL, *input = NULL, *output = NULL, *mano = NULL;
-    int threads = 0, params_only = 0, plain = 0;
+    int threads = 0, params_only = 0, plain = 0, timings = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -85,6 +94,7 @@ static int cmd_regress(int argc, char **argv) {
         }
         if (!strcmp(a, "--params-only")) { params_only = 1; continue; }
         if (!strcmp(a, "--plain")) { plain = 1; continue; }
+        if (!strcmp(a, "--timings")) { timings = 1; continue; }
         if (!strcmp(a, "--model")) dst = &model;
         else if (!strcmp(a, "--input")) dst = &input;
         else if (!strcmp(a, "--output")) dst = &output;
@@ -122,7 +132,9 @@ static int cmd_regress(int argc, char **argv) {
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = mano;
     mp.progress = 1;
+    double t0 = now_s();
     hamer_model *hm = hamer_model_load(model, &mp);
+    double t_load = now_s() - t0;
     if (!hm) {
         hm_array_free(&crops);
         return fail(1, "%s", hamer_last_error());
@@ -153,7 +165,11 @@ static int cmd_regress(int argc, char **argv) {
         out.keypoints_2d = out.keypoints_3d + (size_t)B * 21 * 3;
     }
     hamer_state_set_plain(st, plain);
+    t0 = now_s();
     int rc = u8 ? hamer_regress_u8(st, crops.data, B, &out) : hamer_regress_f32(st, crops.data, B, &out);
+    double t_fwd = now_s() - t0;
+    if (timings && rc == 0)
+        fprintf(stderr, "hamer: load %.3f s, forward %.3f s for %d crop(s) = %.1f ms/crop\n", t_load, t_fwd, B, 1e3 * t_fwd / B);
     hm_array_free(&crops);
     hamer_state_free(st);
     hamer_model_free(hm);
