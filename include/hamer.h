@@ -91,6 +91,14 @@ int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_outp
  * path, which computes the same function. */
 int hamer_state_set_plain(hamer_state *state, int plain);
 
+/* Per-stage profiling: set_profile(1) zeroes and starts the counters;
+ * hamer_state_profile copies up to max accumulated seconds per stage and
+ * their names ("patch_embed", "layernorm", "qkv", "attention", "proj",
+ * "fc1_gelu", "fc2", "head", "mano", "finalise") and returns the count. */
+#define HAMER_N_STAGES 10
+int hamer_state_set_profile(hamer_state *state, int on);
+int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);
+
 /* This thread's last error message. */
 const char *hamer_last_error(void);
 const char *hamer_version(void);

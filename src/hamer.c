@@ -103,6 +103,7 @@ void hamer_state_free(hamer_state *st) {
 static void finalise(hamer_state *st, const float *params, int B, hamer_output *out, int off) {
     const hm_model *m = st->s.m;
     for (int b = 0; b < B; b++) {
+        HM_TIC(&st->s);
         const float *p = params + (size_t)b * HAMER_N_PARAMS;
         const float *cam = p + 9 * HM_NJ + HM_NB;
         int i = off + b;
@@ -113,10 +114,13 @@ static void finalise(hamer_state *st, const float *params, int B, hamer_output *
         if (out->vertices || out->keypoints_3d || out->keypoints_2d) {
             float kp[HM_NKP * 3];
             float *v = out->vertices ? out->vertices + (size_t)i * HM_NV * 3 : st->verts;
+            HM_TOC(&st->s, HM_ST_FINALISE);
             hm_mano_forward(&m->mano, p, v, kp);
+            HM_TOC(&st->s, HM_ST_MANO);
             if (out->keypoints_3d) memcpy(out->keypoints_3d + (size_t)i * HM_NKP * 3, kp, sizeof kp);
             if (out->keypoints_2d) hm_camera_project(kp, cam_t, out->keypoints_2d + (size_t)i * HM_NKP * 2);
         }
+        HM_TOC(&st->s, HM_ST_FINALISE);
     }
 }
 
@@ -128,6 +132,7 @@ static int regress(hamer_state *st, const void *crops, int is_u8, int B, hamer_o
     hm_state *s = &st->s;
     for (int b0 = 0; b0 < B; b0 += s->max_batch) {
         int nb = B - b0 < s->max_batch ? B - b0 : s->max_batch;
+        HM_TIC(s);
         if (is_u8) {
             const uint8_t *c = (const uint8_t *)crops + (size_t)b0 * HAMER_CROP_H * HAMER_CROP_W * 3;
             if (s->plain) {
@@ -139,9 +144,12 @@ static int regress(hamer_state *st, const void *crops, int is_u8, int B, hamer_o
         } else {
             hm_patch_embed_f32(s, (const float *)crops + (size_t)b0 * 3 * HAMER_CROP_H * HAMER_CROP_W, nb);
         }
+        HM_TOC(s, HM_ST_PATCH);
         hm_vit_forward(s, nb);
+        hm_tic_ = s->profile ? hm_now() : 0;
         float *params = out->params ? out->params + (size_t)b0 * HAMER_N_PARAMS : st->params;
         hm_head_forward(s, nb, params);
+        HM_TOC(s, HM_ST_HEAD);
         finalise(st, params, nb, out, b0);
     }
     return HAMER_OK;
@@ -159,4 +167,21 @@ int hamer_state_set_plain(hamer_state *st, int plain) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
     st->s.plain = plain != 0;
     return HAMER_OK;
+}
+
+int hamer_state_set_profile(hamer_state *st, int on) {
+    if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
+    st->s.profile = on != 0;
+    memset(st->s.stage_s, 0, sizeof st->s.stage_s);
+    return HAMER_OK;
+}
+
+int hamer_state_profile(const hamer_state *st, double *seconds, const char **names, int max) {
+    if (!st || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    int n = max < HM_ST_COUNT ? max : HM_ST_COUNT;
+    for (int i = 0; i < n; i++) {
+        if (seconds) seconds[i] = st->s.stage_s[i];
+        if (names) names[i] = hm_stage_names[i];
+    }
+    return n;
 }

@@ -90,10 +90,22 @@ typedef struct hm_model {
     hm_mano mano;
 } hm_model;
 
+/* Per-stage wall time, accumulated when hm_state.profile is set. */
+typedef enum {
+    HM_ST_PATCH, HM_ST_NORM, HM_ST_QKV, HM_ST_ATTN, HM_ST_PROJ, HM_ST_FC1, HM_ST_FC2,
+    HM_ST_HEAD, HM_ST_MANO, HM_ST_FINALISE, HM_ST_COUNT
+} hm_stage;
+extern const char *const hm_stage_names[HM_ST_COUNT];
+double hm_now(void);   /* monotonic seconds */
+#define HM_TIC(s) double hm_tic_ = (s)->profile ? hm_now() : 0
+#define HM_TOC(s, st) do { if ((s)->profile) { double t_ = hm_now(); (s)->stage_s[st] += t_ - hm_tic_; hm_tic_ = t_; } } while (0)
+
 typedef struct hm_state {
     const hm_model *m;
     int max_batch;
     int plain;                   /* 1: textbook formulation (verification) */
+    int profile;                 /* 1: accumulate stage_s */
+    double stage_s[HM_ST_COUNT];
     hm_pool *pool;
     int nthreads;
     /* backbone activations, T = max_batch * ntok rows */
@@ -133,6 +145,9 @@ void hm_softmax(float *x, int n);
 
 /* Loading (model_load.c). */
 int hm_model_load(const char *path, const char *mano_npz, int progress, hm_model **out);
+/* Same from an open checkpoint (any tensor source; `src` names it in messages). */
+struct hm_ckpt;
+int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, hm_model **out);
 void hm_model_free(hm_model *m);
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads);
 void hm_state_release(hm_state *s);

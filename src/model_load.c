@@ -507,16 +507,12 @@ void hm_model_free(hm_model *m) {
     free(m);
 }
 
-int hm_model_load(const char *path, const char *mano_npz, int progress_on, hm_model **out) {
+int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int progress_on, hm_model **out) {
     *out = NULL;
     hm_model *m = calloc(1, sizeof *m);
     if (!m) return hm_err(HM_E_NOMEM, "out of memory");
-    loader L = {.m = m, .progress = progress_on && isatty(2), .last_pct = -1};
-    int rc = hm_ckpt_open(path, &L.ck);
-    if (rc) {
-        free(m);
-        return rc;
-    }
+    loader L = {.ck = ck, .m = m, .progress = progress_on && isatty(2), .last_pct = -1};
+    int rc;
     if ((rc = read_config(&L, &m->cfg))) goto fail;
     const hm_config *c = &m->cfg;
     L.total = (size_t)4 * c->dim * 768 +
@@ -525,14 +521,22 @@ int hm_model_load(const char *path, const char *mano_npz, int progress_on, hm_mo
               (size_t)4 * c->hdim * (HM_NJ * 6 + HM_NB + 3);
     if ((rc = load_backbone(&L))) goto fail;
     if ((rc = load_head(&L))) goto fail;
-    if ((rc = attach_mano(&L, path, mano_npz))) goto fail;
+    if ((rc = attach_mano(&L, src, mano_npz))) goto fail;
     if (L.progress && L.last_pct != 100) fputc('\n', stderr);
-    hm_ckpt_close(L.ck);
     *out = m;
     return HM_OK;
 fail:
     if (L.progress && L.last_pct >= 0) fputc('\n', stderr);
-    hm_ckpt_close(L.ck);
     hm_model_free(m);
+    return rc;
+}
+
+int hm_model_load(const char *path, const char *mano_npz, int progress_on, hm_model **out) {
+    hm_ckpt *ck;
+    *out = NULL;
+    int rc = hm_ckpt_open(path, &ck);
+    if (rc) return rc;
+    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, out);
+    hm_ckpt_close(ck);
     return rc;
 }

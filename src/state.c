@@ -1,6 +1,7 @@
 /* state.c - per-request buffers: everything a forward writes, allocated once. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "model.h"
 #include "util.h"
 
@@ -54,4 +55,14 @@ void hm_state_release(hm_state *s) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hm_free(bufs[i]);
     hm_pool_destroy(s->pool);
     memset(s, 0, sizeof *s);
+}
+
+const char *const hm_stage_names[HM_ST_COUNT] = {
+    "patch_embed", "layernorm", "qkv", "attention", "proj", "fc1_gelu", "fc2", "head", "mano", "finalise",
+};
+
+double hm_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }

@@ -60,16 +60,25 @@ void hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok;
+    HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
+        HM_TOC(s, HM_ST_NORM);
         hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE);
+        HM_TOC(s, HM_ST_QKV);
         attn_job aj = {s, B};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
+        HM_TOC(s, HM_ST_ATTN);
         hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM);
+        HM_TOC(s, HM_ST_PROJ);
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
+        HM_TOC(s, HM_ST_NORM);
         hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, c->mlp, HM_EPI_GELU);
+        HM_TOC(s, HM_ST_FC1);
         hm_gemm(s->pool, T, s->mlp, c->mlp, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM);
+        HM_TOC(s, HM_ST_FC2);
     }
     layernorm_par(s, s->x, s->x, T, c->dim, m->last_norm_w, m->last_norm_b, 1e-6f);
+    HM_TOC(s, HM_ST_NORM);
 }
