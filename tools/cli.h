@@ -1,0 +1,15 @@
+/* cli.h - the `hamer` command's subcommands and shared helpers. */
+#ifndef HM_CLI_H
+#define HM_CLI_H
+
+/* Each subcommand gets the arguments after its name; returns the exit code. */
+int hm_cli_regress(int argc, char **argv);
+
+/* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
+int hm_cli_fail(int code, const char *fmt, const char *arg);
+/* Parse a thread count 1..1024; 0 ok, -1 bad. */
+int hm_cli_parse_threads(const char *s, int *out);
+/* Monotonic seconds. */
+double hm_cli_now(void);
+
+#endif
