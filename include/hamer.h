@@ -45,13 +45,22 @@ typedef struct {
     const char *mano_path;  /* optional .npz with MANO buffers (no "mano." prefix);
                                used when the checkpoint lacks mano.* */
     int progress;           /* 1: print load progress to stderr (if a terminal) */
+    int precision;          /* HAMER_PRECISION_FP32 (default) or HAMER_PRECISION_FAST */
 } hamer_model_params;
+
+/* FP32 computes the PyTorch model to float precision. FAST is the gated
+ * low-precision scheme for the backbone's big matmuls (hamer_model_get_info
+ * names it); loading fails if this CPU cannot run it. */
+#define HAMER_PRECISION_FP32 0
+#define HAMER_PRECISION_FAST 1
 
 typedef struct {
     int vit_depth, vit_dim, vit_heads, vit_mlp, n_tokens;      /* 32, 1280, 16, 5120, 192 */
     int head_depth, head_dim, head_heads, head_dim_head, head_mlp; /* 6, 1024, 8, 64, 1024 */
     int has_mano;
     const char *isa;        /* kernel ISA in use: "avx512", "avx2", "scalar" */
+    int precision;          /* HAMER_PRECISION_* the model was loaded with */
+    const char *scheme;     /* what that precision is inside, e.g. "fp32" */
 } hamer_model_info;
 
 /* Per-crop outputs; each pointer is caller-owned, sized for B crops, and may

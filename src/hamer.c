@@ -23,7 +23,7 @@ struct hamer_state {
 };
 
 hamer_model_params hamer_model_default_params(void) {
-    hamer_model_params p = {NULL, 0};
+    hamer_model_params p = {NULL, 0, HAMER_PRECISION_FP32};
     return p;
 }
 
@@ -41,7 +41,12 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
         return NULL;
     }
-    if (hm_model_load(path, p.mano_path, p.progress, &hm->m)) {
+    if (p.precision != HAMER_PRECISION_FP32 && p.precision != HAMER_PRECISION_FAST) {
+        hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, p.precision);
+        free(hm);
+        return NULL;
+    }
+    if (hm_model_load(path, p.mano_path, p.progress, p.precision, &hm->m)) {
         free(hm);
         return NULL;
     }
@@ -62,6 +67,8 @@ void hamer_model_get_info(const hamer_model *model, hamer_model_info *info) {
     info->head_dim_head = HM_DEC_HEAD_DIM, info->head_mlp = c->hmlp;
     info->has_mano = model->m->has_mano;
     info->isa = hm_isa_name(hm_gemm_isa());
+    info->precision = model->m->precision;
+    info->scheme = hm_precision_scheme((hm_precision)model->m->precision);
 }
 
 const int32_t *hamer_model_faces(const hamer_model *model) {

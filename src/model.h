@@ -70,6 +70,7 @@ typedef struct {                 /* mano.* buffers (or --mano npz) */
 
 typedef struct hm_model {
     hm_config cfg;
+    int precision;               /* hm_precision of the backbone's block matmuls */
     /* backbone */
     hm_packed patch;             /* backbone.patch_embed.proj [dim, 3*16*16] + bias */
     hm_packed patch_u8;          /* same, divided by 255*std[c]; bias folded into u8_tok_bias */
@@ -144,10 +145,11 @@ void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const 
 void hm_softmax(float *x, int n);
 
 /* Loading (model_load.c). */
-int hm_model_load(const char *path, const char *mano_npz, int progress, hm_model **out);
+int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
 /* Same from an open checkpoint (any tensor source; `src` names it in messages). */
 struct hm_ckpt;
-int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, hm_model **out);
+int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
+                       hm_model **out);
 void hm_model_free(hm_model *m);
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads);
 void hm_state_release(hm_state *s);

@@ -22,6 +22,7 @@ typedef struct {
     int progress;
     size_t packed, total;   /* bytes packed so far / expected, for progress */
     int last_pct;
+    hm_precision prec;      /* for the ViT blocks' four matmuls */
 } loader;
 
 /* Tensor `key` as contiguous fp32 with exactly the given shape, or NULL
@@ -78,8 +79,9 @@ static void progress(loader *L, size_t bytes) {
     }
 }
 
-/* Pack Linear `prefix.weight` [N, K] (+ `prefix.bias` [N] if with_bias). */
-static int pack_linear(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias) {
+/* Pack Linear `prefix.weight` [N, K] (+ `prefix.bias` [N] if with_bias) in
+ * precision prec. */
+static int pack_linear_prec(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias, hm_precision prec) {
     char key[256];
     snprintf(key, sizeof key, "%s.weight", prefix);
     const float *w = get_f32(L, key, 2, S2(N, K));
@@ -89,10 +91,15 @@ static int pack_linear(loader *L, hm_packed *p, const char *prefix, int N, int K
         snprintf(key, sizeof key, "%s.bias", prefix);
         if (!(b = get_f32(L, key, 1, S1(N)))) return HM_E_SHAPE;
     }
-    int rc = hm_pack_weights(p, w, K, b, N, K);
+    int rc = hm_pack_weights_prec(p, w, K, b, N, K, prec);
     if (rc) return rc;
     progress(L, (size_t)N * K * 4);
     return HM_OK;
+}
+
+/* fp32 packing: every matmul outside the ViT blocks stays exact. */
+static int pack_linear(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias) {
+    return pack_linear_prec(L, p, prefix, N, K, with_bias, HM_PREC_FP32);
 }
 
 /* Number of consecutive indices i with "<fmt % i>" present. */
@@ -202,10 +209,10 @@ static int load_backbone(loader *L) {
         if (!(b->norm1_b = copy_vec(L, BK("norm1.bias"), c->dim))) return HM_E_SHAPE;
         if (!(b->norm2_w = copy_vec(L, BK("norm2.weight"), c->dim))) return HM_E_SHAPE;
         if (!(b->norm2_b = copy_vec(L, BK("norm2.bias"), c->dim))) return HM_E_SHAPE;
-        if ((rc = pack_linear(L, &b->qkv, BK("attn.qkv"), 3 * c->dim, c->dim, 1))) return rc;
-        if ((rc = pack_linear(L, &b->proj, BK("attn.proj"), c->dim, c->dim, 1))) return rc;
-        if ((rc = pack_linear(L, &b->fc1, BK("mlp.fc1"), c->mlp, c->dim, 1))) return rc;
-        if ((rc = pack_linear(L, &b->fc2, BK("mlp.fc2"), c->dim, c->mlp, 1))) return rc;
+        if ((rc = pack_linear_prec(L, &b->qkv, BK("attn.qkv"), 3 * c->dim, c->dim, 1, L->prec))) return rc;
+        if ((rc = pack_linear_prec(L, &b->proj, BK("attn.proj"), c->dim, c->dim, 1, L->prec))) return rc;
+        if ((rc = pack_linear_prec(L, &b->fc1, BK("mlp.fc1"), c->mlp, c->dim, 1, L->prec))) return rc;
+        if ((rc = pack_linear_prec(L, &b->fc2, BK("mlp.fc2"), c->dim, c->mlp, 1, L->prec))) return rc;
 #undef BK
     }
     if (!(m->last_norm_w = copy_vec(L, "backbone.last_norm.weight", c->dim))) return HM_E_SHAPE;
@@ -507,11 +514,13 @@ void hm_model_free(hm_model *m) {
     free(m);
 }
 
-int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int progress_on, hm_model **out) {
+int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int progress_on, int precision,
+                       hm_model **out) {
     *out = NULL;
     hm_model *m = calloc(1, sizeof *m);
     if (!m) return hm_err(HM_E_NOMEM, "out of memory");
-    loader L = {.ck = ck, .m = m, .progress = progress_on && isatty(2), .last_pct = -1};
+    loader L = {.ck = ck, .m = m, .progress = progress_on && isatty(2), .last_pct = -1, .prec = (hm_precision)precision};
+    m->precision = precision;
     int rc;
     if ((rc = read_config(&L, &m->cfg))) goto fail;
     const hm_config *c = &m->cfg;
@@ -531,12 +540,12 @@ fail:
     return rc;
 }
 
-int hm_model_load(const char *path, const char *mano_npz, int progress_on, hm_model **out) {
+int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
     hm_ckpt *ck;
     *out = NULL;
     int rc = hm_ckpt_open(path, &ck);
     if (rc) return rc;
-    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, out);
+    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, precision, out);
     hm_ckpt_close(ck);
     return rc;
 }

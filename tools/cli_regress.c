@@ -17,7 +17,7 @@
 static const char *USAGE_REGRESS =
     "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
     "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
-    "                     [--timings]\n"
+    "                     [--precision fp32|fast] [--timings]\n"
     "\n"
     "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
     "on hand crops.\n"
@@ -40,6 +40,8 @@ static const char *USAGE_REGRESS =
     "                    parents, lbs_weights, faces_tensor) when the checkpoint\n"
     "                    has no mano.* entries\n"
     "  --params-only     write only params, pred_cam, pred_cam_t (no MANO needed)\n"
+    "  --precision P     fp32 (default, exact) or fast (the gated low-precision\n"
+    "                    scheme for the backbone matmuls; 'hamer --version' names it)\n"
     "  --plain           verification mode: the textbook formulation (slower)\n"
     "  --timings         print load and forward times to stderr\n"
     "\n"
@@ -48,7 +50,7 @@ static const char *USAGE_REGRESS =
 
 int hm_cli_regress(int argc, char **argv) {
     const char *model = NULL, *input = NULL, *output = NULL, *mano = NULL;
-    int threads = 0, params_only = 0, plain = 0, timings = 0;
+    int threads = 0, params_only = 0, plain = 0, timings = 0, precision = HAMER_PRECISION_FP32;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -63,7 +65,14 @@ int hm_cli_regress(int argc, char **argv) {
         else if (!strcmp(a, "--input")) dst = &input;
         else if (!strcmp(a, "--output")) dst = &output;
         else if (!strcmp(a, "--mano")) dst = &mano;
-        else if (strcmp(a, "--threads")) return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", a);
+        else if (!strcmp(a, "--precision")) {
+            if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
+            else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
+            else return hm_cli_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
+            continue;
+        } else if (strcmp(a, "--threads")) return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", a);
         if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
         const char *v = argv[++i];
         if (dst) *dst = v;
@@ -96,6 +105,7 @@ int hm_cli_regress(int argc, char **argv) {
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = mano;
     mp.progress = 1;
+    mp.precision = precision;
     double t0 = hm_cli_now();
     hamer_model *hm = hamer_model_load(model, &mp);
     double t_load = hm_cli_now() - t0;

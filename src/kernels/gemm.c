@@ -192,6 +192,8 @@ void hm_packed_free(hm_packed *p) {
     if (!p) return;
     hm_free(p->w);
     hm_free(p->bias);
+    hm_free(p->lp);
+    hm_free(p->lp_scale);
     memset(p, 0, sizeof *p);
 }
 

@@ -23,11 +23,18 @@ typedef enum {
     HM_EPI_ACCUM = 2,      /* C += A.W^T + b   (residual add) */
 } hm_epilogue;
 
+/* Weight precision of a packed matrix. FP32 is exact; FAST is the gated
+ * low-precision scheme (see hm_precision_scheme; kernels/gemm_lowp.c). */
+typedef enum { HM_PREC_FP32 = 0, HM_PREC_FAST = 1 } hm_precision;
+
 typedef struct {
     int N, K;
     int isa;               /* hm_isa the layout was packed for */
+    int prec;              /* hm_precision of this packing */
     float *w;              /* packed weights (hm_alloc'd, layout private) */
     float *bias;           /* [N] or NULL (hm_alloc'd copy) */
+    void *lp;              /* low-precision weights (FAST only; layout private) */
+    float *lp_scale;       /* FAST: per-output-channel scales */
 } hm_packed;
 
 /* Best ISA this CPU supports (CPUID + XGETBV); cached. */
@@ -43,6 +50,13 @@ int hm_gemm_force_isa(hm_isa isa);
  * HM_OK or HM_E_NOMEM. */
 int hm_pack_weights(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
 void hm_packed_free(hm_packed *p);
+
+/* Pack for a precision: FP32 is hm_pack_weights; FAST packs the low-precision
+ * scheme, or returns HM_E_UNSUPPORTED (with a message) where this CPU or
+ * build cannot run it. hm_gemm dispatches on p->prec. */
+int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec);
+/* Human-readable name of the scheme behind a precision, e.g. "fp32". */
+const char *hm_precision_scheme(hm_precision prec);
 
 /* C (op)= A . W^T + bias over M rows, parallel over the pool (may be NULL).
  * No allocation. Requires M >= 1. */
