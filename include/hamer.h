@@ -94,6 +94,53 @@ void hamer_state_free(hamer_state *state);
 int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
 int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);
 
+/* ---- Image in, hands out ---- */
+
+#define HAMER_MAX_HANDS 64
+
+typedef struct {
+    float bbox[4];          /* x1, y1, x2, y2 in image pixels */
+    int is_right;           /* 1 right hand, 0 left hand */
+} hamer_box;
+
+typedef enum { HAMER_CROP_WARP = 0, HAMER_CROP_PAD = 1 } hamer_crop_mode;
+
+typedef struct {
+    double rescale;         /* box scale factor, default 2.0 */
+    hamer_crop_mode crop_mode;  /* default HAMER_CROP_WARP (the official demo's) */
+} hamer_predict_params;
+
+/* One hand's result. Left hands are mirrored back as HaMeR's demo does:
+ * vertex / keypoint x negated; rotations mirrored (M R M, M = diag(-1,1,1)). */
+typedef struct {
+    int ok;                 /* 0: `error` says why this hand has no result */
+    char error[256];
+    hamer_box box;
+    float global_orient[9]; /* row-major 3x3 */
+    float hand_pose[15 * 9];
+    float betas[10];
+    float pred_cam[3];      /* crop camera (s, tx, ty) as predicted */
+    float cam_t_full[3];    /* camera translation in the full image */
+    float focal_length;     /* 5000/256 * max(W, H) */
+    float keypoints_3d[21 * 3];  /* metres, MANO frame (add cam_t_full for the camera frame) */
+    float keypoints_2d[21 * 2];  /* full-image pixels */
+    float vertices[778 * 3];     /* same frame as keypoints_3d */
+    double box_center[2], box_size; /* the crop the model saw */
+} hamer_hand;
+
+typedef struct {
+    double decode_ms, crop_ms, regress_ms, finalise_ms;
+} hamer_timings;
+
+hamer_predict_params hamer_predict_default_params(void);
+
+/* Regress every box of an RGB image (w x h, interleaved, 8-bit). A bad box
+ * (NaN, empty, outside the image, ...) fails only its own hand (ok = 0 with
+ * the reason); the call fails (negative code) for bad arguments, more than
+ * HAMER_MAX_HANDS boxes, or a model without MANO buffers. */
+int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
+                  const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings);
+
 /* Verification mode: 1 runs the textbook formulation (full single-token
  * self-attention, per-layer K/V projections, no constant folding, uint8
  * normalised before the patch embedding). Slower; for checking the default

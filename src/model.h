@@ -138,6 +138,10 @@ void hm_rot6d_to_rotmat(const float *x6, float *R);                    /* mano_h
 void hm_mano_forward(const hm_mano *mano, const float *params, float *verts, float *joints21); /* mano.c */
 void hm_camera_cam_t(const float *pred_cam, float *cam_t);             /* camera.c */
 void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d);
+void hm_camera_full(const float *pred_cam, int is_right, float cx, float cy, float box_size, int W, int H,
+                    float *cam_t_full, float *focal);
+void hm_camera_project_full(const float *pts, int n, const float *cam_t, float focal, int W, int H, float *px);
+void hm_rotmat_to_axis_angle(const float *R, float *aa);
 
 /* Row-wise LayerNorm of n rows of width d (x and y may alias). */
 void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);

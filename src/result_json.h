@@ -1,0 +1,21 @@
+/* result_json.h - the RESULT.json document of `hamer run` (and the server). */
+#ifndef HM_RESULT_JSON_H
+#define HM_RESULT_JSON_H
+
+#include "hamer.h"
+
+/* Serialise n hands of a W x H image. Floats are written with 9 significant
+ * digits (exact round trip of float32). Returns a malloc'd NUL-terminated
+ * string, or NULL (hm_err) on allocation failure. */
+char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm);
+
+/* Parse a boxes document `[{"bbox":[x1,y1,x2,y2],"is_right":true}, ...]`
+ * (is_right optional, default true). At most HAMER_MAX_HANDS entries.
+ * Returns the count (>= 0) or a negative error with a message naming the
+ * offending entry. */
+int hm_boxes_parse_json(const char *text, size_t len, hamer_box *boxes, int max);
+
+/* Parse one `x1,y1,x2,y2[:left|:right]` box; HM_OK or HM_E_ARG. */
+int hm_box_parse(const char *s, hamer_box *box);
+
+#endif
