@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "hamer.h"
 #include "model.h"
+#include "predict.h"
 #include "util.h"
 
 struct hamer_model {
@@ -18,6 +19,8 @@ struct hamer_model {
 
 struct hamer_state {
     hm_state s;
+    const hamer_model *model;
+    hm_predict_ws pws;   /* image pipeline buffers (hamer_predict) */
     float *params;   /* [max_batch, 157] when the caller does not want params */
     float *verts;    /* [778*3] scratch for keypoints without vertices */
 };
@@ -95,12 +98,14 @@ hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_thre
         hamer_state_free(st);
         return NULL;
     }
+    st->model = model;
     return st;
 }
 
 void hamer_state_free(hamer_state *st) {
     if (!st) return;
     hm_state_release(&st->s);
+    hm_predict_ws_free(&st->pws);
     hm_free(st->params);
     hm_free(st->verts);
     free(st);
@@ -191,4 +196,10 @@ int hamer_state_profile(const hamer_state *st, double *seconds, const char **nam
         if (names) names[i] = hm_stage_names[i];
     }
     return n;
+}
+
+int hamer_predict(hamer_state *st, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
+                  const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings) {
+    if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
+    return hm_predict(&st->pws, st, st->model->m, rgb, w, h, boxes, n, params, hands, timings);
 }

@@ -66,7 +66,7 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
         json_object_set_new(root, "timings_ms",
                             json_pack("{s:f,s:f,s:f,s:f}", "decode", tm->decode_ms, "crop", tm->crop_ms, "regress",
                                       tm->regress_ms, "finalise", tm->finalise_ms));
-    char *s = json_dumps(root, JSON_REAL_PRECISION(9) | JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(root, JSON_REAL_PRECISION(9) | JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!s) hm_err(HM_E_NOMEM, "out of memory writing JSON");
     return s;

@@ -4,6 +4,9 @@
 
 /* Each subcommand gets the arguments after its name; returns the exit code. */
 int hm_cli_regress(int argc, char **argv);
+int hm_cli_crop(int argc, char **argv);
+int hm_cli_bench(int argc, char **argv);
+int hm_cli_run(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);
@@ -11,5 +14,13 @@ int hm_cli_fail(int code, const char *fmt, const char *arg);
 int hm_cli_parse_threads(const char *s, int *out);
 /* Monotonic seconds. */
 double hm_cli_now(void);
+
+/* `hamer run`'s pictures (cli_render.c): overlay and/or side view PNGs of
+ * the hands that succeeded. HM_OK or an error (hm_err). */
+#include <stdint.h>
+#include "hamer.h"
+#include "image.h"
+int hm_cli_render_hands(const hm_image *img, const hamer_hand *hands, int n, const int32_t *faces,
+                        const char *overlay_path, const char *side_path, const float color[3]);
 
 #endif

@@ -11,7 +11,10 @@ static const char *USAGE_MAIN =
     "HaMeR 3D hand-mesh recovery (CVPR 2024) in C.\n"
     "\n"
     "commands:\n"
+    "  run       image + hand boxes in: RESULT.json, meshes (.obj), overlay pictures\n"
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
+    "  crop      cut hand crops (.npy) from an image and boxes\n"
+    "  bench     time the regressor (per stage) and check a precision against fp32\n"
     "\n"
     "options:\n"
     "  -h, --help      this help; 'hamer <command> --help' for a command\n"
@@ -21,7 +24,10 @@ static const struct {
     const char *name;
     int (*fn)(int, char **);
 } commands[] = {
+    {"run", hm_cli_run},
     {"regress", hm_cli_regress},
+    {"crop", hm_cli_crop},
+    {"bench", hm_cli_bench},
 };
 
 int main(int argc, char **argv) {
