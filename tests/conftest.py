@@ -1,0 +1,239 @@
+"""Shared fixtures of the Python tests.
+
+* Checkpoints are generated once, under $HAMER_BUILD/test-fixtures, and
+  reused by later runs while the generator (hamer_fixture.py) and the
+  fixture's parameters are unchanged (a JSON manifest sits beside each).
+* Reference outputs (hamer_reference.py, float64, slow on the CPU) are
+  cached there too, keyed by the reference's source, the checkpoint and the
+  input bytes.
+* run_hamer() runs the CLI in a subprocess with a timeout.
+
+Environment: HAMER_BUILD (cmake build directory; default <repo>/build),
+HAMER_SANITIZE ("1" in sanitizer builds: longer timeouts, the full-size
+test is skipped).
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(2)
+
+import hamer_fixture  # noqa: E402
+import hamer_reference  # noqa: E402
+
+REPO = TESTS_DIR.parent
+BUILD = Path(os.environ.get("HAMER_BUILD") or REPO / "build").resolve()
+SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", "true", "yes")
+FIXTURE_DIR = BUILD / "test-fixtures"
+HAMER_BIN = BUILD / "hamer"
+# Sanitizer builds run several times slower.
+TIMEOUT_SMALL = 1200 if SANITIZE else 300
+TIMEOUT_FULL = 900
+
+FULL_SIZE_SKIP_REASON = "full-size model under ASan is too slow; covered by the Release run"
+
+# Checkpoints the tests use: name -> hamer_fixture.write_checkpoint kwargs
+# (JSON-serialisable; they are the cache key with the generator's digest).
+CHECKPOINTS = {
+    # The main small model: 2 ViT blocks, 2 decoder layers, MANO embedded,
+    # zip prefix 'archive' as in the release.
+    "d2h2": dict(depth=2, head_depth=2, seed=0, mano=True),
+    # Same weights without mano.* (MANO supplied by --mano or absent).
+    "d2h2_nomano": dict(depth=2, head_depth=2, seed=0, mano=False),
+    # Same weights, storages tagged cuda:0, zip prefix not 'archive'.
+    "d2h2_cuda": dict(depth=2, head_depth=2, seed=0, mano=True, cuda_tag=True,
+                      zip_prefix="hamer_cuda_release"),
+    # Smallest model, for the error tests, and broken variants of it.
+    "d1h1": dict(depth=1, head_depth=1, seed=1, mano=True),
+    "d1h1_missing_key": dict(depth=1, head_depth=1, seed=1, mano=True,
+                             drop=["backbone.last_norm.weight"]),
+    "d1h1_transposed": dict(depth=1, head_depth=1, seed=1, mano=True,
+                            transpose=["backbone.blocks.0.mlp.fc1.weight"]),
+    # The released architecture (~2.7 GB).
+    "full": dict(depth=32, head_depth=6, seed=1234, mano=True),
+}
+
+
+def _manifest(name):
+    return {"generator": hamer_fixture.generator_digest(), "params": CHECKPOINTS[name]}
+
+
+def checkpoint_path(name):
+    """Path of fixture checkpoint ``name``, generated if missing or stale."""
+    FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    path = FIXTURE_DIR / f"{name}.ckpt"
+    meta_path = FIXTURE_DIR / f"{name}.json"
+    want = _manifest(name)
+    if path.exists() and meta_path.exists():
+        try:
+            have = json.loads(meta_path.read_text())
+            if (have.get("generator") == want["generator"] and have.get("params") == want["params"]
+                    and have.get("size") == path.stat().st_size):
+                return path
+        except (OSError, ValueError):
+            pass
+    # Write to a temporary name and rename, so an interrupted run never
+    # leaves a half-written file under the final name.
+    tmp = FIXTURE_DIR / f".{name}.{os.getpid()}.tmp"
+    try:
+        hamer_fixture.write_checkpoint(str(tmp), **CHECKPOINTS[name])
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    want["size"] = path.stat().st_size
+    meta_path.write_text(json.dumps(want, indent=1))
+    return path
+
+
+def mano_npz_path():
+    """Separate MANO file matching the d2h2 checkpoints' embedded buffers."""
+    FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    seed = CHECKPOINTS["d2h2"]["seed"]
+    path = FIXTURE_DIR / f"mano_s{seed}_{hamer_fixture.generator_digest()}.npz"
+    if not path.exists():
+        tmp = FIXTURE_DIR / f".mano.{os.getpid()}.npz"
+        hamer_fixture.write_mano_npz(str(tmp), seed)
+        os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# Reference outputs (cached)
+# ---------------------------------------------------------------------------
+
+_STATE_DICTS = {}
+
+
+def _reference_digest():
+    with open(hamer_reference.__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def reference_outputs(name, crops, mano_npz=None, params_only=False, keep_in_memory=True):
+    """float64 reference outputs for checkpoint fixture ``name`` on ``crops``."""
+    crops = np.ascontiguousarray(crops)
+    key = hashlib.sha256()
+    for part in (_reference_digest(), hamer_fixture.generator_digest(), name,
+                 json.dumps(CHECKPOINTS[name], sort_keys=True), str(crops.dtype),
+                 str(crops.shape), str(mano_npz and Path(mano_npz).name), str(params_only)):
+        key.update(part.encode() + b"\0")
+    key.update(crops.tobytes())
+    cache = FIXTURE_DIR / f"ref-{name}-{key.hexdigest()[:20]}.npz"
+    if cache.exists():
+        with np.load(cache) as z:
+            return {k: z[k] for k in z.files}
+    path = checkpoint_path(name)
+    sd = _STATE_DICTS.get(name)
+    if sd is None:
+        sd = hamer_reference.load_state_dict(str(path))
+        if keep_in_memory:
+            _STATE_DICTS[name] = sd
+    mano = hamer_reference.load_mano_npz(str(mano_npz)) if mano_npz else None
+    out = hamer_reference.run_reference(sd, crops, mano=mano, params_only=params_only)
+    del sd
+    tmp = FIXTURE_DIR / f".ref.{os.getpid()}.npz"
+    np.savez(tmp, **out)
+    os.replace(tmp, cache)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Test inputs
+# ---------------------------------------------------------------------------
+
+def float_crops(batch, seed=10):
+    """Normalised float32 crops [B,3,256,192]: standard-normal values (the
+    range of normalised images), a different pattern per crop."""
+    rng = np.random.RandomState(seed)
+    return rng.standard_normal((batch, 3, 256, 192)).astype(np.float32)
+
+
+def uint8_crops(batch, seed=20):
+    """uint8 RGB crops [B,256,192,3] over the full 0..255 range (the
+    borders included: the patch convolution's zero padding must act as a
+    normalised 0, not as a black pixel)."""
+    rng = np.random.RandomState(seed)
+    return rng.randint(0, 256, (batch, 256, 192, 3)).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------
+# Running the CLI
+# ---------------------------------------------------------------------------
+
+def run_hamer(args, timeout=None):
+    """Run ``hamer ARGS``; returns the CompletedProcess (text mode)."""
+    cmd = [str(HAMER_BIN)] + [str(a) for a in args]
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout or TIMEOUT_SMALL, text=True, errors="replace")
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"timed out after {timeout or TIMEOUT_SMALL}s: {' '.join(cmd)}")
+
+
+def describe(proc):
+    return (f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}"
+            f"\n--- stderr ---\n{proc.stderr[-4000:]}")
+
+
+class Regressor:
+    """Runs ``hamer regress`` on arrays and returns the output arrays."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.n = 0
+
+    def paths(self, crops):
+        self.n += 1
+        inp = self.tmp / f"crops{self.n}.npy"
+        out = self.tmp / f"out{self.n}.npz"
+        np.save(inp, crops)
+        return inp, out
+
+    def __call__(self, ckpt, crops, *extra, timeout=None):
+        inp, out = self.paths(crops)
+        proc = run_hamer(["regress", "--model", ckpt, "--input", inp, "--output", out, *extra],
+                         timeout=timeout)
+        assert proc.returncode == 0, "hamer regress failed: " + describe(proc)
+        assert out.exists(), "hamer regress exited 0 but wrote no output"
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+
+
+@pytest.fixture(scope="session")
+def hamer_bin():
+    if not HAMER_BIN.exists():
+        msg = f"{HAMER_BIN} not built (cmake -B build && cmake --build build)"
+        if os.environ.get("HAMER_BUILD"):
+            pytest.fail(msg)        # under ctest the binary must exist
+        pytest.skip(msg)
+    return HAMER_BIN
+
+
+@pytest.fixture
+def regress(hamer_bin, tmp_path):
+    return Regressor(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def ckpt():
+    """Fixture checkpoints by name, generated on first use."""
+    return checkpoint_path
+
+
+@pytest.fixture(scope="session")
+def mano_npz():
+    return mano_npz_path()
