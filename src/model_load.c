@@ -128,6 +128,9 @@ static int read_config(loader *L, hm_config *c) {
     if (c->depth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no backbone blocks (missing 'backbone.blocks.0.norm1.weight')");
     t = hm_ckpt_find(L->ck, "backbone.blocks.0.mlp.fc1.weight");
     if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'backbone.blocks.0.mlp.fc1.weight'");
+    if (t->shape[1] != c->dim)
+        return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.blocks.0.mlp.fc1.weight' has shape [%lld,%lld], expected [mlp,%d]",
+                      (long long)t->shape[0], (long long)t->shape[1], c->dim);
     c->mlp = (int)t->shape[0];
     if (c->mlp <= 0 || c->mlp > 1 << 20) return hm_err(HM_E_SHAPE, "checkpoint: bad MLP width %lld", (long long)t->shape[0]);
 

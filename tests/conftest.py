@@ -67,16 +67,13 @@ CHECKPOINTS = {
 }
 
 
-def _manifest(name):
-    return {"generator": hamer_fixture.generator_digest(), "params": CHECKPOINTS[name]}
-
-
-def checkpoint_path(name):
-    """Path of fixture checkpoint ``name``, generated if missing or stale."""
+def _cached_file(path, params, write):
+    """Return ``path``, (re)writing it with ``write(tmp_path)`` unless the
+    JSON manifest beside it records the same generator digest, parameters
+    and file size."""
     FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
-    path = FIXTURE_DIR / f"{name}.ckpt"
-    meta_path = FIXTURE_DIR / f"{name}.json"
-    want = _manifest(name)
+    meta_path = path.with_suffix(".json")
+    want = {"generator": hamer_fixture.generator_digest(), "params": params}
     if path.exists() and meta_path.exists():
         try:
             have = json.loads(meta_path.read_text())
@@ -87,9 +84,9 @@ def checkpoint_path(name):
             pass
     # Write to a temporary name and rename, so an interrupted run never
     # leaves a half-written file under the final name.
-    tmp = FIXTURE_DIR / f".{name}.{os.getpid()}.tmp"
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
-        hamer_fixture.write_checkpoint(str(tmp), **CHECKPOINTS[name])
+        write(str(tmp))
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -99,16 +96,18 @@ def checkpoint_path(name):
     return path
 
 
+def checkpoint_path(name):
+    """Path of fixture checkpoint ``name``, generated if missing or stale."""
+    params = CHECKPOINTS[name]
+    return _cached_file(FIXTURE_DIR / f"{name}.ckpt", params,
+                        lambda tmp: hamer_fixture.write_checkpoint(tmp, **params))
+
+
 def mano_npz_path():
     """Separate MANO file matching the d2h2 checkpoints' embedded buffers."""
-    FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
     seed = CHECKPOINTS["d2h2"]["seed"]
-    path = FIXTURE_DIR / f"mano_s{seed}_{hamer_fixture.generator_digest()}.npz"
-    if not path.exists():
-        tmp = FIXTURE_DIR / f".mano.{os.getpid()}.npz"
-        hamer_fixture.write_mano_npz(str(tmp), seed)
-        os.replace(tmp, path)
-    return path
+    return _cached_file(FIXTURE_DIR / f"mano_s{seed}.npz", {"seed": seed},
+                        lambda tmp: hamer_fixture.write_mano_npz(tmp, seed))
 
 
 # ---------------------------------------------------------------------------
@@ -124,15 +123,18 @@ def _reference_digest():
 
 
 def reference_outputs(name, crops, mano_npz=None, params_only=False, keep_in_memory=True):
-    """float64 reference outputs for checkpoint fixture ``name`` on ``crops``."""
+    """float64 reference outputs for checkpoint fixture ``name`` on ``crops``.
+
+    Cached as ref-<name>-<source digests>-<input key>.npz; entries made by
+    other versions of the generator or the reference are removed."""
     crops = np.ascontiguousarray(crops)
+    version = hamer_fixture.generator_digest()[:8] + _reference_digest()[:8]
     key = hashlib.sha256()
-    for part in (_reference_digest(), hamer_fixture.generator_digest(), name,
-                 json.dumps(CHECKPOINTS[name], sort_keys=True), str(crops.dtype),
-                 str(crops.shape), str(mano_npz and Path(mano_npz).name), str(params_only)):
+    for part in (json.dumps(CHECKPOINTS[name], sort_keys=True), str(crops.dtype), str(crops.shape),
+                 str(mano_npz and Path(mano_npz).name), str(params_only)):
         key.update(part.encode() + b"\0")
     key.update(crops.tobytes())
-    cache = FIXTURE_DIR / f"ref-{name}-{key.hexdigest()[:20]}.npz"
+    cache = FIXTURE_DIR / f"ref-{name}-{version}-{key.hexdigest()[:16]}.npz"
     if cache.exists():
         with np.load(cache) as z:
             return {k: z[k] for k in z.files}
@@ -145,6 +147,9 @@ def reference_outputs(name, crops, mano_npz=None, params_only=False, keep_in_mem
     mano = hamer_reference.load_mano_npz(str(mano_npz)) if mano_npz else None
     out = hamer_reference.run_reference(sd, crops, mano=mano, params_only=params_only)
     del sd
+    for old in FIXTURE_DIR.glob(f"ref-{name}-*.npz"):
+        if old.name.split("-")[2] != version:
+            old.unlink()
     tmp = FIXTURE_DIR / f".ref.{os.getpid()}.npz"
     np.savez(tmp, **out)
     os.replace(tmp, cache)

@@ -38,8 +38,6 @@ Usable as a module and as a command line tool:
 import argparse
 import collections
 import hashlib
-import io
-import math
 import os
 import pickle
 import sys

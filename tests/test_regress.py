@@ -115,6 +115,127 @@ def test_rot6d_orthonormal_and_column_convention():
     assert torch.equal(ident, eye)
 
 
+
+def _small_model(vit_dim=160, vit_mlp=640, vit_depth=2, dec_dim=128, dec_mlp=96, dec_depth=2, seed=5):
+    """A random state dict of HaMeR's layout at reduced widths (2 heads of
+    80 in the ViT, 2 heads of 64 in the decoder, whose inner width equals
+    its model width here so torch's MultiheadAttention can express it)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape, std=0.05, mean=0.0):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * std + mean
+
+    sd = {"backbone.pos_embed": rnd(1, 193, vit_dim, std=0.02),
+          "backbone.patch_embed.proj.weight": rnd(vit_dim, 3, 16, 16, std=0.02),
+          "backbone.patch_embed.proj.bias": rnd(vit_dim)}
+
+    def ln(prefix, dim):
+        sd[prefix + ".weight"] = rnd(dim, std=0.1, mean=1.0)
+        sd[prefix + ".bias"] = rnd(dim)
+
+    def lin(prefix, o, i, bias=True):
+        sd[prefix + ".weight"] = rnd(o, i, std=i ** -0.5)
+        if bias:
+            sd[prefix + ".bias"] = rnd(o)
+
+    for i in range(vit_depth):
+        b = f"backbone.blocks.{i}."
+        ln(b + "norm1", vit_dim)
+        lin(b + "attn.qkv", 3 * vit_dim, vit_dim)
+        lin(b + "attn.proj", vit_dim, vit_dim)
+        ln(b + "norm2", vit_dim)
+        lin(b + "mlp.fc1", vit_mlp, vit_dim)
+        lin(b + "mlp.fc2", vit_dim, vit_mlp)
+    ln("backbone.last_norm", vit_dim)
+    t = "mano_head.transformer."
+    sd[t + "pos_embedding"] = rnd(1, 1, dec_dim, std=0.5)
+    lin(t + "to_token_embedding", dec_dim, 1)
+    for j in range(dec_depth):
+        p = f"{t}transformer.layers.{j}."
+        ln(p + "0.norm", dec_dim)
+        lin(p + "0.fn.to_qkv", 3 * dec_dim, dec_dim, bias=False)
+        lin(p + "0.fn.to_out.0", dec_dim, dec_dim)
+        ln(p + "1.norm", dec_dim)
+        lin(p + "1.fn.to_kv", 2 * dec_dim, vit_dim, bias=False)
+        lin(p + "1.fn.to_q", dec_dim, dec_dim, bias=False)
+        lin(p + "1.fn.to_out.0", dec_dim, dec_dim)
+        ln(p + "2.norm", dec_dim)
+        lin(p + "2.fn.net.0", dec_mlp, dec_dim)
+        lin(p + "2.fn.net.3", dec_dim, dec_mlp)
+    for name, n in (("decpose", 96), ("decshape", 10), ("deccam", 3)):
+        lin("mano_head." + name, n, dec_dim)
+    sd["mano_head.init_hand_pose"] = rnd(1, 96)
+    sd["mano_head.init_betas"] = rnd(1, 10)
+    sd["mano_head.init_cam"] = rnd(1, 3)
+    return sd
+
+
+def test_reference_matches_torch_modules():
+    """Cross-check the hand-written reference against torch's own modules
+    (nn.TransformerEncoderLayer for the pre-norm ViT block,
+    nn.MultiheadAttention for the decoder's attentions), at reduced widths."""
+    nn = torch.nn
+    sd = _small_model()
+    vit_dim, dec_dim = 160, 128
+    x = torch.randn(2, 3, 256, 192, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    with torch.no_grad():
+        context = ref.vit_backbone(sd, x)
+        pose, betas, cam = ref.mano_head(sd, context)
+
+        tok = torch.nn.functional.conv2d(x, sd["backbone.patch_embed.proj.weight"],
+                                         sd["backbone.patch_embed.proj.bias"], stride=16, padding=2)
+        tok = tok.flatten(2).transpose(1, 2) + sd["backbone.pos_embed"][:, 1:] + sd["backbone.pos_embed"][:, :1]
+        for i in range(2):
+            b = f"backbone.blocks.{i}."
+            layer = nn.TransformerEncoderLayer(vit_dim, 2, 640, dropout=0.0, activation="gelu",
+                                               layer_norm_eps=1e-6, batch_first=True,
+                                               norm_first=True).double().eval()
+            layer.self_attn.in_proj_weight.copy_(sd[b + "attn.qkv.weight"])
+            layer.self_attn.in_proj_bias.copy_(sd[b + "attn.qkv.bias"])
+            layer.self_attn.out_proj.weight.copy_(sd[b + "attn.proj.weight"])
+            layer.self_attn.out_proj.bias.copy_(sd[b + "attn.proj.bias"])
+            for mine, theirs in (("mlp.fc1", layer.linear1), ("mlp.fc2", layer.linear2),
+                                 ("norm1", layer.norm1), ("norm2", layer.norm2)):
+                theirs.weight.copy_(sd[b + mine + ".weight"])
+                theirs.bias.copy_(sd[b + mine + ".bias"])
+            tok = layer(tok)
+        ctx = torch.nn.functional.layer_norm(tok, (vit_dim,), sd["backbone.last_norm.weight"],
+                                             sd["backbone.last_norm.bias"], eps=1e-6)
+        assert (ctx - context).abs().max() < 1e-10
+
+        t = "mano_head.transformer."
+        h = sd[t + "to_token_embedding.bias"].reshape(1, 1, -1).repeat(2, 1, 1) + sd[t + "pos_embedding"]
+        for j in range(2):
+            p = f"{t}transformer.layers.{j}."
+
+            def norm(v, k):
+                return torch.nn.functional.layer_norm(v, (dec_dim,), sd[p + k + ".norm.weight"],
+                                                      sd[p + k + ".norm.bias"], eps=1e-5)
+
+            sa = nn.MultiheadAttention(dec_dim, 2, batch_first=True).double().eval()
+            sa.in_proj_weight.copy_(sd[p + "0.fn.to_qkv.weight"])
+            sa.in_proj_bias.zero_()
+            sa.out_proj.weight.copy_(sd[p + "0.fn.to_out.0.weight"])
+            sa.out_proj.bias.copy_(sd[p + "0.fn.to_out.0.bias"])
+            y = norm(h, "0")
+            h = h + sa(y, y, y, need_weights=False)[0]
+            ca = nn.MultiheadAttention(dec_dim, 2, kdim=vit_dim, vdim=vit_dim, batch_first=True).double().eval()
+            ca.q_proj_weight.copy_(sd[p + "1.fn.to_q.weight"])
+            ca.k_proj_weight.copy_(sd[p + "1.fn.to_kv.weight"][:dec_dim])
+            ca.v_proj_weight.copy_(sd[p + "1.fn.to_kv.weight"][dec_dim:])
+            ca.in_proj_bias.zero_()
+            ca.out_proj.weight.copy_(sd[p + "1.fn.to_out.0.weight"])
+            ca.out_proj.bias.copy_(sd[p + "1.fn.to_out.0.bias"])
+            h = h + ca(norm(h, "1"), ctx, ctx, need_weights=False)[0]
+            ff = torch.nn.functional.linear(norm(h, "2"), sd[p + "2.fn.net.0.weight"], sd[p + "2.fn.net.0.bias"])
+            h = h + torch.nn.functional.linear(torch.nn.functional.gelu(ff), sd[p + "2.fn.net.3.weight"],
+                                               sd[p + "2.fn.net.3.bias"])
+        h = h[:, 0]
+        for name, got in (("decpose", pose), ("decshape", betas), ("deccam", cam)):
+            init = {"decpose": "init_hand_pose", "decshape": "init_betas", "deccam": "init_cam"}[name]
+            want = torch.nn.functional.linear(h, sd[f"mano_head.{name}.weight"], sd[f"mano_head.{name}.bias"])
+            assert (got - want - sd["mano_head." + init]).abs().max() < 1e-10, name
+
 @pytest.fixture(scope="module")
 def mano_buffers():
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hamer_fixture.mano_buffers(0).items()}

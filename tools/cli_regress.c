@@ -89,8 +89,11 @@ int hm_cli_regress(int argc, char **argv) {
                    (u8 ? (crops.shape[1] == HAMER_CROP_H && crops.shape[2] == HAMER_CROP_W && crops.shape[3] == 3)
                        : (crops.shape[1] == 3 && crops.shape[2] == HAMER_CROP_H && crops.shape[3] == HAMER_CROP_W));
     if (crops.dtype != HM_DT_F32 && !u8) {
+        hm_dtype dt = crops.dtype;
         hm_array_free(&crops);
-        return hm_cli_fail(1, "%s: crops must be float32 [B,3,256,192] or uint8 [B,256,192,3], got another dtype", input);
+        fprintf(stderr, "hamer: %s: crops must be float32 [B,3,256,192] or uint8 [B,256,192,3], got %s\n", input,
+                hm_dtype_name(dt));
+        return 1;
     }
     if (!ok_shape) {
         char sh[128] = "";

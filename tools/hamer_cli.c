@@ -16,6 +16,10 @@ static const char *USAGE_MAIN =
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
     "\n"
+    "main job:\n"
+    "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
+    "  hamer run --model hamer.ckpt --image IMG --box x1,y1,x2,y2[:left] --output RESULT.json\n"
+    "\n"
     "options:\n"
     "  -h, --help      this help; 'hamer <command> --help' for a command\n"
     "  --version       print the version and the kernel ISA\n";

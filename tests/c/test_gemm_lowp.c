@@ -1,0 +1,427 @@
+/* test_gemm_lowp.c - the low-precision ("fast") hm_gemm against float64
+ * references: the ViT-H shapes with realistic activations (Gaussian
+ * LayerNorm-like rows with a few x20 channels, post-GELU rows), odd shapes
+ * and padding, every epilogue, NULL / 1 / 2 / 3-thread pools (bit-identical),
+ * the int8 default and the bf16 variant, and the refusal paths (no VNNI,
+ * forced narrower ISA, bad arguments).
+ *
+ * Error measure: e = RMS(C - ref) / RMS(A.W^T), over the whole output (ref
+ * includes bias, GELU and the accumulated C0; the normaliser is the matmul
+ * alone, so bias and C0 cannot hide errors). Also reported: the largest
+ * single |C - ref| in the same units.
+ * Bounds, int8 (per-channel s8 weights, per-token u8 activations): a
+ * uniform grid of step h adds noise of RMS h / sqrt 12. For Gaussian
+ * weights the s8 grid step is 2 max|W_n| / 254 with max ~3.3-3.9 sigma over
+ * K = 1280-5120, i.e. 0.75-0.9% of sigma; the u8 activation grid has step
+ * (max - min) / 255 ~ 6.6-7.8 sigma / 255, again ~0.75-0.9%. Independent
+ * errors add in quadrature: ~1.1-1.3% expected on the products (~0.6% for
+ * uniform data, whose max is only sqrt 3 sigma). The bound 2e-2 sits above
+ * that with margin while any real defect (a wrong zero point, a lost
+ * outlier, a misplaced panel column) costs several %: plain per-token
+ * int8 without the outlier split measures 3.5-4% RMS (max 0.3) on the x20
+ * rows below, and 1.0-1.1% with it. Max: 1.2e-1
+ * (5-6 sigma of the ~1.2% error over ~10^6 outputs, plus rows whose grid is
+ * set by an extreme value).
+ * bf16: both operands rounded to 8 significant bits (unit roundoff 2^-8):
+ * ~0.15% relative RMS each, ~0.22% together (measured 0.23%); bounds
+ * 4e-3 RMS, 3e-2 max.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
+#include "pool.h"
+#include "util.h"
+
+static int n_pass, n_fail;
+
+#define CHECK(cond, ...)                                  \
+    do {                                                  \
+        if (cond) {                                       \
+            n_pass++;                                     \
+        } else {                                          \
+            n_fail++;                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
+            printf(__VA_ARGS__);                          \
+            printf("\n");                                 \
+        }                                                 \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static double urand(void) { /* (0, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static double gauss(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+
+static void *xalloc(size_t bytes) {
+    void *p = hm_alloc(bytes);
+    if (!p) {
+        printf("out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+/* Activation patterns. */
+enum {
+    ACT_UNIFORM,  /* U(-1, 1) */
+    ACT_LN,       /* N(0, 1) rows (LayerNorm output), 4 channels x20 */
+    ACT_LN_PLAIN, /* N(0, 1) rows, no outlier channels */
+    ACT_GELU,     /* GELU(N(0, 1)), a few pre-GELU channels x20 (fc2 input) */
+    ACT_MANY,     /* N(0, 1) with 80 channels x20: more than the per-row cap */
+};
+
+static void fill_act(float *A, int M, int K, int lda, int kind) {
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < lda; k++) {
+            float *a = &A[(size_t)i * lda + k];
+            if (k >= K) { /* padding is NaN: reading past K poisons the output */
+                *a = NAN;
+                continue;
+            }
+            double g = kind == ACT_UNIFORM ? 2.0 * urand() - 1.0 : gauss();
+            int hot = (kind == ACT_LN || kind == ACT_GELU) ? (k % 331 == 17) : kind == ACT_MANY ? (k % 16 == 3) : 0;
+            if (hot) g *= 20.0;
+            *a = (float)(kind == ACT_GELU ? gelu_ref(g) : g);
+        }
+}
+
+static const char *act_name(int kind) {
+    static const char *n[] = {"uniform", "ln+x20", "ln", "gelu+x20", "ln+80 x20"};
+    return n[kind];
+}
+
+/* ref[i, n] = sum_k A[i,k] W[n,k] in float64 (four partial sums for speed;
+ * the order does not matter at float64 against errors of 1e-2). */
+static void ref_product(const float *A, int lda, const float *W, int ldw, int M, int N, int K, double *D) {
+    for (int i = 0; i < M; i++) {
+        const float *a = A + (size_t)i * lda;
+        for (int n = 0; n < N; n++) {
+            const float *w = W + (size_t)n * ldw;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            int k = 0;
+            for (; k + 4 <= K; k += 4) {
+                s0 += (double)a[k] * w[k];
+                s1 += (double)a[k + 1] * w[k + 1];
+                s2 += (double)a[k + 2] * w[k + 2];
+                s3 += (double)a[k + 3] * w[k + 3];
+            }
+            for (; k < K; k++) s0 += (double)a[k] * w[k];
+            D[(size_t)i * N + n] = (s0 + s1) + (s2 + s3);
+        }
+    }
+}
+
+typedef struct {
+    int M, N, K, lpad, cpad, act, withb;
+} tcase;
+
+typedef struct {
+    double rms, max; /* worst over the epilogues */
+} errs;
+
+static hm_pool *pools[4]; /* NULL, 1, 2, 3 threads */
+
+/* Run one case under the active lowp kind; returns the worst errors. */
+static errs run_case(const tcase *t, double bound_rms, double bound_max, const char *tag) {
+    int M = t->M, N = t->N, K = t->K, lda = K + t->lpad, ldc = N + t->cpad;
+    float *A = xalloc((size_t)M * lda * sizeof(float)), *W = xalloc((size_t)N * lda * sizeof(float));
+    float *b = xalloc((size_t)N * sizeof(float));
+    float *C0 = xalloc((size_t)M * ldc * sizeof(float)), *C = xalloc((size_t)M * ldc * sizeof(float));
+    float *Cfirst = xalloc((size_t)M * ldc * sizeof(float));
+    double *D = xalloc((size_t)M * N * sizeof(double));
+    errs out = {0, 0};
+    fill_act(A, M, K, lda, t->act);
+    /* Weights ~ N(0, 1/K) like a trained Linear; NaN past K. */
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < lda; k++)
+            W[(size_t)n * lda + k] = k < K ? (float)(gauss() / sqrt((double)K)) : NAN;
+    for (int n = 0; n < N; n++) b[n] = (float)(0.5 * gauss());
+    for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = (float)gauss();
+    ref_product(A, lda, W, lda, M, N, K, D);
+    double norm = 0;
+    for (size_t i = 0; i < (size_t)M * N; i++) norm += D[i] * D[i];
+    norm = sqrt(norm / ((double)M * N)) + 1e-30;
+
+    hm_packed P;
+    int rc = hm_pack_weights_prec(&P, W, lda, t->withb ? b : NULL, N, K, HM_PREC_FAST);
+    CHECK(rc == HM_OK && P.prec == HM_PREC_FAST, "%s pack M=%d N=%d K=%d: rc=%d %s", tag, M, N, K, rc, hm_errmsg());
+    if (rc == HM_OK) {
+        for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
+            int same = 1;
+            for (int pi = 0; pi < 4; pi++) {
+                memcpy(C, C0, (size_t)M * ldc * sizeof(float));
+                hm_gemm(pools[pi], M, A, lda, &P, C, ldc, (hm_epilogue)epi);
+                if (pi > 0) {
+                    same &= memcmp(C, Cfirst, (size_t)M * ldc * sizeof(float)) == 0;
+                    continue;
+                }
+                double se = 0, mx = 0;
+                int pad_ok = 1;
+                for (int i = 0; i < M; i++) {
+                    for (int n = 0; n < N; n++) {
+                        double r = D[(size_t)i * N + n] + (t->withb ? b[n] : 0.0);
+                        if (epi == HM_EPI_GELU) r = gelu_ref(r);
+                        if (epi == HM_EPI_ACCUM) r += C0[(size_t)i * ldc + n];
+                        double e = fabs(C[(size_t)i * ldc + n] - r);
+                        if (e != e) e = INFINITY; /* NaN counts as failure */
+                        se += e * e;
+                        mx = e > mx ? e : mx;
+                    }
+                    for (int n = N; n < ldc; n++) pad_ok &= C[(size_t)i * ldc + n] == C0[(size_t)i * ldc + n];
+                }
+                double rms = sqrt(se / ((double)M * N)) / norm;
+                mx /= norm;
+                out.rms = fmax(out.rms, rms);
+                out.max = fmax(out.max, mx);
+                CHECK(rms < bound_rms && mx < bound_max,
+                      "%s %s M=%d N=%d K=%d lda=%d ldc=%d bias=%d epi=%d: rms %.3g (bound %.3g) max %.3g (bound %.3g)",
+                      tag, act_name(t->act), M, N, K, lda, ldc, t->withb, epi, rms, bound_rms, mx, bound_max);
+                CHECK(pad_ok, "%s M=%d N=%d K=%d: wrote into the ldc padding", tag, M, N, K);
+                memcpy(Cfirst, C, (size_t)M * ldc * sizeof(float));
+            }
+            CHECK(same, "%s M=%d N=%d K=%d epi=%d: results differ between NULL/1/2/3-thread pools", tag, M, N, K,
+                  epi);
+        }
+        hm_packed_free(&P);
+        CHECK(P.lp == NULL && P.lp_scale == NULL && P.bias == NULL, "hm_packed_free must clear the packing");
+    }
+    hm_free(A), hm_free(W), hm_free(b), hm_free(C0), hm_free(C), hm_free(Cfirst), hm_free(D);
+    return out;
+}
+
+static void test_shapes(const char *tag, double bound_rms, double bound_max) {
+    /* The four ViT-H matmuls (qkv, proj, fc1, fc2) with their inputs'
+     * statistics, then the tile / panel / k-group edges (MR 6 or 12, NR 64
+     * or 32, K groups of 4 or 2), several M blocks (MC = 192), padding. */
+    static const tcase real[] = {
+        {192, 3840, 1280, 0, 0, ACT_LN, 1},
+        {192, 1280, 1280, 0, 0, ACT_LN_PLAIN, 1},
+        {192, 5120, 1280, 0, 0, ACT_LN, 1},
+        {192, 1280, 5120, 0, 0, ACT_GELU, 1},
+    };
+    static const char *real_name[] = {"qkv", "proj", "fc1", "fc2"};
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+        errs e = run_case(&real[i], bound_rms, bound_max, tag);
+        printf("%s %-4s [%d,%d]x[%d,%d] %-9s rms err %.4f  max err %.4f\n", tag, real_name[i], real[i].M,
+               real[i].K, real[i].K, real[i].N, act_name(real[i].act), e.rms, e.max);
+    }
+    static const tcase odd[] = {
+        {1, 1, 1, 0, 0, ACT_UNIFORM, 1},      {2, 3, 7, 1, 2, ACT_UNIFORM, 0},
+        {5, 17, 80, 0, 0, ACT_LN, 1},        {7, 63, 5, 3, 1, ACT_UNIFORM, 1},
+        {13, 65, 130, 2, 3, ACT_GELU, 1},    {193, 100, 1283, 1, 0, ACT_LN, 1},
+        {400, 40, 300, 0, 5, ACT_LN, 0},     {12, 31, 512, 0, 0, ACT_UNIFORM, 1},
+        {6, 64, 4, 0, 0, ACT_UNIFORM, 1},    {11, 129, 6, 0, 0, ACT_UNIFORM, 1},
+        {37, 200, 1280, 0, 0, ACT_MANY, 1},
+    };
+    double wr = 0, wm = 0;
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        /* Tiny K: the grid of a handful of values has no averaging, so only
+         * the per-element bound applies (RMS over a few terms == max). */
+        double br = odd[i].K < 16 ? bound_max : bound_rms;
+        errs e = run_case(&odd[i], br, bound_max, tag);
+        if (odd[i].K >= 16) wr = fmax(wr, e.rms);
+        wm = fmax(wm, e.max);
+    }
+    printf("%s odd shapes: worst rms err %.4f (K >= 16), worst max err %.4f\n", tag, wr, wm);
+}
+
+/* The outlier split must make x20 channels (nearly) free, and rows that are
+ * exactly representable must come out exactly. */
+static void test_outliers(void) {
+    tcase with = {192, 1280, 1280, 0, 0, ACT_LN, 0}, without = {192, 1280, 1280, 0, 0, ACT_LN_PLAIN, 0};
+    errs ew = run_case(&with, 2e-2, 1.2e-1, "int8"), eo = run_case(&without, 2e-2, 1.2e-1, "int8");
+    printf("int8 x20 channels: rms err %.4f vs %.4f without them\n", ew.rms, eo.rms);
+    CHECK(ew.rms < 1.5 * eo.rms, "x20 channels cost too much: rms %.4f vs %.4f", ew.rms, eo.rms);
+
+    /* Rows: all zero; constant 3; negative ramp; one huge value among zeros;
+     * every value huge except one. */
+    enum { M = 5, N = 70, K = 37 };
+    float A[M * K], W[N * K], b[N], C[M * N];
+    for (int n = 0; n < N; n++) {
+        b[n] = (float)n;
+        for (int k = 0; k < K; k++) W[n * K + k] = (float)((n * 7 + k * 3) % 11 - 5) / 5.0f;
+    }
+    for (int k = 0; k < K; k++) {
+        A[0 * K + k] = 0.0f;
+        A[1 * K + k] = 3.0f;
+        A[2 * K + k] = -(float)k / 36.0f;
+        A[3 * K + k] = k == 20 ? 1.0e4f : 0.0f;
+        A[4 * K + k] = k == 5 ? 0.5f : 1.0e3f;
+    }
+    hm_packed P;
+    int rc = hm_pack_weights_prec(&P, W, K, b, N, K, HM_PREC_FAST);
+    CHECK(rc == HM_OK, "pack special rows: %s", hm_errmsg());
+    if (rc != HM_OK) return;
+    hm_gemm(pools[2], M, A, K, &P, C, N, HM_EPI_STORE);
+    int zero_ok = 1;
+    double worst[M] = {0};
+    for (int n = 0; n < N; n++) {
+        zero_ok &= C[n] == b[n];
+        double wmax = 0;
+        for (int k = 0; k < K; k++) wmax = fmax(wmax, fabs(W[n * K + k]));
+        for (int i = 1; i < M; i++) {
+            double r = b[n], s = 0;
+            for (int k = 0; k < K; k++) {
+                r += (double)A[i * K + k] * W[n * K + k];
+                s += fabs((double)A[i * K + k]) * wmax;
+            }
+            worst[i] = fmax(worst[i], fabs(C[i * N + n] - r) / s);
+        }
+    }
+    CHECK(zero_ok, "an all-zero row must give exactly the bias");
+    /* In units of sum_k |A_k| max|W_n|: weight rounding costs at most
+     * 1/254. Rows 1 and 3 are exact on the activation side (constant row:
+     * q = 255; one outlier among zeros: fp32), so 1/254 (+ float rounding)
+     * bounds them; the others add at most K range / 510 / sum|A| < 1/254. */
+    CHECK(worst[1] < 4.5e-3 && worst[3] < 4.5e-3, "exact rows: err %.3g %.3g", worst[1], worst[3]);
+    CHECK(worst[2] < 1e-2 && worst[4] < 1e-2, "ramp / mostly-huge rows: err %.3g %.3g", worst[2], worst[4]);
+    printf("int8 special rows: err (units of sum|A| max|W|) const %.2g ramp %.2g one-huge %.2g mostly-huge %.2g\n",
+           worst[1], worst[2], worst[3], worst[4]);
+    hm_packed_free(&P);
+}
+
+/* ---- refusal paths ----------------------------------------------------- */
+
+/* Child process with HAMER_LOWP=val (read once, so this must run before
+ * the parent touches the module): exit 0 if FAST packs and the scheme name
+ * starts with want, 1 if the pack fails with HM_E_UNSUPPORTED naming
+ * HAMER_LOWP, 3 if it fails as unsupported by the CPU, 2 otherwise. */
+static int child_lowp_env(const char *val, const char *want) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("HAMER_LOWP", val, 1);
+        float w[4] = {1, 2, 3, 4};
+        hm_packed P;
+        int rc = hm_pack_weights_prec(&P, w, 2, NULL, 2, 2, HM_PREC_FAST);
+        if (rc == HM_OK) _exit(strncmp(hm_precision_scheme(HM_PREC_FAST), want, strlen(want)) == 0 ? 0 : 2);
+        if (rc == HM_E_UNSUPPORTED) _exit(strstr(hm_errmsg(), "HAMER_LOWP") ? 1 : 3);
+        _exit(2);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+static void test_refusals(int have_vnni, int have_bf16) {
+    float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    hm_packed P;
+    /* No VNNI (simulated): an explicit error, never a silent fp32 packing. */
+    hm_lowp_test_hide_cpu(1);
+    hm_errclear();
+    memset(&P, 0x55, sizeof P);
+    int rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
+    CHECK(rc == HM_E_UNSUPPORTED && strstr(hm_errmsg(), "VNNI") && P.lp == NULL && P.w == NULL,
+          "FAST without VNNI: rc=%d msg='%s'", rc, hm_errmsg());
+    CHECK(!strcmp(hm_precision_scheme(HM_PREC_FAST), "unavailable"), "scheme without VNNI: '%s'",
+          hm_precision_scheme(HM_PREC_FAST));
+    rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FP32);
+    CHECK(rc == HM_OK && P.prec == HM_PREC_FP32 && P.w, "FP32 must still pack without VNNI");
+    hm_packed_free(&P);
+    hm_lowp_test_hide_cpu(0);
+
+    if (have_vnni) {
+        /* A forced narrower ISA is honoured. */
+        CHECK(hm_gemm_force_isa(HM_ISA_AVX2) == HM_OK, "force avx2");
+        rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
+        CHECK(rc == HM_E_UNSUPPORTED && strstr(hm_errmsg(), "avx2"), "FAST under forced avx2: rc=%d '%s'", rc,
+              hm_errmsg());
+        CHECK(hm_gemm_force_isa(HM_ISA_AVX512) == HM_OK, "restore avx512");
+        CHECK(!strncmp(hm_precision_scheme(HM_PREC_FAST), "int8-vnni", 9), "scheme: '%s'",
+              hm_precision_scheme(HM_PREC_FAST));
+    } else {
+        rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
+        CHECK(rc == HM_E_UNSUPPORTED, "this CPU lacks VNNI: FAST must be refused (rc=%d)", rc);
+    }
+    CHECK(!strcmp(hm_precision_scheme(HM_PREC_FP32), "fp32"), "fp32 scheme name");
+    CHECK(hm_pack_weights_prec(&P, w, 4, NULL, 0, 4, HM_PREC_FAST) == HM_E_ARG, "N=0 must be rejected");
+    CHECK(hm_pack_weights_prec(&P, w, 3, NULL, 2, 4, HM_PREC_FAST) == HM_E_ARG, "ldw<K must be rejected");
+    CHECK(hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, (hm_precision)7) == HM_E_ARG, "unknown precision");
+    CHECK(hm_lowp_force_kind((hm_lowp_kind)9) == HM_E_ARG, "unknown lowp kind");
+    if (have_vnni) {
+        float bad[4] = {1, NAN, 3, 4};
+        CHECK(hm_pack_weights_prec(&P, bad, 2, NULL, 2, 2, HM_PREC_FAST) == HM_E_ARG && P.lp == NULL,
+              "non-finite weights must be rejected, not quantised");
+        CHECK(hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST) == HM_OK, "pack");
+        float A[4] = {1, 1, 1, 1}, C[2] = {7, 7};
+        hm_errclear();
+        hm_gemm(NULL, 0, A, 4, &P, C, 2, HM_EPI_STORE);
+        CHECK(hm_errmsg()[0] && C[0] == 7 && C[1] == 7, "M=0 must be an error that leaves C alone");
+        hm_gemm(NULL, 1, A, 4, &P, C, 2, HM_EPI_STORE);
+        CHECK(fabsf(C[0] - 10) < 0.1f && fabsf(C[1] - 26) < 0.2f, "tiny gemm: %g %g", C[0], C[1]);
+        /* Non-finite activations poison their row, as in fp32. */
+        float An[8] = {1, INFINITY, 1, 1, 1, 1, 1, 1};
+        float Cn[4];
+        hm_gemm(NULL, 2, An, 4, &P, Cn, 2, HM_EPI_STORE);
+        CHECK(isnan(Cn[0]) && isnan(Cn[1]) && fabsf(Cn[2] - 10) < 0.1f && fabsf(Cn[3] - 26) < 0.2f,
+              "inf in a row: %g %g, clean row: %g %g", Cn[0], Cn[1], Cn[2], Cn[3]);
+        An[1] = NAN;
+        hm_gemm(NULL, 2, An, 4, &P, Cn, 2, HM_EPI_STORE);
+        CHECK(isnan(Cn[0]) && isnan(Cn[1]), "NaN in a row: %g %g", Cn[0], Cn[1]);
+        hm_packed_free(&P);
+    }
+}
+
+/* Before anything else reads HAMER_LOWP in this process. */
+static void test_env(void) {
+    int r = child_lowp_env("bogus", "");
+    CHECK(r == 1, "HAMER_LOWP=bogus must make FAST packing fail (child said %d)", r);
+    r = child_lowp_env("int8", "int8-vnni");
+    CHECK(r == 0 || r == 3, "HAMER_LOWP=int8 (child said %d)", r);
+    r = child_lowp_env("bf16", "bf16");
+    CHECK(r == 0 || r == 3, "HAMER_LOWP=bf16 (child said %d)", r);
+}
+
+int main(void) {
+    test_env();
+    pools[0] = NULL;
+    for (int i = 1; i < 4; i++)
+        if (!(pools[i] = hm_pool_create(i))) {
+            printf("pool: %s\n", hm_errmsg());
+            return 1;
+        }
+    /* What this CPU offers, seen through the packing itself. */
+    float w1[1] = {1};
+    hm_packed P;
+    int have_vnni = hm_pack_weights_prec(&P, w1, 1, NULL, 1, 1, HM_PREC_FAST) == HM_OK;
+    hm_packed_free(&P);
+    int have_bf16 = 0;
+    if (hm_lowp_force_kind(HM_LOWP_BF16) == HM_OK) {
+        have_bf16 = hm_pack_weights_prec(&P, w1, 1, NULL, 1, 1, HM_PREC_FAST) == HM_OK;
+        hm_packed_free(&P);
+    }
+    hm_lowp_force_kind(HM_LOWP_INT8);
+    printf("cpu isa %s; fast scheme: %s; bf16 variant %s\n", hm_isa_name(hm_cpu_isa()),
+           hm_precision_scheme(HM_PREC_FAST), have_bf16 ? "available" : "unavailable");
+
+    test_refusals(have_vnni, have_bf16);
+    if (have_vnni) {
+        test_shapes("int8", 2e-2, 1.2e-1);
+        test_outliers();
+    } else {
+        printf("int8: skipped (no AVX-512 VNNI on this CPU)\n");
+    }
+    if (have_bf16) {
+        hm_lowp_force_kind(HM_LOWP_BF16);
+        test_shapes("bf16", 4e-3, 3e-2);
+        hm_lowp_force_kind(HM_LOWP_INT8);
+    } else {
+        printf("bf16: skipped (no AVX-512 BF16 on this CPU)\n");
+    }
+    for (int i = 1; i < 4; i++) hm_pool_destroy(pools[i]);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
