@@ -15,12 +15,4 @@ int hm_cli_parse_threads(const char *s, int *out);
 /* Monotonic seconds. */
 double hm_cli_now(void);
 
-/* `hamer run`'s pictures (cli_render.c): overlay and/or side view PNGs of
- * the hands that succeeded. HM_OK or an error (hm_err). */
-#include <stdint.h>
-#include "hamer.h"
-#include "image.h"
-int hm_cli_render_hands(const hm_image *img, const hamer_hand *hands, int n, const int32_t *faces,
-                        const char *overlay_path, const char *side_path, const float color[3]);
-
 #endif

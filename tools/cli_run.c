@@ -15,7 +15,7 @@
 #include "image.h"
 #include "mesh_io.h"
 #include "model.h"
-#include "render.h"
+#include "overlay.h"
 #include "result_json.h"
 #include "util.h"
 
@@ -44,8 +44,6 @@ static const char *USAGE_RUN =
     "\n"
     "Exit status: 0 all hands ok; 1 failed (nothing written); 2 bad usage;\n"
     "3 written, but some hands failed (see their \"error\" entries).\n";
-
-static const float HAND_COLOR[3] = {0.65098039f, 0.74117647f, 0.85882353f};
 
 static int read_file(const char *path, char **buf, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -180,7 +178,14 @@ int hm_cli_run(int argc, char **argv) {
                               hands[i].box.is_right);
         }
     }
-    if (rc == HM_OK && (render || side)) rc = hm_cli_render_hands(&img, hands, nbox, faces, render, side, HAND_COLOR);
+    if (rc == HM_OK && (render || side)) {
+        hm_image over, sv;
+        rc = hm_overlay_render(&img, hands, nbox, faces, render ? &over : NULL, side ? &sv : NULL);
+        if (rc == HM_OK && render) rc = hm_image_save_png(render, &over);
+        if (rc == HM_OK && side) rc = hm_image_save_png(side, &sv);
+        if (render) hm_image_free(&over);
+        if (side) hm_image_free(&sv);
+    }
     if (rc) {
         fprintf(stderr, "hamer: %s\n", hm_errmsg());
         goto done;
