@@ -141,6 +141,24 @@ hamer_predict_params hamer_predict_default_params(void);
 int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
                   const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings);
 
+/* Decode a JPEG or PNG file / buffer into 8-bit RGB (EXIF orientation
+ * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
+int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
+int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
+
+/* The RESULT.json document of `hamer run` for these hands (timings may be
+ * NULL: then no "timings_ms" key). NULL on failure. Free with hamer_free. */
+char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *timings);
+
+/* PNG (in memory) of the hands drawn over the image (side_view 0), or of
+ * the meshes turned 90 degrees on white (side_view 1). *png is freed with
+ * hamer_free. */
+int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,
+                     int side_view, uint8_t **png, size_t *len);
+
+/* Free memory returned by this library. */
+void hamer_free(void *p);
+
 /* Verification mode: 1 runs the textbook formulation (full single-token
  * self-attention, per-layer K/V projections, no constant folding, uint8
  * normalised before the patch embedding). Slower; for checking the default

@@ -4,5 +4,5 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev \
-    python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil >/dev/null
+    build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev libmicrohttpd-dev \
+    python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl >/dev/null

@@ -10,7 +10,10 @@
 #include <unistd.h>
 #include "hamer.h"
 #include "model.h"
+#include "image.h"
+#include "overlay.h"
 #include "predict.h"
+#include "result_json.h"
 #include "util.h"
 
 struct hamer_model {
@@ -203,3 +206,43 @@ int hamer_predict(hamer_state *st, const uint8_t *rgb, int w, int h, const hamer
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
     return hm_predict(&st->pws, st, st->model->m, rgb, w, h, boxes, n, params, hands, timings);
 }
+
+int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h) {
+    if (!buf || !rgb || !w || !h) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    hm_image img;
+    int rc = hm_image_decode(buf, len, "image", &img);
+    if (rc) return rc;
+    *rgb = img.rgb, *w = img.w, *h = img.h;
+    return HAMER_OK;
+}
+
+int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h) {
+    if (!path || !rgb || !w || !h) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    hm_image img;
+    int rc = hm_image_load(path, &img);
+    if (rc) return rc;
+    *rgb = img.rgb, *w = img.w, *h = img.h;
+    return HAMER_OK;
+}
+
+char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm) {
+    if (n < 0 || (n > 0 && !hands)) {
+        hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+        return NULL;
+    }
+    return hm_result_json(w, h, hands, n, with_vertices, tm);
+}
+
+int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,
+                     int side_view, uint8_t **png, size_t *len) {
+    if (!model || !rgb || w < 1 || h < 1 || !png || !len) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    if (!model->m->has_mano) return hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
+    hm_image img = {w, h, (uint8_t *)rgb}, out;
+    int rc = hm_overlay_render(&img, hands, n, model->m->mano.faces, side_view ? NULL : &out, side_view ? &out : NULL);
+    if (rc) return rc;
+    rc = hm_image_encode_png(&out, png, len);
+    hm_image_free(&out);
+    return rc;
+}
+
+void hamer_free(void *p) { free(p); }
