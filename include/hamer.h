@@ -173,8 +173,9 @@ int hamer_state_set_plain(hamer_state *state, int plain);
 int hamer_state_set_profile(hamer_state *state, int on);
 int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);
 
-/* This thread's last error message. */
+/* This thread's last error message, and its code (HAMER_E_*, 0 if none). */
 const char *hamer_last_error(void);
+int hamer_last_error_code(void);
 const char *hamer_version(void);
 
 #ifdef __cplusplus

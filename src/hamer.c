@@ -34,6 +34,7 @@ hamer_model_params hamer_model_default_params(void) {
 }
 
 const char *hamer_last_error(void) { return hm_errmsg(); }
+int hamer_last_error_code(void) { return hm_errcode(); }
 const char *hamer_version(void) { return HAMER_VERSION; }
 
 hamer_model *hamer_model_load(const char *path, const hamer_model_params *params) {

@@ -10,7 +10,9 @@
 
 static json_t *floats(const float *v, int n) {
     json_t *a = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(v[i]));
+    /* JSON has no NaN/inf: a non-finite number (only possible in a caller's
+     * box) is written as null rather than dropped. */
+    for (int i = 0; i < n; i++) json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
     return a;
 }
 

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 
 static _Thread_local char hm_msg[512];
+static _Thread_local int hm_code;
 
 int hm_err(int code, const char *fmt, ...) {
     va_list ap;
+    hm_code = code;
     va_start(ap, fmt);
     vsnprintf(hm_msg, sizeof hm_msg, fmt, ap);
     va_end(ap);
@@ -17,7 +19,11 @@ int hm_err(int code, const char *fmt, ...) {
 }
 
 const char *hm_errmsg(void) { return hm_msg; }
-void hm_errclear(void) { hm_msg[0] = 0; }
+int hm_errcode(void) { return hm_code; }
+void hm_errclear(void) {
+    hm_msg[0] = 0;
+    hm_code = 0;
+}
 
 void *hm_alloc(size_t bytes) {
     void *p = NULL;

@@ -26,6 +26,8 @@ enum {
 int hm_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* This thread's last error message ("" if none). */
 const char *hm_errmsg(void);
+/* This thread's last error code (HM_OK if none). */
+int hm_errcode(void);
 /* Clear this thread's last error. */
 void hm_errclear(void);
 

@@ -1,0 +1,536 @@
+"""Python binding of hamer.c, the C implementation of the HaMeR hand-mesh
+regressor.
+
+    import hamer
+    with hamer.Model("hamer.ckpt") as model:
+        out = model.regress(crops)                  # dict of numpy arrays
+        hands = model.predict("photo.jpg", [[x1, y1, x2, y2]], is_right=False)
+
+The shared library libhamer.so is loaded with ctypes on first use (no
+compiler needed to install this package); ``hamer._lib`` documents where it
+is looked for (``$HAMER_LIB`` first). Results are bit for bit those of the
+``hamer`` command line tool:
+
+* ``Model.regress`` returns the arrays ``hamer regress`` writes to its .npz;
+* ``Model.predict`` returns the ``"hands"`` list of ``hamer run``'s
+  RESULT.json (built by the library's own JSON writer), with every list of
+  numbers turned into a numpy array: float32 for the model's outputs, which
+  are float32 in the library and exactly representable after the JSON round
+  trip (9 significant digits), so they equal the CLI's numbers converted to
+  float32.
+
+Threads: a Model is safe to share between Python threads. Each concurrent
+call gets its own inference state (activation buffers + worker threads) from
+a small pool inside the Model, created on demand; the GIL is released while
+the library computes (ctypes.CDLL releases it around every foreign call), so
+calls from different threads run in parallel. With several calling threads,
+lower ``threads`` (worker threads per state) accordingly.
+
+Errors: everything the library rejects, and every bad array / box / option
+given to this module, raises ``HamerError`` (a ``ValueError``) with the
+library's one-line message; ``HamerError.code`` is the library's
+``HAMER_E_*`` code (``E_IO`` for a missing or unreadable file, ``E_FORMAT``
+for a malformed one, ...) or None where the library does not report one
+(``hamer_model_load`` returns only NULL). Wrong Python types (a path that is
+not a str / PathLike, ...) raise TypeError as usual.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._lib import (CROP_H, CROP_W, E_ARG, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
+                   E_UNSUPPORTED, FOCAL, MAX_HANDS, N_FACES, N_KP, N_PARAMS, N_VERTS)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "HamerError", "read_image", "library_version", "library_path",
+    "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
+    "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO",
+]
+
+_PRECISIONS = {"fp32": _lib.PRECISION_FP32, "fast": _lib.PRECISION_FAST}
+_PRECISION_NAMES = {v: k for k, v in _PRECISIONS.items()}
+_CROP_MODES = {"warp": _lib.CROP_WARP, "pad": _lib.CROP_PAD}
+_INT_MAX = 2**31 - 1
+
+# The per-hand arrays of a result and their shapes (RESULT.json's nesting).
+_HAND_ARRAYS = {
+    "global_orient": (3, 3),
+    "hand_pose": (15, 3, 3),
+    "betas": (10,),
+    "pred_cam": (3,),
+    "cam_t_full": (3,),
+    "keypoints_3d": (N_KP, 3),
+    "keypoints_2d": (N_KP, 2),
+    "vertices": (N_VERTS, 3),
+}
+
+
+class HamerError(ValueError):
+    """An error reported by libhamer, or a bad argument caught before the
+    call. ``code`` is the library's HAMER_E_* value (negative int) or None
+    when the library gives none."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def code_name(self):
+        """"HAMER_E_IO" etc., or None."""
+        return _lib.ERROR_NAMES.get(self.code)
+
+
+def _library_error(rc=None, fallback="libhamer call failed"):
+    """HamerError with this thread's last library message.
+
+    Must be called in the thread that made the failing call, right after it:
+    hamer_last_error() is per thread (ctypes runs foreign calls in the
+    calling thread, so that holds)."""
+    msg = _lib.last_error() or _lib.ERROR_NAMES.get(rc, fallback)
+    return HamerError(msg, rc)
+
+
+def library_version():
+    """The library's version string (hamer_version())."""
+    return _lib.load().hamer_version().decode()
+
+
+def library_path():
+    """The libhamer.so file (or soname) in use; loads it if needed."""
+    return _lib.path()
+
+
+# ---- Inputs ------------------------------------------------------------------
+
+def _decoded(rc, buf, w, h):
+    """numpy copy of an image the library decoded (freed here)."""
+    lib = _lib.load()
+    if rc < 0:
+        raise _library_error(rc)
+    try:
+        n = w.value * h.value * 3
+        return np.ctypeslib.as_array(buf, shape=(n,)).copy().reshape(h.value, w.value, 3)
+    finally:
+        lib.hamer_free(buf)
+
+
+def read_image(source):
+    """Decode a JPEG or PNG into an ``HxWx3`` uint8 RGB array, exactly as the
+    CLI does (EXIF orientation applied; at most 100 megapixels).
+
+    ``source``: a path (str or os.PathLike) or the encoded file's bytes
+    (bytes, bytearray, memoryview). Raises HamerError (code E_IO for a
+    missing file, E_FORMAT etc. for a bad one)."""
+    lib = _lib.load()
+    buf, w, h = _lib.c_uint8_p(), ctypes.c_int(), ctypes.c_int()
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(source, dtype=np.uint8)
+        rc = lib.hamer_image_decode(data.ctypes.data, data.size, ctypes.byref(buf), ctypes.byref(w),
+                                    ctypes.byref(h))
+    else:
+        rc = lib.hamer_image_load(os.fsencode(source), ctypes.byref(buf), ctypes.byref(w), ctypes.byref(h))
+    return _decoded(rc, buf, w, h)
+
+
+def _as_rgb(image):
+    """A C-contiguous HxWx3 uint8 array from an array, a path or bytes."""
+    if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return read_image(image)
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+        raise HamerError(f"image must be an HxWx3 uint8 RGB array, a path or the bytes of a JPEG/PNG file; "
+                         f"got a {arr.dtype} array of shape {list(arr.shape)}", E_ARG)
+    if not (1 <= arr.shape[0] <= _INT_MAX and 1 <= arr.shape[1] <= _INT_MAX):
+        raise HamerError(f"image of shape {list(arr.shape)} is empty or too large", E_ARG)
+    return np.ascontiguousarray(arr)
+
+
+def _as_boxes(boxes):
+    """float32 [n, 4] boxes. float64 first, then one rounding to float32,
+    as the CLI's parser does (strtod, then a cast to float)."""
+    try:
+        arr = np.asarray(boxes, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise HamerError(f"boxes must be a sequence of [x1, y1, x2, y2]: {e}", E_ARG) from None
+    if arr.size == 0:
+        return np.zeros((0, 4), np.float32)
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise HamerError(f"boxes must be a sequence of [x1, y1, x2, y2], got an array of shape {list(arr.shape)}",
+                         E_ARG)
+    return arr.astype(np.float32)
+
+
+def _as_sides(is_right, n):
+    """A list of n bools from one bool or a sequence of n bools."""
+    if isinstance(is_right, (bool, np.bool_)):
+        return [bool(is_right)] * n
+    try:
+        sides = list(is_right)
+    except TypeError:
+        raise HamerError(f"is_right must be a bool or a sequence of bools, got {type(is_right).__name__}",
+                         E_ARG) from None
+    if len(sides) != n:
+        raise HamerError(f"is_right has {len(sides)} entries for {n} boxes", E_ARG)
+    if not all(isinstance(s, (bool, np.bool_)) for s in sides):
+        raise HamerError("is_right entries must be bools (True: right hand, False: left hand)", E_ARG)
+    return [bool(s) for s in sides]
+
+
+def _hand_dicts(w, h, hands, n, vertices, boxes):
+    """The "hands" of the library's RESULT.json document, as Python objects."""
+    lib = _lib.load()
+    ptr = lib.hamer_result_json(w, h, hands, n, int(bool(vertices)), None)
+    if not ptr:
+        raise _library_error(fallback="hamer_result_json failed")
+    try:
+        doc = json.loads(ctypes.string_at(ptr).decode("utf-8"))
+    finally:
+        lib.hamer_free(ptr)
+    out = []
+    for i, hand in enumerate(doc["hands"]):
+        d = {}
+        for key, value in hand.items():
+            if key == "bbox":
+                # The boxes as given (float32). Equal to the JSON's numbers,
+                # and also right for non-finite boxes, which JSON cannot hold.
+                d[key] = boxes[i].copy()
+            elif key in ("is_right", "error"):
+                d[key] = value
+            elif key == "focal_length":
+                d[key] = float(np.float32(value))  # a C float
+            elif key == "crop":
+                # box_center / box_size are doubles in the library: kept as
+                # the JSON's float64 numbers.
+                d[key] = {"center": np.array(value["center"], np.float64), "size": float(value["size"])}
+            else:
+                d[key] = np.array(value, np.float32)
+        out.append(d)
+    return out
+
+
+def _hand_structs(hands):
+    """hamer_hand structs back from predict()'s dicts (for render)."""
+    n = len(hands)
+    arr = (_lib.Hand * max(n, 1))()
+    for i, d in enumerate(hands):
+        c = arr[i]
+        try:
+            c.box.bbox[:] = [float(v) for v in np.asarray(d["bbox"], np.float32).reshape(4)]
+            c.box.is_right = int(bool(d["is_right"]))
+        except (KeyError, TypeError, ValueError):
+            raise HamerError(f"hand {i}: needs 'bbox' [x1, y1, x2, y2] and 'is_right'", E_ARG) from None
+        if "error" in d:
+            c.ok = 0
+            c.error = str(d["error"]).encode()[:255]
+            continue
+        missing = [k for k in ("vertices", "cam_t_full", "focal_length") if k not in d]
+        if missing:
+            raise HamerError(f"hand {i}: rendering needs {', '.join(missing)} (call predict(..., vertices=True))",
+                             E_ARG)
+        c.ok = 1
+        for key, shape in _HAND_ARRAYS.items():
+            if key not in d:
+                continue
+            v = np.ascontiguousarray(d[key], dtype=np.float32)
+            if v.shape != shape:
+                raise HamerError(f"hand {i}: '{key}' must have shape {list(shape)}, got {list(v.shape)}", E_ARG)
+            ctypes.memmove(ctypes.addressof(c) + getattr(_lib.Hand, key).offset, v.ctypes.data, v.nbytes)
+        c.focal_length = float(d["focal_length"])
+        if "crop" in d:
+            c.box_center[:] = [float(v) for v in d["crop"]["center"]]
+            c.box_size = float(d["crop"]["size"])
+    return arr
+
+
+# ---- The model -----------------------------------------------------------------
+
+class Model:
+    """A loaded HaMeR checkpoint (read-only) plus a pool of inference states.
+
+    Model(path, precision="fp32", threads=None, mano=None, max_batch=16,
+          max_states=None)
+
+    path        the released hamer.ckpt (str or os.PathLike)
+    precision   "fp32" (default: the PyTorch model to float precision) or
+                "fast" (the library's gated low-precision scheme; loading
+                fails with HamerError where this CPU cannot run it)
+    threads     worker threads per inference state; None: one per online
+                CPU (the CLI's default). With k Python threads calling at
+                once, about cpu_count / k avoids oversubscription.
+    mano        .npz with the MANO buffers, for checkpoints without mano.*
+    max_batch   crops per internal pass of a state (larger batches run in
+                passes; the results do not depend on it). 16 as the CLI;
+                each state holds about 13 MB of activations per crop of
+                max_batch (~200 MB at 16), so lower it for many threads
+                predicting a few hands each.
+    max_states  at most this many states (so at most this many concurrent
+                calls; further callers wait); None: one per concurrently
+                calling thread, unbounded.
+
+    A context manager; ``close()`` frees the model (waiting for calls in
+    progress); any use after that raises HamerError.
+    """
+
+    def __init__(self, path, precision="fp32", threads=None, mano=None, max_batch=16, max_states=None):
+        self._handle = None  # __del__ / close() must work if __init__ fails
+        self._closed = True
+        path_b = os.fsencode(path)
+        mano_b = None if mano is None else os.fsencode(mano)
+        if precision not in _PRECISIONS:
+            raise HamerError(f"precision must be 'fp32' or 'fast', got {precision!r}", E_ARG)
+        if threads is None:
+            threads = 0  # the library's "number of online CPUs"
+        elif not (isinstance(threads, int) and 1 <= threads <= 1024):
+            raise HamerError(f"threads must be None or an integer in 1..1024, got {threads!r}", E_ARG)
+        if not (isinstance(max_batch, int) and 1 <= max_batch <= 4096):
+            raise HamerError(f"max_batch must be an integer in 1..4096, got {max_batch!r}", E_ARG)
+        if max_states is not None and not (isinstance(max_states, int) and max_states >= 1):
+            raise HamerError(f"max_states must be None or a positive integer, got {max_states!r}", E_ARG)
+        lib = _lib.load()
+        params = lib.hamer_model_default_params()
+        params.mano_path = mano_b
+        params.progress = 0  # a library does not write to stderr
+        params.precision = _PRECISIONS[precision]
+        handle = lib.hamer_model_load(path_b, ctypes.byref(params))
+        if not handle:
+            raise _library_error(fallback="cannot load the model")
+        self._lib = lib
+        self._handle = handle
+        self._path = os.fsdecode(path_b)
+        self._threads = threads
+        self._max_batch = max_batch
+        self._max_states = max_states
+        info = _lib.ModelInfo()
+        lib.hamer_model_get_info(handle, ctypes.byref(info))
+        self._info = {name: getattr(info, name) for name, _ in _lib.ModelInfo._fields_}
+        self._info["has_mano"] = bool(info.has_mano)
+        self._info["isa"] = (info.isa or b"").decode()
+        self._info["scheme"] = (info.scheme or b"").decode()
+        self._info["precision"] = _PRECISION_NAMES.get(info.precision, info.precision)
+        # Pool: _idle holds the states not in use; _n_states counts all of
+        # them (idle, in use, being created); _active counts calls in
+        # progress, which close() waits for.
+        self._cond = threading.Condition()
+        self._idle = []
+        self._n_states = 0
+        self._active = 0
+        self._closed = False
+
+    # -- lifetime --
+
+    def close(self):
+        """Free the model and its states. Waits for calls in progress in
+        other threads; later calls raise HamerError. Idempotent."""
+        cond = getattr(self, "_cond", None)
+        if cond is None:
+            return
+        with cond:
+            if self._closed:
+                return
+            self._closed = True
+            cond.notify_all()  # callers waiting for a state (max_states) give up
+            while self._active:
+                cond.wait()
+            states, self._idle = self._idle, []
+            handle, self._handle = self._handle, None
+        for st in states:
+            self._lib.hamer_state_free(st)
+        if handle:
+            self._lib.hamer_model_free(handle)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing sensible to do
+            pass
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def __repr__(self):
+        state = "closed" if self._closed else self._info["precision"]
+        return f"<hamer.Model {getattr(self, '_path', '?')!r} ({state})>"
+
+    def _check_open(self):
+        if self._closed:
+            raise HamerError("the model is closed", E_ARG)
+
+    @contextlib.contextmanager
+    def _use(self, need_state=True):
+        """Mark a call in progress (close() waits for it) and lend it an
+        inference state of its own when need_state; a state is never used
+        by two calls at once."""
+        st, create = None, False
+        with self._cond:
+            self._check_open()
+            if need_state:
+                while (not self._idle and self._max_states is not None
+                       and self._n_states >= self._max_states):
+                    self._cond.wait()
+                    self._check_open()
+                if self._idle:
+                    st = self._idle.pop()
+                else:
+                    self._n_states += 1
+                    create = True
+            self._active += 1
+        try:
+            if create:
+                # Outside the lock: allocating buffers and starting worker
+                # threads takes a while and must not block the other callers.
+                st = self._lib.hamer_state_new(self._handle, self._max_batch, self._threads)
+                if not st:
+                    err = _library_error(fallback="cannot create an inference state")
+                    with self._cond:
+                        self._n_states -= 1
+                    raise err
+            yield st
+        finally:
+            with self._cond:
+                if st:
+                    self._idle.append(st)
+                self._active -= 1
+                self._cond.notify_all()
+
+    # -- information --
+
+    @property
+    def info(self):
+        """hamer_model_get_info as a dict: vit_depth, vit_dim, vit_heads,
+        vit_mlp, n_tokens, head_depth, head_dim, head_heads, head_dim_head,
+        head_mlp (ints), has_mano (bool), isa ("avx512", "avx2", "scalar"),
+        precision ("fp32" / "fast", as given to Model), scheme (str)."""
+        self._check_open()
+        return dict(self._info)
+
+    @property
+    def faces(self):
+        """The MANO triangles, int32 [1538, 3] (right-hand winding), or None
+        for a model without MANO buffers."""
+        with self._use(need_state=False):
+            ptr = self._lib.hamer_model_faces(self._handle)
+            if not ptr:
+                return None
+            return np.ctypeslib.as_array(ptr, shape=(N_FACES * 3,)).copy().reshape(N_FACES, 3)
+
+    # -- inference --
+
+    def regress(self, crops, params_only=False):
+        """Regress hand crops; the outputs of ``hamer regress``.
+
+        crops: float32 [B,3,256,192] normalised as (x/255 - mean)/std (RGB,
+        mean 0.485,0.456,0.406, std 0.229,0.224,0.225), or uint8
+        [B,256,192,3] RGB; any strides (copied to C order when needed).
+
+        Returns a dict of C-contiguous float32 arrays: params [B,157],
+        pred_cam [B,3], pred_cam_t [B,3] and, unless params_only,
+        vertices [B,778,3], keypoints_3d [B,21,3], keypoints_2d [B,21,2]
+        (which need MANO buffers: HamerError with code E_NOMANO without).
+        """
+        arr = np.asarray(crops)
+        if arr.dtype == np.uint8:
+            want, name, fn, ctype = (CROP_H, CROP_W, 3), "uint8", self._lib.hamer_regress_u8, _lib.c_uint8_p
+        elif arr.dtype.kind == "f" and arr.dtype.itemsize == 4:
+            arr = arr.astype(np.float32, copy=False)  # native byte order
+            want, name, fn, ctype = (3, CROP_H, CROP_W), "float32", self._lib.hamer_regress_f32, _lib.c_float_p
+        else:
+            raise HamerError(f"crops must be float32 [B,3,256,192] or uint8 [B,256,192,3], got {arr.dtype}", E_ARG)
+        if arr.ndim != 4 or arr.shape[1:] != want or not 1 <= arr.shape[0] <= _INT_MAX:
+            raise HamerError(f"{name} crops must have shape [B,{','.join(map(str, want))}] with B >= 1, "
+                             f"got {list(arr.shape)}", E_ARG)
+        arr = np.ascontiguousarray(arr)
+        B = arr.shape[0]
+        shapes = {"params": (N_PARAMS,), "pred_cam": (3,), "pred_cam_t": (3,)}
+        if not params_only:
+            shapes.update(vertices=(N_VERTS, 3), keypoints_3d=(N_KP, 3), keypoints_2d=(N_KP, 2))
+        out = {k: np.empty((B,) + s, np.float32) for k, s in shapes.items()}
+        cout = _lib.Output(**{k: v.ctypes.data_as(_lib.c_float_p) for k, v in out.items()})
+        with self._use() as st:
+            rc = fn(st, arr.ctypes.data_as(ctype), B, ctypes.byref(cout))
+            if rc < 0:
+                raise _library_error(rc)
+        return out
+
+    def predict(self, image, boxes, is_right=True, rescale=2.0, crop_mode="warp", vertices=False):
+        """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
+
+        image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
+                    os.PathLike) or file bytes, decoded by the library
+        boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
+                    rounded to float32 as the CLI does
+        is_right    one bool for all boxes, or one per box
+        rescale     box scale factor (0, 100]
+        crop_mode   "warp" (the official demo's affine warp) or "pad"
+        vertices    include each hand's 778 vertices
+
+        Returns one dict per box, in order. A hand whose box the library
+        rejects (NaN, empty, outside the image, ...) is
+        {"bbox", "is_right", "error": "hand i: reason"}; the call raises
+        HamerError only for a bad request as a whole (arguments, too many
+        boxes, no MANO buffers). A good hand has, as in RESULT.json:
+          bbox float32[4], is_right bool,
+          global_orient float32[3,3], hand_pose float32[15,3,3],
+          global_orient_axis_angle float32[3], hand_pose_axis_angle float32[15,3],
+          betas float32[10], pred_cam float32[3], cam_t_full float32[3],
+          focal_length float, crop {"center": float64[2], "size": float},
+          keypoints_3d float32[21,3] (metres), keypoints_2d float32[21,2] (pixels),
+          vertices float32[778,3] (with vertices=True).
+        Left hands are mirrored back as HaMeR's demo does.
+        """
+        rgb = _as_rgb(image)
+        h, w = rgb.shape[:2]
+        bx = _as_boxes(boxes)
+        n = len(bx)
+        sides = _as_sides(is_right, n)
+        if crop_mode not in _CROP_MODES:
+            raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
+        params = _lib.PredictParams(rescale=float(rescale), crop_mode=_CROP_MODES[crop_mode])
+        cboxes = (_lib.Box * max(n, 1))()
+        for i in range(n):
+            cboxes[i].bbox[:] = [float(v) for v in bx[i]]  # float32 -> double -> float: exact
+            cboxes[i].is_right = int(sides[i])
+        hands = (_lib.Hand * max(n, 1))()
+        with self._use() as st:
+            rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
+                                         ctypes.byref(params), hands, None)
+            if rc < 0:
+                raise _library_error(rc)
+        return _hand_dicts(w, h, hands, n, vertices, bx)
+
+    def render(self, image, hands, side_view=False):
+        """PNG bytes of the hands drawn over the image (as ``hamer run
+        --render``), or with side_view=True of the meshes turned 90 degrees
+        on white (``--side-view``). ``hands``: predict()'s result for this
+        image, made with vertices=True; hands with an "error" are skipped.
+        Decode with read_image() for an array."""
+        rgb = _as_rgb(image)
+        h, w = rgb.shape[:2]
+        hands = list(hands)
+        chands = _hand_structs(hands)
+        png, size = _lib.c_uint8_p(), ctypes.c_size_t()
+        with self._use(need_state=False):
+            rc = self._lib.hamer_render_png(self._handle, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, chands,
+                                            len(hands), int(bool(side_view)), ctypes.byref(png),
+                                            ctypes.byref(size))
+            if rc < 0:
+                raise _library_error(rc)
+        try:
+            return ctypes.string_at(png, size.value)
+        finally:
+            self._lib.hamer_free(png)

@@ -1,0 +1,254 @@
+"""Finding and loading libhamer.so, and the ctypes mirror of include/hamer.h.
+
+Search order (the first that exists wins; see ``find_library_candidates``):
+
+1. ``$HAMER_LIB``: the path of the library file. When it is set, nothing
+   else is tried, so a wrong value is an error instead of silently loading a
+   different build.
+2. Next to this package: ``hamer/libhamer.so`` (or ``libhamer.so.0``), for an
+   installation that bundles the library with the Python files.
+3. A development checkout: ``<repo>/build/libhamer.so`` when the package is
+   imported from ``<repo>/python/hamer`` (recognised by
+   ``<repo>/include/hamer.h``), the default ``cmake -B build`` directory.
+4. The dynamic loader's search path (``LD_LIBRARY_PATH``, ``ld.so.cache``,
+   e.g. after ``cmake --install``): ``libhamer.so.0``, then ``libhamer.so``,
+   then whatever ``ctypes.util.find_library("hamer")`` names.
+
+The library is opened with ``ctypes.CDLL``, which releases the GIL for the
+duration of every foreign call (``ctypes.PyDLL`` would hold it): inference
+in one Python thread does not block the others.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from pathlib import Path
+
+# ---- Constants of include/hamer.h ------------------------------------------
+
+CROP_H = 256
+CROP_W = 192
+N_VERTS = 778
+N_FACES = 1538
+N_KP = 21
+N_PARAMS = 157
+FOCAL = 5000.0
+MAX_HANDS = 64
+
+OK = 0
+E_ARG = -1
+E_IO = -2
+E_FORMAT = -3
+E_SHAPE = -4
+E_NOMEM = -5
+E_UNSUPPORTED = -6
+E_NOMANO = -7
+
+ERROR_NAMES = {
+    E_ARG: "HAMER_E_ARG",
+    E_IO: "HAMER_E_IO",
+    E_FORMAT: "HAMER_E_FORMAT",
+    E_SHAPE: "HAMER_E_SHAPE",
+    E_NOMEM: "HAMER_E_NOMEM",
+    E_UNSUPPORTED: "HAMER_E_UNSUPPORTED",
+    E_NOMANO: "HAMER_E_NOMANO",
+}
+
+PRECISION_FP32 = 0
+PRECISION_FAST = 1
+
+CROP_WARP = 0
+CROP_PAD = 1
+
+# ---- Structures (same field order and types as hamer.h; ctypes applies the
+# platform's C alignment rules, so the layouts match the compiler's) --------
+
+c_float_p = ctypes.POINTER(ctypes.c_float)
+c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
+
+
+class ModelParams(ctypes.Structure):
+    _fields_ = [
+        ("mano_path", ctypes.c_char_p),
+        ("progress", ctypes.c_int),
+        ("precision", ctypes.c_int),
+    ]
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [
+        ("vit_depth", ctypes.c_int),
+        ("vit_dim", ctypes.c_int),
+        ("vit_heads", ctypes.c_int),
+        ("vit_mlp", ctypes.c_int),
+        ("n_tokens", ctypes.c_int),
+        ("head_depth", ctypes.c_int),
+        ("head_dim", ctypes.c_int),
+        ("head_heads", ctypes.c_int),
+        ("head_dim_head", ctypes.c_int),
+        ("head_mlp", ctypes.c_int),
+        ("has_mano", ctypes.c_int),
+        ("isa", ctypes.c_char_p),
+        ("precision", ctypes.c_int),
+        ("scheme", ctypes.c_char_p),
+    ]
+
+
+class Output(ctypes.Structure):
+    _fields_ = [
+        ("params", c_float_p),
+        ("pred_cam", c_float_p),
+        ("pred_cam_t", c_float_p),
+        ("vertices", c_float_p),
+        ("keypoints_3d", c_float_p),
+        ("keypoints_2d", c_float_p),
+    ]
+
+
+class Box(ctypes.Structure):
+    _fields_ = [
+        ("bbox", ctypes.c_float * 4),
+        ("is_right", ctypes.c_int),
+    ]
+
+
+class PredictParams(ctypes.Structure):
+    _fields_ = [
+        ("rescale", ctypes.c_double),
+        ("crop_mode", ctypes.c_int),  # a C enum: int-sized with gcc/clang
+    ]
+
+
+class Hand(ctypes.Structure):
+    _fields_ = [
+        ("ok", ctypes.c_int),
+        ("error", ctypes.c_char * 256),
+        ("box", Box),
+        ("global_orient", ctypes.c_float * 9),
+        ("hand_pose", ctypes.c_float * (15 * 9)),
+        ("betas", ctypes.c_float * 10),
+        ("pred_cam", ctypes.c_float * 3),
+        ("cam_t_full", ctypes.c_float * 3),
+        ("focal_length", ctypes.c_float),
+        ("keypoints_3d", ctypes.c_float * (N_KP * 3)),
+        ("keypoints_2d", ctypes.c_float * (N_KP * 2)),
+        ("vertices", ctypes.c_float * (N_VERTS * 3)),
+        ("box_center", ctypes.c_double * 2),
+        ("box_size", ctypes.c_double),
+    ]
+
+
+class Timings(ctypes.Structure):
+    _fields_ = [
+        ("decode_ms", ctypes.c_double),
+        ("crop_ms", ctypes.c_double),
+        ("regress_ms", ctypes.c_double),
+        ("finalise_ms", ctypes.c_double),
+    ]
+
+
+# ---- Prototypes --------------------------------------------------------------
+
+_P = ctypes.c_void_p  # opaque hamer_model * / hamer_state *
+_INT = ctypes.c_int
+
+_PROTOTYPES = {
+    # name: (restype, argtypes)
+    "hamer_model_default_params": (ModelParams, []),
+    "hamer_model_load": (_P, [ctypes.c_char_p, ctypes.POINTER(ModelParams)]),
+    "hamer_model_free": (None, [_P]),
+    "hamer_model_get_info": (None, [_P, ctypes.POINTER(ModelInfo)]),
+    "hamer_model_faces": (ctypes.POINTER(ctypes.c_int32), [_P]),
+    "hamer_state_new": (_P, [_P, _INT, _INT]),
+    "hamer_state_free": (None, [_P]),
+    "hamer_regress_f32": (_INT, [_P, c_float_p, _INT, ctypes.POINTER(Output)]),
+    "hamer_regress_u8": (_INT, [_P, c_uint8_p, _INT, ctypes.POINTER(Output)]),
+    "hamer_predict_default_params": (PredictParams, []),
+    "hamer_predict": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Box), _INT,
+                             ctypes.POINTER(PredictParams), ctypes.POINTER(Hand),
+                             ctypes.POINTER(Timings)]),
+    "hamer_image_load": (_INT, [ctypes.c_char_p, ctypes.POINTER(c_uint8_p),
+                                ctypes.POINTER(_INT), ctypes.POINTER(_INT)]),
+    "hamer_image_decode": (_INT, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(c_uint8_p),
+                                  ctypes.POINTER(_INT), ctypes.POINTER(_INT)]),
+    # char * that must be passed back to hamer_free: c_void_p, not c_char_p
+    # (which would copy the text and lose the pointer).
+    "hamer_result_json": (ctypes.c_void_p, [_INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
+                                            ctypes.POINTER(Timings)]),
+    "hamer_render_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
+                                ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_free": (None, [ctypes.c_void_p]),
+    "hamer_last_error": (ctypes.c_char_p, []),
+    "hamer_version": (ctypes.c_char_p, []),
+}
+
+_NAMES = ("libhamer.so", "libhamer.so.0")
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def find_library_candidates():
+    """The library files to try, in order, as (path or soname, origin)."""
+    env = os.environ.get("HAMER_LIB")
+    if env:
+        return [(env, "HAMER_LIB")]
+    here = Path(__file__).resolve().parent
+    out = [(str(here / n), "package directory") for n in _NAMES]
+    repo = here.parent.parent
+    if (repo / "include" / "hamer.h").is_file():
+        out.append((str(repo / "build" / "libhamer.so"), "development build"))
+    out += [("libhamer.so.0", "loader path"), ("libhamer.so", "loader path")]
+    found = ctypes.util.find_library("hamer")
+    if found:
+        out.append((found, "loader path"))
+    return out
+
+
+def _bind(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)  # AttributeError: the library is too old
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def load():
+    """The loaded library (ctypes.CDLL), loading it on first use.
+
+    Raises OSError naming every place tried when none works."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for cand, origin in find_library_candidates():
+            # Paths (not bare sonames) that do not exist are skipped quietly,
+            # except an explicit HAMER_LIB.
+            if os.sep in cand and not os.path.exists(cand) and origin != "HAMER_LIB":
+                tried.append(f"{cand} ({origin}): not found")
+                continue
+            try:
+                lib = ctypes.CDLL(cand)
+                _bind(lib)
+            except (OSError, AttributeError) as e:
+                tried.append(f"{cand} ({origin}): {e}")
+                continue
+            _lib, _lib_path = lib, cand
+            return lib
+        raise OSError("cannot load libhamer.so; tried:\n  " + "\n  ".join(tried) +
+                      "\nset HAMER_LIB to the library's path (e.g. build/libhamer.so)")
+
+
+def path():
+    """The file (or soname) the library was loaded from."""
+    load()
+    return _lib_path
+
+
+def last_error():
+    """This thread's last library error message (hamer_last_error)."""
+    msg = load().hamer_last_error()
+    return msg.decode("utf-8", "replace") if msg else ""
