@@ -15,6 +15,7 @@ static const char *USAGE_MAIN =
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
+    "  serve     HTTP server: POST an image + boxes, get RESULT.json or the overlay PNG\n"
     "\n"
     "main job:\n"
     "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
@@ -32,6 +33,7 @@ static const struct {
     {"regress", hm_cli_regress},
     {"crop", hm_cli_crop},
     {"bench", hm_cli_bench},
+    {"serve", hm_cli_serve},
 };
 
 int main(int argc, char **argv) {
