@@ -12,23 +12,9 @@
 #include <jpeglib.h>
 #include <zlib.h>
 
-static int npass, nfail;
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (c) npass++;                                                                                   \
-        else {                                                                                            \
-            nfail++;                                                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #c,         \
-                    hm_errmsg());                                                                         \
-        }                                                                                                 \
-    } while (0)
+#include "check.h"
 
 /* A failure with a one-line message. */
-static int clean_error(int rc) {
-    const char *m = hm_errmsg();
-    return rc != HM_OK && m[0] && !strchr(m, '\n');
-}
-
 /* Decode from an exactly sized heap copy, so ASan sees any overread. */
 static int decode_copy(const uint8_t *b, size_t n, hm_image *im) {
     uint8_t *p = malloc(n ? n : 1);

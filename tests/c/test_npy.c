@@ -11,21 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int npass, nfail;
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (c) npass++;                                                                                   \
-        else {                                                                                            \
-            nfail++;                                                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #c,         \
-                    hm_errmsg());                                                                         \
-        }                                                                                                 \
-    } while (0)
-
-static int clean_error(int rc) {
-    const char *m = hm_errmsg();
-    return rc != HM_OK && m[0] && !strchr(m, '\n');
-}
+#include "check.h"
 
 static char dir[64];
 

@@ -13,16 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int npass, nfail;
-#define CHECK(c)                                                                                          \
-    do {                                                                                                  \
-        if (c) npass++;                                                                                   \
-        else {                                                                                            \
-            nfail++;                                                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #c,         \
-                    hm_errmsg());                                                                         \
-        }                                                                                                 \
-    } while (0)
+#include "check.h"
 
 static uint32_t rng = 12345;
 static uint32_t rnd(void) {
