@@ -332,3 +332,52 @@ void hm_ckpt_release_pages(hm_ckpt *c) {
     /* Clean file-backed pages: dropping them only costs a re-read. */
     if (c && c->map) madvise(c->map, c->map_len, MADV_DONTNEED);
 }
+
+int hm_ckpt_from_tensors(const hm_tensor *tensors, int n, hm_ckpt **out) {
+    if (!out) return hm_err(HM_E_ARG, "checkpoint: NULL output handle");
+    *out = NULL;
+    if (n < 0 || (n && !tensors)) return hm_err(HM_E_ARG, "checkpoint: bad tensor list (%d entries)", n);
+    size_t names_len = 0;
+    for (int i = 0; i < n; i++) {
+        const hm_tensor *t = &tensors[i];
+        if (!t->name || t->ndim < 0 || t->ndim > HM_MAX_DIMS || hm_dtype_size(t->dtype) == 0)
+            return hm_err(HM_E_ARG, "checkpoint: tensor %d has no name, a bad rank or a bad dtype", i);
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] < 0) return hm_err(HM_E_ARG, "checkpoint: tensor '%s' has a negative dimension", t->name);
+        names_len += strlen(t->name) + 1;
+    }
+    hm_ckpt *c = calloc(1, sizeof *c);
+    ranked *r = malloc((n ? n : 1) * sizeof *r);
+    if (!c || !r || !(c->names = malloc(names_len ? names_len : 1)) || !(c->t = malloc((n ? n : 1) * sizeof *c->t))) {
+        free(r);
+        hm_ckpt_close(c);
+        return hm_err(HM_E_NOMEM, "checkpoint: out of memory for %d tensor entries", n);
+    }
+    char *np = c->names;
+    for (int i = 0; i < n; i++) {
+        hm_tensor t = tensors[i];
+        size_t len = strlen(t.name) + 1;
+        memcpy(np, t.name, len);
+        t.name = np;
+        np += len;
+        int64_t numel = 1;
+        for (int d = t.ndim - 1; d >= 0; d--) {
+            t.stride[d] = numel;
+            numel *= t.shape[d];
+        }
+        t.numel = numel;
+        t.contiguous = 1;
+        r[i].t = t;
+        r[i].pos = (size_t)i;
+    }
+    qsort(r, (size_t)n, sizeof *r, cmp_ranked);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && !strcmp(c->t[m - 1].name, r[i].t.name)) m--; /* the later one wins */
+        c->t[m++] = r[i].t;
+    }
+    c->n = m;
+    free(r);
+    *out = c;
+    return HM_OK;
+}

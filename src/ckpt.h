@@ -50,6 +50,12 @@ const hm_tensor *hm_ckpt_find(const hm_ckpt *c, const char *key);
 size_t hm_dtype_size(hm_dtype t);
 const char *hm_dtype_name(hm_dtype t);
 
+/* An index over caller-owned tensors (e.g. built in memory). Each entry
+ * needs name, dtype, ndim, shape and data (row-major contiguous); strides,
+ * numel and contiguous are filled in here. Names are copied; the data must
+ * outlive the handle. A repeated name keeps its last entry, as for files. */
+int hm_ckpt_from_tensors(const hm_tensor *tensors, int n, hm_ckpt **out);
+
 /* Hint that the mapping is no longer needed in RAM (after weights are packed). */
 void hm_ckpt_release_pages(hm_ckpt *c);
 

@@ -60,6 +60,17 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
     return hm;
 }
 
+hamer_model *hm_model_handle(hm_model *m) {
+    hamer_model *hm = calloc(1, sizeof *hm);
+    if (!hm) {
+        hm_model_free(m);
+        hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+        return NULL;
+    }
+    hm->m = m;
+    return hm;
+}
+
 void hamer_model_free(hamer_model *model) {
     if (!model) return;
     hm_model_free(model->m);

@@ -150,6 +150,10 @@ void hm_softmax(float *x, int n);
 
 /* Loading (model_load.c). */
 int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
+/* The public handle owning m (freed by hamer_model_free); NULL (and m freed)
+ * on allocation failure. */
+struct hamer_model;
+struct hamer_model *hm_model_handle(hm_model *m);
 /* Same from an open checkpoint (any tensor source; `src` names it in messages). */
 struct hm_ckpt;
 int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
