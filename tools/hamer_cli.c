@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("hamer %s (kernels: %s)\n", hamer_version(), hm_isa_name(hm_gemm_isa()));
+        printf("hamer %s (kernels: %s; precision fp32: %s; fast: %s)\n", hamer_version(), hm_isa_name(hm_gemm_isa()),
+               hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST));
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

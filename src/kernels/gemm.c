@@ -19,6 +19,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gemm.h"
+#include "gemm_lowp.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -236,6 +237,10 @@ static void hm_gemm_task(void *ctx, int t, int tid) {
 
 void hm_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
              hm_epilogue epi) {
+    if (W && W->prec == HM_PREC_FAST) {
+        hm_gemm_lowp(pool, M, A, lda, W, C, ldc, epi);
+        return;
+    }
     if (M < 1 || !A || !C || !W || !W->w) {
         hm_err(HM_E_ARG, "hm_gemm: bad arguments (M=%d)", M);
         return;

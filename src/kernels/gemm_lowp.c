@@ -1,16 +1,400 @@
-/* gemm_lowp.c - the low-precision ("fast") GEMM scheme.
+/* gemm_lowp.c - the low-precision ("fast") GEMM: packing, CPU checks and
+ * the driver around the kernels in gemm_lowp_avx512vnni.c.
  *
- * Not implemented yet: requesting it is an explicit error, never a silent
- * fallback to fp32.
+ * Scheme (HM_LOWP_INT8, the default FAST):
+ *   weights      per-output-channel symmetric int8, s_w[n] = max|W[n,:]| / 127,
+ *                packed in NR = 64 column panels, 4 k per 32-bit lane
+ *                (the vpdpbusd operand layout), plus colsum[n] = sum_k q[n,k];
+ *   activations  quantised inside hm_gemm, per row (token), asymmetric u8:
+ *                x ~= s_a (q - z) over [min(x, 0), max(x, 0)]. Up to
+ *                HM_LOWP_MAX_OUTLIERS values per row that exceed 8 x the
+ *                row's mean |x| are taken off the grid and applied in fp32
+ *                against the same int8 weights (per-token scales handle
+ *                outlier tokens; this handles outlier channels such as a
+ *                LayerNorm gain of 20, without calibration data and
+ *                without making a row depend on the other rows in the call);
+ *   product      int32 sums (exact), then
+ *                C = s_w[n] (s_a (acc - z colsum[n]) + outliers) + bias,
+ *                with the usual STORE / GELU / ACCUM epilogue.
+ * bf16 (HM_LOWP_BF16, for comparison): W and A rounded to bf16, vdpbf16ps
+ * with fp32 accumulation.
+ *
+ * Why int8 won on Zen 4 (2 cores, numbers in bench/lowp_bench.c and the
+ * README): vpdpbusd peaks at 4x and vdpbf16ps at 2x the fp32 FMA rate; the
+ * issue asks for 2.3x ONNX Runtime fp32 (~75% of the fp32 peak), i.e. ~1.7x
+ * our fp32 peak end to end, which bf16 cannot reach even at 100% of its
+ * peak. AVX512-FP16 is absent on this CPU.
+ *
+ * Scratch: the quantised activations live in a per-thread buffer of the
+ * thread that calls hm_gemm (the pool's workers fill and read it during the
+ * call). It is allocated at the first FAST call on a thread, grown when a
+ * larger M x K arrives, and freed when that thread exits (or, for the main
+ * thread, when the library is unloaded / the process exits), so steady
+ * state hm_gemm calls do not allocate. If that allocation fails, hm_gemm
+ * records HM_E_NOMEM and leaves C untouched.
+ *
+ * Results do not depend on the thread count (int32 sums are exact, every
+ * epilogue value is computed by one thread in a fixed order) nor on the
+ * other rows of A (every row has its own scale, zero and outliers).
  */
-#include "gemm.h"
+#define _POSIX_C_SOURCE 200809L
+#include "gemm_lowp.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
 #include "../util.h"
 
-int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec) {
-    if (prec == HM_PREC_FP32) return hm_pack_weights(p, W, ldw, bias, N, K);
-    return hm_err(HM_E_UNSUPPORTED, "precision 'fast' is not available in this build");
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define HM_LOWP_X86 1
+#endif
+
+/* Rows per GEMM task (with the panel, the unit of work) at most: 192 = one
+ * crop, so each panel is fetched once per crop. With few panels and many
+ * threads the blocks shrink (see hm_gemm_lowp) so every thread has work. */
+#define HM_LOWP_MC 192
+/* Rows per quantisation task. */
+#define HM_LOWP_QROWS 8
+
+/* Packed block behind hm_packed.lp: this header, then (int8) colsum[Np]
+ * int32 and the panels, or (bf16) the panels. Offsets are 64-byte aligned. */
+typedef struct {
+    int32_t kind;  /* hm_lowp_kind */
+    int32_t nr;    /* panel width */
+    int32_t kp;    /* K padded to the kernel's k group (4 or 2) */
+    int32_t np;    /* number of panels */
+    size_t cs_off; /* byte offset of colsum (int8 only) */
+    size_t w_off;  /* byte offset of panel 0 */
+    size_t panel;  /* bytes per panel */
+} hm_lowp_hdr;
+
+#define HM_LOWP_HDR_BYTES 64
+_Static_assert(sizeof(hm_lowp_hdr) <= HM_LOWP_HDR_BYTES, "header must fit its slot");
+
+/* ---- CPU support and variant selection --------------------------------- */
+
+enum { HM_CPU_VNNI = 1, HM_CPU_BF16 = 2 };
+
+static atomic_int hm_hide;
+
+static int hm_lowp_cpu_bits(void) {
+    if (atomic_load(&hm_hide)) return 0;
+    /* The kernels are AVX-512 F/BW/VL/DQ code: require the same detection
+     * (and OS zmm state) as the fp32 AVX-512 path, plus the extensions. */
+    if (hm_cpu_isa() != HM_ISA_AVX512) return 0;
+    int bits = 0;
+#ifdef HM_LOWP_X86
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        if ((c >> 11) & 1) bits |= HM_CPU_VNNI;
+        if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
+    }
+#endif
+    return bits;
+}
+
+static pthread_once_t hm_kind_once = PTHREAD_ONCE_INIT;
+static atomic_int hm_kind;     /* hm_lowp_kind new packings use */
+static atomic_int hm_kind_bad; /* HAMER_LOWP named something unknown */
+
+static void hm_kind_init(void) {
+    const char *env = getenv("HAMER_LOWP");
+    atomic_store(&hm_kind, HM_LOWP_INT8);
+    if (!env || !*env || !strcasecmp(env, "int8")) return;
+    if (!strcasecmp(env, "bf16")) atomic_store(&hm_kind, HM_LOWP_BF16);
+    else atomic_store(&hm_kind_bad, 1);
+}
+
+int hm_lowp_force_kind(hm_lowp_kind kind) {
+    pthread_once(&hm_kind_once, hm_kind_init);
+    if (kind != HM_LOWP_INT8 && kind != HM_LOWP_BF16)
+        return hm_err(HM_E_ARG, "hm_lowp_force_kind: invalid kind %d", (int)kind);
+    atomic_store(&hm_kind, (int)kind);
+    atomic_store(&hm_kind_bad, 0);
+    return HM_OK;
+}
+
+hm_lowp_kind hm_lowp_kind_active(void) {
+    pthread_once(&hm_kind_once, hm_kind_init);
+    return (hm_lowp_kind)atomic_load(&hm_kind);
+}
+
+void hm_lowp_test_hide_cpu(int hide) { atomic_store(&hm_hide, hide != 0); }
+
+static const char *hm_kind_scheme(int kind) {
+    return kind == HM_LOWP_BF16 ? "bf16 (w, a: bf16; fp32 accumulate; vdpbf16ps)"
+                                : "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers)";
 }
 
 const char *hm_precision_scheme(hm_precision prec) {
-    return prec == HM_PREC_FP32 ? "fp32" : "unavailable";
+    if (prec == HM_PREC_FP32) return "fp32";
+    if (prec != HM_PREC_FAST) return "unknown";
+    int kind = (int)hm_lowp_kind_active();
+    int need = kind == HM_LOWP_BF16 ? HM_CPU_BF16 : HM_CPU_VNNI;
+    if (atomic_load(&hm_kind_bad) || !(hm_lowp_cpu_bits() & need)) return "unavailable";
+    return hm_kind_scheme(kind);
+}
+
+/* HM_OK if FAST of this kind can run now, else HM_E_UNSUPPORTED + message. */
+static int hm_lowp_check(int kind) {
+    if (atomic_load(&hm_kind_bad))
+        return hm_err(HM_E_UNSUPPORTED, "HAMER_LOWP=%s: not one of int8|bf16", getenv("HAMER_LOWP"));
+    int need = kind == HM_LOWP_BF16 ? HM_CPU_BF16 : HM_CPU_VNNI;
+    const char *what = kind == HM_LOWP_BF16 ? "AVX-512 BF16" : "AVX-512 VNNI";
+    if (!(hm_lowp_cpu_bits() & need))
+        return hm_err(HM_E_UNSUPPORTED, "precision 'fast' (%s) needs %s, which this CPU lacks; use fp32",
+                      hm_kind_scheme(kind), what);
+    /* A forced narrower ISA (HAMER_ISA / hm_gemm_force_isa) is a request
+     * not to run AVX-512 code: honour it rather than ignore it. */
+    if (hm_gemm_isa() != HM_ISA_AVX512)
+        return hm_err(HM_E_UNSUPPORTED, "precision 'fast' needs AVX-512 but the active ISA is forced to %s",
+                      hm_isa_name(hm_gemm_isa()));
+    return HM_OK;
+}
+
+/* ---- packing ----------------------------------------------------------- */
+
+static size_t hm_round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Round half away from zero, |v| <= 127 (v is clamped first, so the cast
+ * is always defined). */
+static int8_t hm_q8(float v) {
+    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+    return (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+}
+
+static int hm_pack_int8(hm_packed *p, const float *W, int ldw, int N, int K, hm_lowp_hdr *h, uint8_t *blk) {
+    int32_t *cs = (int32_t *)(blk + h->cs_off);
+    float *sw = p->lp_scale;
+    for (int n = 0; n < N; n++) {
+        const float *row = W + (size_t)n * ldw;
+        float amax = 0.0f;
+        int finite = 1;
+        for (int k = 0; k < K; k++) {
+            float a = fabsf(row[k]);
+            finite &= a <= 3.4e38f; /* false for inf and NaN */
+            amax = a > amax ? a : amax;
+        }
+        if (!finite)
+            return hm_err(HM_E_ARG, "precision 'fast': weight row %d is not finite", n);
+        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        sw[n] = amax / 127.0f;
+        int8_t *dst = (int8_t *)(blk + h->w_off + (size_t)(n / h->nr) * h->panel) + (size_t)(n % h->nr) * 4;
+        int32_t sum = 0;
+        for (int k = 0; k < K; k++) {
+            int8_t q = hm_q8(row[k] * inv);
+            dst[(size_t)(k >> 2) * h->nr * 4 + (k & 3)] = q;
+            sum += q;
+        }
+        cs[n] = sum;
+    }
+    return HM_OK;
+}
+
+/* Round to nearest even bf16 (finite inputs; NaN stays NaN). */
+static uint16_t hm_to_bf16(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static void hm_pack_bf16(const float *W, int ldw, int N, int K, hm_lowp_hdr *h, uint8_t *blk) {
+    for (int n = 0; n < N; n++) {
+        const float *row = W + (size_t)n * ldw;
+        uint16_t *dst = (uint16_t *)(blk + h->w_off + (size_t)(n / h->nr) * h->panel) + (size_t)(n % h->nr) * 2;
+        for (int k = 0; k < K; k++) dst[(size_t)(k >> 1) * h->nr * 2 + (k & 1)] = hm_to_bf16(row[k]);
+    }
+}
+
+int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec) {
+    if (prec == HM_PREC_FP32) return hm_pack_weights(p, W, ldw, bias, N, K);
+    if (!p) return hm_err(HM_E_ARG, "hm_pack_weights_prec: NULL output");
+    memset(p, 0, sizeof *p);
+    if (prec != HM_PREC_FAST) return hm_err(HM_E_ARG, "hm_pack_weights_prec: unknown precision %d", (int)prec);
+    if (!W || N < 1 || K < 1 || ldw < K)
+        return hm_err(HM_E_ARG, "hm_pack_weights_prec: bad arguments (N=%d K=%d ldw=%d)", N, K, ldw);
+    int rc = hm_gemm_status();
+    if (rc != HM_OK) return rc;
+    int kind = (int)hm_lowp_kind_active();
+    if ((rc = hm_lowp_check(kind)) != HM_OK) return rc;
+    /* int32 sums stay exact while K * 255 * 127 < 2^31. */
+    if (kind == HM_LOWP_INT8 && K > 65536)
+        return hm_err(HM_E_UNSUPPORTED, "precision 'fast': K = %d exceeds the int8 kernel's limit of 65536", K);
+
+    hm_lowp_hdr h = {.kind = kind};
+    int i8 = kind == HM_LOWP_INT8;
+    h.nr = i8 ? HM_LOWP_I8_NR : HM_LOWP_BF_NR;
+    h.kp = i8 ? (K + 3) & ~3 : (K + 1) & ~1;
+    h.np = (N + h.nr - 1) / h.nr;
+    size_t npad = (size_t)h.np * h.nr;
+    h.panel = hm_round64((size_t)h.kp * h.nr * (i8 ? 1 : 2));
+    h.cs_off = HM_LOWP_HDR_BYTES;
+    h.w_off = h.cs_off + (i8 ? hm_round64(npad * sizeof(int32_t)) : 0);
+    size_t bytes = h.w_off + (size_t)h.np * h.panel;
+
+    uint8_t *blk = hm_alloc(bytes);
+    float *sw = i8 ? hm_alloc(npad * sizeof(float)) : NULL;
+    float *b = bias ? hm_alloc(npad * sizeof(float)) : NULL;
+    if (!blk || (i8 && !sw) || (bias && !b)) {
+        hm_free(blk), hm_free(sw), hm_free(b);
+        return HM_E_NOMEM;
+    }
+    /* Zero padding: panel columns past N and k past K contribute nothing. */
+    memset(blk, 0, bytes);
+    if (sw) memset(sw, 0, npad * sizeof(float));
+    if (b) {
+        memset(b, 0, npad * sizeof(float));
+        memcpy(b, bias, (size_t)N * sizeof(float));
+    }
+    memcpy(blk, &h, sizeof h);
+    p->lp = blk;
+    p->lp_scale = sw;
+    p->bias = b;
+    p->N = N;
+    p->K = K;
+    p->isa = HM_ISA_AVX512;
+    p->prec = HM_PREC_FAST;
+    if (i8) rc = hm_pack_int8(p, W, ldw, N, K, &h, blk);
+    else hm_pack_bf16(W, ldw, N, K, &h, blk);
+    if (rc != HM_OK) hm_packed_free(p);
+    return rc;
+}
+
+/* ---- per-thread scratch ------------------------------------------------ */
+
+static _Thread_local void *hm_scr;
+static _Thread_local size_t hm_scr_cap;
+static pthread_key_t hm_scr_key;
+static pthread_once_t hm_scr_once = PTHREAD_ONCE_INIT;
+static int hm_scr_key_ok;
+
+static void hm_scr_dtor(void *v) { hm_free(v); }
+static void hm_scr_key_init(void) { hm_scr_key_ok = pthread_key_create(&hm_scr_key, hm_scr_dtor) == 0; }
+
+/* At exit / unload: free the buffer of the thread running the destructors
+ * (normally main, whose key destructor never runs) and drop the key so no
+ * later thread exit calls into unloaded code. */
+__attribute__((destructor)) static void hm_scr_fini(void) {
+    if (hm_scr_key_ok) {
+        pthread_setspecific(hm_scr_key, NULL);
+        pthread_key_delete(hm_scr_key);
+        hm_scr_key_ok = 0;
+    }
+    hm_free(hm_scr);
+    hm_scr = NULL;
+    hm_scr_cap = 0;
+}
+
+static void *hm_scratch(size_t bytes) {
+    if (bytes <= hm_scr_cap) return hm_scr;
+    pthread_once(&hm_scr_once, hm_scr_key_init);
+    size_t cap = bytes + bytes / 4; /* some room for a slightly larger M */
+    void *p = hm_alloc(cap);
+    if (!p) return NULL;
+    hm_free(hm_scr);
+    hm_scr = p;
+    hm_scr_cap = cap;
+    if (hm_scr_key_ok) pthread_setspecific(hm_scr_key, p);
+    return p;
+}
+
+/* ---- driver ------------------------------------------------------------ */
+
+typedef struct {
+    int M, K, mc, nmb;
+    const float *A;
+    size_t lda;
+    const hm_packed *W;
+    const hm_lowp_hdr *h;
+    float *C;
+    size_t ldc;
+    hm_epilogue epi;
+    uint8_t *aq;          /* quantised A: M rows of aq_ld bytes */
+    size_t aq_ld;
+    hm_lowp_row *rows;    /* int8: per-row scale / zero / outlier count */
+    int32_t *oidx;        /* int8: M x HM_LOWP_MAX_OUTLIERS */
+    float *oval;
+} hm_lowp_job;
+
+static void hm_lowp_quant_task(void *ctx, int t, int tid) {
+    const hm_lowp_job *j = ctx;
+    int i0 = t * HM_LOWP_QROWS, i1 = i0 + HM_LOWP_QROWS < j->M ? i0 + HM_LOWP_QROWS : j->M;
+    for (int i = i0; i < i1; i++) {
+        const float *x = j->A + (size_t)i * j->lda;
+        if (j->h->kind == HM_LOWP_INT8)
+            hm_lowp_quant_row_avx512vnni(x, j->K, j->h->kp, j->aq + (size_t)i * j->aq_ld, &j->rows[i],
+                                         j->oidx + (size_t)i * HM_LOWP_MAX_OUTLIERS,
+                                         j->oval + (size_t)i * HM_LOWP_MAX_OUTLIERS);
+        else
+            hm_lowp_bf16_row_avx512vnni(x, j->K, j->h->kp, (uint16_t *)(j->aq + (size_t)i * j->aq_ld));
+    }
+}
+
+static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
+    const hm_lowp_job *j = ctx;
+    const hm_lowp_hdr *h = j->h;
+    int mb = t % j->nmb, pn = t / j->nmb;
+    int i0 = mb * j->mc, m = j->M - i0 < j->mc ? j->M - i0 : j->mc;
+    int n0 = pn * h->nr, nr = j->W->N - n0 < h->nr ? j->W->N - n0 : h->nr;
+    const uint8_t *blk = j->W->lp;
+    const uint8_t *panel = blk + h->w_off + (size_t)pn * h->panel;
+    hm_lowp_epi e = {
+        .bias = j->W->bias ? j->W->bias + n0 : NULL,
+        .accum = j->epi == HM_EPI_ACCUM,
+        .gelu = j->epi == HM_EPI_GELU,
+    };
+    float *C = j->C + (size_t)i0 * j->ldc + n0;
+    if (h->kind == HM_LOWP_INT8) {
+        const int32_t *cs = (const int32_t *)(blk + h->cs_off) + n0;
+        size_t os = (size_t)i0 * HM_LOWP_MAX_OUTLIERS;
+        hm_lowp_i8_block_avx512vnni(m, nr, h->kp, j->aq + (size_t)i0 * j->aq_ld, j->aq_ld, j->rows + i0,
+                                    j->oidx + os, j->oval + os, (const int8_t *)panel, cs,
+                                    j->W->lp_scale + n0, C, j->ldc, &e);
+    } else {
+        hm_lowp_bf16_block_avx512vnni(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
+                                      j->aq_ld / 2, (const uint16_t *)panel, C, j->ldc, &e);
+    }
+}
+
+void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+                  hm_epilogue epi) {
+    if (M < 1 || !A || !C || !W || !W->lp || W->prec != HM_PREC_FAST || lda < W->K || ldc < W->N) {
+        hm_err(HM_E_ARG, "hm_gemm (fast): bad arguments (M=%d)", M);
+        return;
+    }
+    const hm_lowp_hdr *h = W->lp;
+    int i8 = h->kind == HM_LOWP_INT8;
+    size_t aq_ld = hm_round64((size_t)h->kp * (i8 ? 1 : 2));
+    size_t aq_bytes = (size_t)M * aq_ld;
+    size_t rows_bytes = i8 ? hm_round64((size_t)M * sizeof(hm_lowp_row)) : 0;
+    size_t out_bytes = i8 ? hm_round64((size_t)M * HM_LOWP_MAX_OUTLIERS * sizeof(int32_t)) : 0;
+    uint8_t *s = hm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
+    if (!s) return; /* HM_E_NOMEM recorded by hm_alloc */
+    /* Row blocks: at most HM_LOWP_MC rows, and enough blocks for ~4 tasks
+     * per thread, in whole register tiles. Each output element is computed
+     * the same way whatever block it falls in, so this choice (which
+     * depends on the pool size) cannot change a result. */
+    int mr = i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR;
+    int want = (4 * hm_pool_size(pool) + h->np - 1) / h->np;
+    int nmb = (M + HM_LOWP_MC - 1) / HM_LOWP_MC;
+    if (nmb < want) nmb = want;
+    int mc = (M + nmb - 1) / nmb;
+    mc = (mc + mr - 1) / mr * mr;
+    hm_lowp_job j = {
+        .M = M, .K = W->K, .mc = mc, .nmb = (M + mc - 1) / mc,
+        .A = A, .lda = (size_t)lda, .W = W, .h = h, .C = C, .ldc = (size_t)ldc, .epi = epi,
+        .aq = s, .aq_ld = aq_ld,
+        .rows = i8 ? (hm_lowp_row *)(s + aq_bytes) : NULL,
+        .oidx = i8 ? (int32_t *)(s + aq_bytes + rows_bytes) : NULL,
+        .oval = i8 ? (float *)(s + aq_bytes + rows_bytes + out_bytes) : NULL,
+    };
+    hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
+    hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);
 }

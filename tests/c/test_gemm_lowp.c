@@ -28,6 +28,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +294,54 @@ static void test_outliers(void) {
     hm_packed_free(&P);
 }
 
+/* ---- concurrent callers ------------------------------------------------ */
+
+/* Each calling thread quantises into its own scratch: threads that call
+ * hm_gemm at the same time (with growing M, so the scratch is reallocated
+ * under way) must get exactly the serial results. */
+enum { CC_THREADS = 3, CC_M = 96, CC_N = 70, CC_K = 300 };
+static hm_packed cc_P;
+static float *cc_A, *cc_ref;
+
+static void *cc_worker(void *arg) {
+    int id = (int)(intptr_t)arg, ok = 1;
+    float *C = malloc((size_t)CC_M * CC_N * sizeof(float));
+    if (!C) return (void *)0;
+    for (int it = 0; it < 12; it++) {
+        int m = 1 + (it * 8 + id * 3) % CC_M; /* varies, grows and shrinks */
+        hm_gemm(NULL, m, cc_A, CC_K, &cc_P, C, CC_N, HM_EPI_STORE);
+        ok &= memcmp(C, cc_ref, (size_t)m * CC_N * sizeof(float)) == 0;
+    }
+    free(C);
+    return (void *)(intptr_t)ok;
+}
+
+static void test_concurrent_callers(void) {
+    cc_A = xalloc((size_t)CC_M * CC_K * sizeof(float));
+    cc_ref = xalloc((size_t)CC_M * CC_N * sizeof(float));
+    float *W = xalloc((size_t)CC_N * CC_K * sizeof(float));
+    fill_act(cc_A, CC_M, CC_K, CC_K, ACT_LN);
+    for (size_t i = 0; i < (size_t)CC_N * CC_K; i++) W[i] = (float)gauss();
+    int rc = hm_pack_weights_prec(&cc_P, W, CC_K, NULL, CC_N, CC_K, HM_PREC_FAST);
+    CHECK(rc == HM_OK, "pack: %s", hm_errmsg());
+    if (rc == HM_OK) {
+        hm_gemm(NULL, CC_M, cc_A, CC_K, &cc_P, cc_ref, CC_N, HM_EPI_STORE);
+        pthread_t th[CC_THREADS];
+        int started = 0, all_ok = 1;
+        for (int i = 0; i < CC_THREADS; i++)
+            if (pthread_create(&th[i], NULL, cc_worker, (void *)(intptr_t)i) == 0) started++;
+        for (int i = 0; i < started; i++) {
+            void *r = NULL;
+            pthread_join(th[i], &r);
+            all_ok &= r != NULL;
+        }
+        CHECK(started == CC_THREADS && all_ok, "concurrent callers: %d threads started, results %s", started,
+              all_ok ? "identical" : "DIFFER");
+        hm_packed_free(&cc_P);
+    }
+    hm_free(cc_A), hm_free(cc_ref), hm_free(W);
+}
+
 /* ---- refusal paths ----------------------------------------------------- */
 
 /* Child process with HAMER_LOWP=val (read once, so this must run before
@@ -411,6 +460,7 @@ int main(void) {
     if (have_vnni) {
         test_shapes("int8", 2e-2, 1.2e-1);
         test_outliers();
+        test_concurrent_callers();
     } else {
         printf("int8: skipped (no AVX-512 VNNI on this CPU)\n");
     }

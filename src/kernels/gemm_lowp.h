@@ -1,0 +1,87 @@
+/* gemm_lowp.h - private interface of the low-precision ("fast") GEMM:
+ * the driver in gemm_lowp.c and its kernels in gemm_lowp_avx512vnni.c.
+ *
+ * FAST = int8 VNNI (see gemm_lowp.c for the scheme and why it won over
+ * bf16; the bf16 variant stays selectable for measurements and tests).
+ */
+#ifndef HM_GEMM_LOWP_H
+#define HM_GEMM_LOWP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemm.h"
+
+/* Variants behind HM_PREC_FAST. */
+typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1 } hm_lowp_kind;
+
+/* Register tiles: int8 is MR 6 x NR 64 (24 zmm accumulators of 16 int32,
+ * each vpdpbusd covering 4 k); bf16 is MR 12 x NR 32 (vdpbf16ps, 2 k). */
+#define HM_LOWP_I8_MR 6
+#define HM_LOWP_I8_NR 64
+#define HM_LOWP_BF_MR 12
+#define HM_LOWP_BF_NR 32
+
+/* At most this many activations per row are taken out of the int8 grid and
+ * applied in fp32 (the largest ones; see gemm_lowp.c). */
+#define HM_LOWP_MAX_OUTLIERS 32
+
+/* How one quantised activation row maps back to floats:
+ *   x[k] ~= scale * (q[k] - zero)   for k not in the outlier list,
+ *   x[oidx[j]] = oval[j] exactly     (their q is set to zero). */
+typedef struct {
+    float scale;
+    int32_t zero;
+    int32_t nout;
+    int32_t pad_;
+} hm_lowp_row;
+
+/* Epilogue of a lowp block: C (=|+=) act(sum + bias). */
+typedef struct {
+    const float *bias;   /* NR floats for the panel (zero padded) or NULL */
+    int accum;           /* C += result (else C is only written) */
+    int gelu;            /* gelu after the bias, before the accumulate */
+} hm_lowp_epi;
+
+/* ---- int8 kernels (gemm_lowp_avx512vnni.c) ----
+ * Quantise one row of K floats into Kp (multiple of 4) unsigned bytes,
+ * per-token asymmetric, zero padded past K; fills *r and the outlier list
+ * (oidx/oval, HM_LOWP_MAX_OUTLIERS entries of room). */
+void hm_lowp_quant_row_avx512vnni(const float *x, int K, int Kp, uint8_t *q, hm_lowp_row *r,
+                                  int32_t *oidx, float *oval);
+
+/* C[m, nr] = epi( sw[n] * (r.scale * (sum_k q[i,k] W[n,k] - r.zero * cs[n])
+ *                         + sum_j oval[i,j] W[n, oidx[i,j]]) )
+ * P: one packed panel, Kp/4 groups of NR columns x 4 bytes (column j's four k
+ * adjacent). cs, sw: NR column sums / scales. Rows i use rows[i] and the
+ * outlier arrays at oidx + i * HM_LOWP_MAX_OUTLIERS. Any m >= 1, nr <= NR. */
+void hm_lowp_i8_block_avx512vnni(int m, int nr, int Kp, const uint8_t *Aq, size_t lda,
+                                 const hm_lowp_row *rows, const int32_t *oidx, const float *oval,
+                                 const int8_t *P, const int32_t *cs, const float *sw,
+                                 float *C, size_t ldc, const hm_lowp_epi *e);
+
+/* ---- bf16 kernels ----
+ * Round one row of K floats to bf16 (nearest even), zero padded to Kp
+ * (even). */
+void hm_lowp_bf16_row_avx512vnni(const float *x, int K, int Kp, uint16_t *out);
+/* C[m, nr] = epi(A . W^T + bias); P: Kp/2 groups of NR columns x 2 bf16. */
+void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, size_t lda,
+                                   const uint16_t *P, float *C, size_t ldc, const hm_lowp_epi *e);
+
+/* ---- driver (gemm_lowp.c) ---- */
+
+/* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here). */
+void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+                  hm_epilogue epi);
+
+/* Variant that hm_pack_weights_prec(FAST) packs: the environment variable
+ * HAMER_LOWP=int8|bf16 (read once) or hm_lowp_force_kind; default int8.
+ * Returns HM_E_ARG for an unknown kind. Packings keep their own kind. */
+int hm_lowp_force_kind(hm_lowp_kind kind);
+hm_lowp_kind hm_lowp_kind_active(void);
+
+/* Test hook: nonzero makes this CPU look as if it lacked AVX-512 VNNI and
+ * BF16, so FAST packing must fail with HM_E_UNSUPPORTED. */
+void hm_lowp_test_hide_cpu(int hide);
+
+#endif
