@@ -157,7 +157,8 @@ static int collect(hm_ckpt *c, ctx *cx, const hm_pk_obj *dict) {
         const hm_pk_obj *k = dict->u.seq.v[i], *v = dict->u.seq.v[i + 1];
         if (k->kind == HM_PK_STR && v->kind == HM_PK_TENSOR) count++, names_len += k->u.str.len + 1;
     }
-    if (count > (size_t)1 << 24) return hm_err(HM_E_FORMAT, "checkpoint: %zu tensors is too many", count);
+    if (count > HM_CKPT_MAX_TENSORS)
+        return hm_err(HM_E_FORMAT, "checkpoint: %zu tensors, over the limit of %d tensors", count, HM_CKPT_MAX_TENSORS);
     ranked *r = malloc((count ? count : 1) * sizeof *r);
     c->names = malloc(names_len ? names_len : 1);
     c->t = malloc((count ? count : 1) * sizeof *c->t);
@@ -285,6 +286,11 @@ int hm_ckpt_open(const char *path, hm_ckpt **out) {
     if (st.st_size == 0) {
         close(fd);
         return hm_err(HM_E_FORMAT, "checkpoint: '%s' is empty", path);
+    }
+    if ((uint64_t)st.st_size > HM_CKPT_MAX_BYTES) {
+        close(fd);
+        return hm_err(HM_E_FORMAT, "checkpoint: '%s' is %lld bytes, over the byte limit of %llu", path,
+                      (long long)st.st_size, (unsigned long long)HM_CKPT_MAX_BYTES);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;

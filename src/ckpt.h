@@ -21,6 +21,9 @@ typedef enum {
 } hm_dtype;
 
 #define HM_MAX_DIMS 8
+/* Hostile-input limits: the release has 563 tensors in a 2.7 GB file. */
+#define HM_CKPT_MAX_TENSORS 65536
+#define HM_CKPT_MAX_BYTES ((uint64_t)1 << 36)   /* 64 GiB */
 
 typedef struct {
     const char *name;              /* state_dict key, e.g. "backbone.pos_embed" */

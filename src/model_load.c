@@ -241,6 +241,13 @@ static int load_head(loader *L) {
     const float *tb = get_f32(L, "mano_head.transformer.to_token_embedding.bias", 1, S1(d));
     const float *pe = get_f32(L, "mano_head.transformer.pos_embedding", 3, S3(1, 1, d));
     if (!tw || !tb || !pe) return HM_E_SHAPE;
+    /* Every layer's to_kv must be present before the stacked copy is
+     * allocated: its size comes from the layer count, which a hostile file
+     * can inflate with stray norm keys. */
+    for (int l = 0; l < c->hdepth; l++) {
+        snprintf(p, sizeof p, "mano_head.transformer.transformer.layers.%d.1.fn.to_kv.weight", l);
+        if (!get_f32(L, p, 2, S2(2 * in, c->dim))) return HM_E_SHAPE;
+    }
     m->token0 = hm_alloc(d * sizeof(float));
     m->x1 = hm_alloc(d * sizeof(float));
     m->q1 = hm_alloc(in * sizeof(float));

@@ -313,6 +313,11 @@ int hm_zip_read(const hm_zip *z, int i, uint64_t cap, int check_crc,
     if (e->method != 8)
         return hm_err(HM_E_UNSUPPORTED, "%s: zip member '%s' uses compression method %d (only stored and deflate)",
                       z->what, PNAME(e), e->method);
+    /* Deflate expands at most ~1032:1: a larger declared size is a lie that
+     * would only make us allocate memory the data can never fill. */
+    if (e->usize > e->csize * 1032 + 1024)
+        return hm_err(HM_E_FORMAT, "%s: zip member '%s' declares %llu bytes from %llu compressed (impossible ratio)",
+                      z->what, PNAME(e), (unsigned long long)e->usize, (unsigned long long)e->csize);
     uint8_t *out = hm_alloc((size_t)e->usize);
     if (!out) return HM_E_NOMEM;
     int rc = inflate_member(z, e, out);
