@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build hamer.c twice (Release, and AddressSanitizer + UndefinedBehaviorSanitizer)
-# and run the whole test suite on both builds.
+# and run the whole test suite on both builds; then every fuzz target for a
+# short budget (FUZZ_SECONDS, default 20) and a valgrind memcheck subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -13,3 +14,6 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAMER_SANITIZE=ON >
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure
+
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash fuzz/run
+bash scripts/valgrind.sh
