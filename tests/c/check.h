@@ -22,6 +22,18 @@ static int npass, nfail;
         }                                                                                                 \
     } while (0)
 
+/* CHECKF(c, fmt, ...): CHECK with a printf-style description of the case. */
+#define CHECKF(c, ...)                                                                                    \
+    do {                                                                                                  \
+        if (c) npass++;                                                                                   \
+        else {                                                                                            \
+            nfail++;                                                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                          \
+            fprintf(stderr, __VA_ARGS__);                                                                 \
+            fputc('\n', stderr);                                                                          \
+        }                                                                                                 \
+    } while (0)
+
 /* A failure must come with a one-line, non-empty message. */
 static inline int clean_error(int rc) {
     const char *m = hm_errmsg();

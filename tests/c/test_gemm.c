@@ -26,20 +26,9 @@
 
 #define TOL 2e-6
 
-static int n_pass, n_fail;
+#include "check.h"
 static double worst_gemm, worst_sgemm; /* largest err/scale seen, per ISA */
 
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (cond) {                                       \
-            n_pass++;                                     \
-        } else {                                          \
-            n_fail++;                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
@@ -100,7 +89,7 @@ static void check_shape(shape s, hm_pool *p1, hm_pool *p2) {
     for (int withb = 0; withb < 2; withb++) {
         hm_packed P;
         int rc = hm_pack_weights(&P, W, lda, withb ? b : NULL, N, K);
-        CHECK(rc == HM_OK && P.isa == (int)hm_gemm_isa(), "pack %s rc=%d %s", isa, rc, hm_errmsg());
+        CHECKF(rc == HM_OK && P.isa == (int)hm_gemm_isa(), "pack %s rc=%d %s", isa, rc, hm_errmsg());
         if (rc != HM_OK) continue;
         for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
             double scale = base + (withb ? maxabs(b, N) : 0) + (epi == HM_EPI_ACCUM ? maxabs(C0, (size_t)M * ldc) : 0);
@@ -124,15 +113,15 @@ static void check_shape(shape s, hm_pool *p1, hm_pool *p2) {
                             pad_ok &= C[(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
                     }
                     worst_gemm = fmax(worst_gemm, err / scale);
-                    CHECK(err / scale < TOL, "%s M=%d N=%d K=%d lda=%d ldc=%d bias=%d epi=%d: err/scale=%.3g",
+                    CHECKF(err / scale < TOL, "%s M=%d N=%d K=%d lda=%d ldc=%d bias=%d epi=%d: err/scale=%.3g",
                           isa, M, N, K, lda, ldc, withb, epi, err / scale);
-                    CHECK(pad_ok, "%s M=%d N=%d K=%d: wrote past N into the ldc padding", isa, M, N, K);
+                    CHECKF(pad_ok, "%s M=%d N=%d K=%d: wrote past N into the ldc padding", isa, M, N, K);
                     memcpy(Cfirst, C, (size_t)M * ldc * sizeof(float));
                 } else {
                     same &= memcmp(C, Cfirst, (size_t)M * ldc * sizeof(float)) == 0;
                 }
             }
-            CHECK(same, "%s M=%d N=%d K=%d epi=%d: results differ between NULL/1/2-thread pools", isa, M, N,
+            CHECKF(same, "%s M=%d N=%d K=%d epi=%d: results differ between NULL/1/2-thread pools", isa, M, N,
                   K, epi);
         }
         hm_packed_free(&P);
@@ -182,9 +171,9 @@ static void check_sgemm(int nt, int M, int N, int K, float alpha, float beta) {
         pad_ok &= memcmp(&C[(size_t)i * ldc + N], &C0[(size_t)i * ldc + N], sizeof(float)) == 0;
     }
     worst_sgemm = fmax(worst_sgemm, err / scale);
-    CHECK(err / scale < TOL, "%s sgemm_%s M=%d N=%d K=%d alpha=%g beta=%g: err/scale=%.3g",
+    CHECKF(err / scale < TOL, "%s sgemm_%s M=%d N=%d K=%d alpha=%g beta=%g: err/scale=%.3g",
           hm_isa_name(hm_gemm_isa()), nt ? "nt" : "nn", M, N, K, alpha, beta, err / scale);
-    CHECK(pad_ok, "sgemm_%s wrote past N", nt ? "nt" : "nn");
+    CHECKF(pad_ok, "sgemm_%s wrote past N", nt ? "nt" : "nn");
     hm_free(A), hm_free(B), hm_free(C0), hm_free(C);
 }
 
@@ -239,10 +228,10 @@ static void test_gelu(void) {
             }
         }
     }
-    CHECK(bad == 0, "hm_gelu: %d values off by more than 2^-22|x| (worst %.2f x tol)", bad, worst);
+    CHECKF(bad == 0, "hm_gelu: %d values off by more than 2^-22|x| (worst %.2f x tol)", bad, worst);
     for (int v = 0; v < 2; v++) {
         if (!have[v]) continue;
-        CHECK(bad_vec[v] == 0, "hm_gelu_vec_%s: %d values off (worst %.2f x tol)", v ? "avx512" : "avx2",
+        CHECKF(bad_vec[v] == 0, "hm_gelu_vec_%s: %d values off (worst %.2f x tol)", v ? "avx512" : "avx2",
               bad_vec[v], worst_vec[v]);
         /* Tails: exactly n elements touched, special values sane. */
         for (int n = 0; n <= 17; n++) {
@@ -252,11 +241,11 @@ static void test_gelu(void) {
             int ok = 1;
             for (int i = 0; i < n; i++) ok &= fabs(buf[i] - gelu_ref(1.0 + i)) <= gelu_tol(1.0 + i);
             for (int i = n; i < 20; i++) ok &= buf[i] == 1.0f + i;
-            CHECK(ok, "hm_gelu_vec n=%d touched elements past n", n);
+            CHECKF(ok, "hm_gelu_vec n=%d touched elements past n", n);
         }
         float sp[4] = {INFINITY, -INFINITY, NAN, 0.0f};
         vec[v](sp, 4);
-        CHECK(sp[0] == INFINITY && sp[1] == 0.0f && isnan(sp[2]) && sp[3] == 0.0f,
+        CHECKF(sp[0] == INFINITY && sp[1] == 0.0f && isnan(sp[2]) && sp[3] == 0.0f,
               "hm_gelu_vec specials: gelu(inf)=%g gelu(-inf)=%g gelu(nan)=%g gelu(0)=%g", sp[0], sp[1], sp[2], sp[3]);
     }
     printf("gelu: worst error / tol: scalar %.3f, avx2 %.3f, avx512 %.3f\n", worst, worst_vec[0], worst_vec[1]);
@@ -285,25 +274,25 @@ static int child_pack_with_env(const char *val) {
 }
 
 static void test_isa_selection(void) {
-    CHECK(child_pack_with_env("bogus") == 1, "HAMER_ISA=bogus must make hm_pack_weights fail");
-    CHECK(child_pack_with_env("scalar") == 0, "HAMER_ISA=scalar must work everywhere");
+    CHECKF(child_pack_with_env("bogus") == 1, "HAMER_ISA=bogus must make hm_pack_weights fail");
+    CHECKF(child_pack_with_env("scalar") == 0, "HAMER_ISA=scalar must work everywhere");
     hm_isa cpu = hm_cpu_isa();
     if (cpu < HM_ISA_AVX512)
-        CHECK(child_pack_with_env("avx512") == 1, "HAMER_ISA=avx512 on a CPU without it must fail");
+        CHECKF(child_pack_with_env("avx512") == 1, "HAMER_ISA=avx512 on a CPU without it must fail");
 
     hm_errclear();
-    CHECK(hm_gemm_force_isa((hm_isa)7) != HM_OK && hm_errmsg()[0], "forcing an invalid ISA value must fail");
-    CHECK(hm_gemm_force_isa((hm_isa)-1) != HM_OK, "forcing ISA -1 must fail");
+    CHECKF(hm_gemm_force_isa((hm_isa)7) != HM_OK && hm_errmsg()[0], "forcing an invalid ISA value must fail");
+    CHECKF(hm_gemm_force_isa((hm_isa)-1) != HM_OK, "forcing ISA -1 must fail");
     for (int isa = cpu + 1; isa <= HM_ISA_AVX512; isa++)
-        CHECK(hm_gemm_force_isa((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
+        CHECKF(hm_gemm_force_isa((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
               hm_isa_name((hm_isa)isa));
-    CHECK(!strcmp(hm_isa_name(HM_ISA_AVX512), "avx512") && !strcmp(hm_isa_name(HM_ISA_AVX2), "avx2") &&
+    CHECKF(!strcmp(hm_isa_name(HM_ISA_AVX512), "avx512") && !strcmp(hm_isa_name(HM_ISA_AVX2), "avx2") &&
               !strcmp(hm_isa_name(HM_ISA_SCALAR), "scalar"),
           "hm_isa_name");
     hm_packed P;
     float w[1] = {1};
-    CHECK(hm_pack_weights(&P, w, 1, NULL, 0, 1) == HM_E_ARG, "N=0 must be rejected");
-    CHECK(hm_pack_weights(&P, w, 0, NULL, 1, 1) == HM_E_ARG, "ldw<K must be rejected");
+    CHECKF(hm_pack_weights(&P, w, 1, NULL, 0, 1) == HM_E_ARG, "N=0 must be rejected");
+    CHECKF(hm_pack_weights(&P, w, 0, NULL, 1, 1) == HM_E_ARG, "ldw<K must be rejected");
 }
 
 int main(void) {
@@ -317,17 +306,17 @@ int main(void) {
     test_gelu();
     for (int isa = HM_ISA_SCALAR; isa <= (int)hm_cpu_isa(); isa++) {
         int rc = hm_gemm_force_isa((hm_isa)isa);
-        CHECK(rc == HM_OK && hm_gemm_isa() == (hm_isa)isa, "force %s", hm_isa_name((hm_isa)isa));
+        CHECKF(rc == HM_OK && hm_gemm_isa() == (hm_isa)isa, "force %s", hm_isa_name((hm_isa)isa));
         if (rc != HM_OK) continue;
-        int before = n_fail;
+        int before = nfail;
         worst_gemm = worst_sgemm = 0;
         test_gemm_shapes(p1, p2);
         test_sgemm();
         printf("%s: %s (worst err/scale: gemm %.2g, sgemm %.2g)\n", hm_isa_name((hm_isa)isa),
-               n_fail == before ? "ok" : "FAILED", worst_gemm, worst_sgemm);
+               nfail == before ? "ok" : "FAILED", worst_gemm, worst_sgemm);
     }
     hm_pool_destroy(p1);
     hm_pool_destroy(p2);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail != 0;
+    printf("%d passed, %d failed\n", npass, nfail);
+    return nfail != 0;
 }

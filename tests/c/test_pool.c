@@ -9,19 +9,8 @@
 #include "pool.h"
 #include "util.h"
 
-static int n_pass, n_fail;
+#include "check.h"
 
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (cond) {                                       \
-            n_pass++;                                     \
-        } else {                                          \
-            n_fail++;                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
 
 enum { MAX_TASKS = 4096 };
 
@@ -61,24 +50,24 @@ int main(void) {
 
     j.nthreads = 1;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        CHECK(run_once(NULL, &j, sizes[s]), "NULL pool, %d tasks", sizes[s]);
-    CHECK(hm_pool_size(NULL) == 1, "hm_pool_size(NULL)");
-    CHECK(hm_pool_create(0) == NULL, "hm_pool_create(0) must fail");
+        CHECKF(run_once(NULL, &j, sizes[s]), "NULL pool, %d tasks", sizes[s]);
+    CHECKF(hm_pool_size(NULL) == 1, "hm_pool_size(NULL)");
+    CHECKF(hm_pool_create(0) == NULL, "hm_pool_create(0) must fail");
 
     for (int nt = 1; nt <= 4; nt++) {
         hm_pool *p = hm_pool_create(nt);
-        CHECK(p != NULL, "create %d threads: %s", nt, hm_errmsg());
+        CHECKF(p != NULL, "create %d threads: %s", nt, hm_errmsg());
         if (!p) continue;
-        CHECK(hm_pool_size(p) == nt, "hm_pool_size %d", nt);
+        CHECKF(hm_pool_size(p) == nt, "hm_pool_size %d", nt);
         j.nthreads = nt;
         for (int t = 0; t < 8; t++) atomic_store(&j.tid_used[t], 0);
         int ok = 1;
         /* Many short runs back to back: exercises the spin/park hand-off. */
         for (int rep = 0; rep < 300; rep++) ok &= run_once(p, &j, sizes[rep % 8]);
-        CHECK(ok, "%d threads: 300 back-to-back runs", nt);
+        CHECKF(ok, "%d threads: 300 back-to-back runs", nt);
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-            CHECK(run_once(p, &j, sizes[s]), "%d threads, %d tasks", nt, sizes[s]);
-        CHECK(atomic_load(&j.tid_used[0]) > 0, "%d threads: caller must take part", nt);
+            CHECKF(run_once(p, &j, sizes[s]), "%d threads, %d tasks", nt, sizes[s]);
+        CHECKF(atomic_load(&j.tid_used[0]) > 0, "%d threads: caller must take part", nt);
         hm_pool_destroy(p);
     }
     /* Create/destroy churn, including destroying a pool that never ran. */
@@ -86,11 +75,11 @@ int main(void) {
         hm_pool *p = hm_pool_create(1 + rep % 4);
         if (rep % 2) {
             j.nthreads = 1 + rep % 4;
-            CHECK(run_once(p, &j, 33), "churn run %d", rep);
+            CHECKF(run_once(p, &j, 33), "churn run %d", rep);
         }
         hm_pool_destroy(p);
     }
     hm_pool_destroy(NULL);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail != 0;
+    printf("%d passed, %d failed\n", npass, nfail);
+    return nfail != 0;
 }
