@@ -24,6 +24,10 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+    /* Messages quote client bytes (names, header values): keep them one
+     * printable line whatever the client sent. */
+    for (char *c = err; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return -1;
 }
 
