@@ -124,7 +124,8 @@ static hm_pk_obj *pop(hm_pickle *vm) { return vm->stack[--vm->sp]; }
 static int pop_mark(hm_pickle *vm, hm_pk_obj ***items, size_t *n, const char *opname) {
     if (!vm->nmarks) return fail(vm, "pickle %s without MARK", opname);
     size_t m = vm->marks[--vm->nmarks];
-    *items = vm->stack + m;
+    /* The stack is still unallocated when nothing was ever pushed. */
+    *items = vm->stack ? vm->stack + m : NULL;
     *n = vm->sp - m;
     vm->sp = m;
     return HM_OK;
