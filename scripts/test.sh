@@ -15,5 +15,5 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash fuzz/run
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_SEED=${FUZZ_SEED:-1} bash fuzz/run
 bash scripts/valgrind.sh
