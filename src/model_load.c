@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ckpt.h"
+#include "kernels/gemm_lowp.h"
 #include "model.h"
 #include "npy.h"
 #include "util.h"
@@ -79,9 +80,13 @@ static void progress(loader *L, size_t bytes) {
     }
 }
 
-/* Pack Linear `prefix.weight` [N, K] (+ `prefix.bias` [N] if with_bias) in
- * precision prec. */
-static int pack_linear_prec(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias, hm_precision prec) {
+/* How a Linear is packed: exact fp32, the model's precision, or the
+ * model's precision for a matmul that low precision hurts most (see
+ * hm_pack_weights_fast_sensitive). */
+typedef enum { PACK_FP32, PACK_MODEL, PACK_SENSITIVE } pack_kind;
+
+/* Pack Linear `prefix.weight` [N, K] (+ `prefix.bias` [N] if with_bias). */
+static int pack_linear_kind(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias, pack_kind kind) {
     char key[256];
     snprintf(key, sizeof key, "%s.weight", prefix);
     const float *w = get_f32(L, key, 2, S2(N, K));
@@ -91,7 +96,10 @@ static int pack_linear_prec(loader *L, hm_packed *p, const char *prefix, int N, 
         snprintf(key, sizeof key, "%s.bias", prefix);
         if (!(b = get_f32(L, key, 1, S1(N)))) return HM_E_SHAPE;
     }
-    int rc = hm_pack_weights_prec(p, w, K, b, N, K, prec);
+    int rc;
+    if (kind == PACK_FP32 || L->prec == HM_PREC_FP32) rc = hm_pack_weights(p, w, K, b, N, K);
+    else if (kind == PACK_SENSITIVE) rc = hm_pack_weights_fast_sensitive(p, w, K, b, N, K);
+    else rc = hm_pack_weights_prec(p, w, K, b, N, K, L->prec);
     if (rc) return rc;
     progress(L, (size_t)N * K * 4);
     return HM_OK;
@@ -99,7 +107,7 @@ static int pack_linear_prec(loader *L, hm_packed *p, const char *prefix, int N, 
 
 /* fp32 packing: every matmul outside the ViT blocks stays exact. */
 static int pack_linear(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias) {
-    return pack_linear_prec(L, p, prefix, N, K, with_bias, HM_PREC_FP32);
+    return pack_linear_kind(L, p, prefix, N, K, with_bias, PACK_FP32);
 }
 
 /* Number of consecutive indices i with "<fmt % i>" present. */
@@ -212,10 +220,10 @@ static int load_backbone(loader *L) {
         if (!(b->norm1_b = copy_vec(L, BK("norm1.bias"), c->dim))) return HM_E_SHAPE;
         if (!(b->norm2_w = copy_vec(L, BK("norm2.weight"), c->dim))) return HM_E_SHAPE;
         if (!(b->norm2_b = copy_vec(L, BK("norm2.bias"), c->dim))) return HM_E_SHAPE;
-        if ((rc = pack_linear_prec(L, &b->qkv, BK("attn.qkv"), 3 * c->dim, c->dim, 1, L->prec))) return rc;
-        if ((rc = pack_linear_prec(L, &b->proj, BK("attn.proj"), c->dim, c->dim, 1, L->prec))) return rc;
-        if ((rc = pack_linear_prec(L, &b->fc1, BK("mlp.fc1"), c->mlp, c->dim, 1, L->prec))) return rc;
-        if ((rc = pack_linear_prec(L, &b->fc2, BK("mlp.fc2"), c->dim, c->mlp, 1, L->prec))) return rc;
+        if ((rc = pack_linear_kind(L, &b->qkv, BK("attn.qkv"), 3 * c->dim, c->dim, 1, PACK_MODEL))) return rc;
+        if ((rc = pack_linear_kind(L, &b->proj, BK("attn.proj"), c->dim, c->dim, 1, PACK_SENSITIVE))) return rc;
+        if ((rc = pack_linear_kind(L, &b->fc1, BK("mlp.fc1"), c->mlp, c->dim, 1, PACK_MODEL))) return rc;
+        if ((rc = pack_linear_kind(L, &b->fc2, BK("mlp.fc2"), c->dim, c->mlp, 1, PACK_MODEL))) return rc;
 #undef BK
     }
     if (!(m->last_norm_w = copy_vec(L, "backbone.last_norm.weight", c->dim))) return HM_E_SHAPE;

@@ -53,10 +53,13 @@ def test_fast_gate_with_outlier_channels(regress, kind):
 
 @pytest.mark.skipif(SANITIZE, reason=FULL_SIZE_SKIP_REASON)
 def test_fast_gate_full_size(regress):
-    crops = float_crops(1)
+    # The gate holds per crop, not only on average: with every matmul in
+    # int8, one crop in twelve of this kind once reached 1.03 mm.
+    crops = float_crops(4)
     fast = regress(checkpoint_path("full"), crops, "--precision", "fast", timeout=900)
     ref = regress(checkpoint_path("full"), crops, "--precision", "fp32", timeout=900)
-    gate(fast, ref)
+    for i in range(len(crops)):
+        gate({k: v[i:i + 1] for k, v in fast.items()}, {k: v[i:i + 1] for k, v in ref.items()})
 
 
 def test_version_names_the_scheme(hamer_bin):

@@ -16,8 +16,13 @@
  *   product      int32 sums (exact), then
  *                C = s_w[n] (s_a (acc - z colsum[n]) + outliers) + bias,
  *                with the usual STORE / GELU / ACCUM epilogue.
- * bf16 (HM_LOWP_BF16, for comparison): W and A rounded to bf16, vdpbf16ps
- * with fp32 accumulation.
+ * bf16 (HM_LOWP_BF16): W and A rounded to bf16, vdpbf16ps with fp32
+ * accumulation. It is what hm_pack_weights_fast_sensitive packs (fp32 on
+ * CPUs without AVX512-BF16): the model loader uses it for the attention
+ * output projection, whose input is mostly a component shared by all
+ * tokens; int8 there doubled the end-to-end error on the synthetic model
+ * (worst crop: vertices 1.03 -> 0.59 mm, keypoints 1.26 -> 0.72 mm) for
+ * ~2-3% of the run time. HAMER_LOWP=bf16 makes every FAST matmul bf16.
  *
  * Why int8 (AMD Zen 4, measured with register-only loops and
  * bench/lowp_bench.c): per core, vpdpbusd peaks at ~440 Gop/s and
@@ -88,7 +93,7 @@ enum { HM_CPU_VNNI = 1, HM_CPU_BF16 = 2 };
 static atomic_int hm_hide;
 
 static int hm_lowp_cpu_bits(void) {
-    if (atomic_load(&hm_hide)) return 0;
+    int hide = atomic_load(&hm_hide);
     /* The kernels are AVX-512 F/BW/VL/DQ code: require the same detection
      * (and OS zmm state) as the fp32 AVX-512 path, plus the extensions. */
     if (hm_cpu_isa() != HM_ISA_AVX512) return 0;
@@ -100,7 +105,7 @@ static int hm_lowp_cpu_bits(void) {
         if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
     }
 #endif
-    return bits;
+    return bits & ~hide;
 }
 
 static pthread_once_t hm_kind_once = PTHREAD_ONCE_INIT;
@@ -129,7 +134,7 @@ hm_lowp_kind hm_lowp_kind_active(void) {
     return (hm_lowp_kind)atomic_load(&hm_kind);
 }
 
-void hm_lowp_test_hide_cpu(int hide) { atomic_store(&hm_hide, hide != 0); }
+void hm_lowp_test_hide_cpu(int mask) { atomic_store(&hm_hide, mask & (HM_CPU_VNNI | HM_CPU_BF16)); }
 
 static const char *hm_kind_scheme(int kind) {
     return kind == HM_LOWP_BF16 ? "bf16 (w, a: bf16; fp32 accumulate; vdpbf16ps)"
@@ -139,10 +144,14 @@ static const char *hm_kind_scheme(int kind) {
 const char *hm_precision_scheme(hm_precision prec) {
     if (prec == HM_PREC_FP32) return "fp32";
     if (prec != HM_PREC_FAST) return "unknown";
-    int kind = (int)hm_lowp_kind_active();
+    int kind = (int)hm_lowp_kind_active(), bits = hm_lowp_cpu_bits();
     int need = kind == HM_LOWP_BF16 ? HM_CPU_BF16 : HM_CPU_VNNI;
-    if (atomic_load(&hm_kind_bad) || !(hm_lowp_cpu_bits() & need)) return "unavailable";
-    return hm_kind_scheme(kind);
+    if (atomic_load(&hm_kind_bad) || !(bits & need)) return "unavailable";
+    if (kind == HM_LOWP_BF16) return hm_kind_scheme(kind);
+    /* What hm_pack_weights_fast_sensitive gives the sensitive matmuls. */
+    return bits & HM_CPU_BF16
+               ? "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers); sensitive matmuls: bf16"
+               : "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers); sensitive matmuls: fp32";
 }
 
 /* HM_OK if FAST of this kind can run now, else HM_E_UNSUPPORTED + message. */
@@ -218,17 +227,10 @@ static void hm_pack_bf16(const float *W, int ldw, int N, int K, hm_lowp_hdr *h, 
     }
 }
 
-int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec) {
-    if (prec == HM_PREC_FP32) return hm_pack_weights(p, W, ldw, bias, N, K);
-    if (!p) return hm_err(HM_E_ARG, "hm_pack_weights_prec: NULL output");
-    memset(p, 0, sizeof *p);
-    if (prec != HM_PREC_FAST) return hm_err(HM_E_ARG, "hm_pack_weights_prec: unknown precision %d", (int)prec);
-    if (!W || N < 1 || K < 1 || ldw < K)
-        return hm_err(HM_E_ARG, "hm_pack_weights_prec: bad arguments (N=%d K=%d ldw=%d)", N, K, ldw);
-    int rc = hm_gemm_status();
+/* Pack W for lowp variant kind (arguments checked, p zeroed). */
+static int hm_pack_kind(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, int kind) {
+    int rc = hm_lowp_check(kind);
     if (rc != HM_OK) return rc;
-    int kind = (int)hm_lowp_kind_active();
-    if ((rc = hm_lowp_check(kind)) != HM_OK) return rc;
     /* int32 sums stay exact while K * 255 * 127 < 2^31. */
     if (kind == HM_LOWP_INT8 && K > 65536)
         return hm_err(HM_E_UNSUPPORTED, "precision 'fast': K = %d exceeds the int8 kernel's limit of 65536", K);
@@ -270,6 +272,32 @@ int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bia
     else hm_pack_bf16(W, ldw, N, K, &h, blk);
     if (rc != HM_OK) hm_packed_free(p);
     return rc;
+}
+
+/* Common argument checks; zeroes *p. */
+static int hm_pack_args(const char *fn, hm_packed *p, const float *W, int ldw, int N, int K) {
+    if (!p) return hm_err(HM_E_ARG, "%s: NULL output", fn);
+    memset(p, 0, sizeof *p);
+    if (!W || N < 1 || K < 1 || ldw < K)
+        return hm_err(HM_E_ARG, "%s: bad arguments (N=%d K=%d ldw=%d)", fn, N, K, ldw);
+    return hm_gemm_status();
+}
+
+int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec) {
+    if (prec == HM_PREC_FP32) return hm_pack_weights(p, W, ldw, bias, N, K);
+    int rc = hm_pack_args(__func__, p, W, ldw, N, K);
+    if (rc != HM_OK) return rc;
+    if (prec != HM_PREC_FAST) return hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, (int)prec);
+    return hm_pack_kind(p, W, ldw, bias, N, K, (int)hm_lowp_kind_active());
+}
+
+int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K) {
+    int rc = hm_pack_args(__func__, p, W, ldw, N, K);
+    if (rc != HM_OK) return rc;
+    /* Refuse exactly when plain FAST would (no silent change of mode). */
+    if ((rc = hm_lowp_check((int)hm_lowp_kind_active())) != HM_OK) return rc;
+    if (hm_lowp_cpu_bits() & HM_CPU_BF16) return hm_pack_kind(p, W, ldw, bias, N, K, HM_LOWP_BF16);
+    return hm_pack_weights(p, W, ldw, bias, N, K);
 }
 
 /* ---- per-thread scratch ------------------------------------------------ */

@@ -70,6 +70,15 @@ void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, siz
 
 /* ---- driver (gemm_lowp.c) ---- */
 
+/* FAST packing for a matmul whose int8 error the model amplifies (in the
+ * ViT: the attention output projection, whose input is mostly a component
+ * shared by all tokens, so int8 noise is large against what differs
+ * between tokens): bf16 where the CPU has AVX512-BF16, else fp32, never
+ * int8. Fails (HM_E_UNSUPPORTED) exactly when hm_pack_weights_prec(FAST)
+ * does, so it never turns FAST into something else silently. The result
+ * may have prec FP32; hm_gemm handles both. */
+int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+
 /* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here). */
 void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
                   hm_epilogue epi);
@@ -80,8 +89,11 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
 int hm_lowp_force_kind(hm_lowp_kind kind);
 hm_lowp_kind hm_lowp_kind_active(void);
 
-/* Test hook: nonzero makes this CPU look as if it lacked AVX-512 VNNI and
- * BF16, so FAST packing must fail with HM_E_UNSUPPORTED. */
-void hm_lowp_test_hide_cpu(int hide);
+/* Test hook: make this CPU look as if it lacked AVX-512 VNNI
+ * (HM_LOWP_HIDE_VNNI: FAST packing must fail with HM_E_UNSUPPORTED) and/or
+ * AVX512-BF16 (HM_LOWP_HIDE_BF16); 0 restores the truth. */
+#define HM_LOWP_HIDE_VNNI 1
+#define HM_LOWP_HIDE_BF16 2
+void hm_lowp_test_hide_cpu(int mask);
 
 #endif

@@ -19,6 +19,23 @@
 
 #define HM_INLINE static inline __attribute__((always_inline))
 
+/* Full unrolling keeps the accumulator arrays in registers. AddressSanitizer
+ * builds skip it: it makes them compile ~4x slower (minutes with clang's
+ * fuzzing instrumentation) and their speed does not matter. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HM_NO_UNROLL 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HM_NO_UNROLL 1
+#endif
+#endif
+#ifdef HM_NO_UNROLL
+#define HM_UNROLL(n)
+#else
+#define HM_PRAGMA(x) _Pragma(#x)
+#define HM_UNROLL(n) HM_PRAGMA(GCC unroll n)
+#endif
+
 /* ---- int8: activation quantisation ------------------------------------ */
 
 /* A value is an outlier when |x| > TAU * mean|x| of its row. For a Gaussian
@@ -167,20 +184,20 @@ HM_INLINE void hm_i8_tile(const int mr, int nr, int k4, const uint8_t *A, size_t
                           const int8_t *P, const int32_t *cs, const float *sw,
                           float *C, size_t ldc, const hm_lowp_epi *e) {
     __m512i acc[I8_MR][I8_NV];
-#pragma GCC unroll 6
+HM_UNROLL(6)
     for (int i = 0; i < mr; i++)
-#pragma GCC unroll 4
+HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) acc[i][g] = _mm512_setzero_si512();
     for (int k = 0; k < k4; k++) {
         __m512i w[I8_NV];
-#pragma GCC unroll 4
+HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) w[g] = _mm512_load_si512(P + (size_t)k * I8_NR * 4 + g * 64);
-#pragma GCC unroll 6
+HM_UNROLL(6)
         for (int i = 0; i < mr; i++) {
             int32_t a4;
             memcpy(&a4, A + i * lda + (size_t)k * 4, 4);
             __m512i a = _mm512_set1_epi32(a4);
-#pragma GCC unroll 4
+HM_UNROLL(4)
             for (int g = 0; g < I8_NV; g++) acc[i][g] = _mm512_dpbusd_epi32(acc[i][g], a, w[g]);
         }
     }
@@ -188,9 +205,9 @@ HM_INLINE void hm_i8_tile(const int mr, int nr, int k4, const uint8_t *A, size_t
      * the epilogue would otherwise make the compiler keep them in memory
      * inside the K loop too. */
     _Alignas(64) int32_t sums[I8_MR][I8_NR];
-#pragma GCC unroll 6
+HM_UNROLL(6)
     for (int i = 0; i < mr; i++)
-#pragma GCC unroll 4
+HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) _mm512_store_si512(&sums[i][g * 16], acc[i][g]);
     __mmask16 mk[I8_NV];
     for (int g = 0; g < I8_NV; g++) mk[g] = nr <= g * 16 ? 0 : hm_tail16(nr - g * 16);
@@ -198,7 +215,7 @@ HM_INLINE void hm_i8_tile(const int mr, int nr, int k4, const uint8_t *A, size_t
         const hm_lowp_row *r = &rows[i];
         __m512i z = _mm512_set1_epi32(r->zero);
         __m512 s = _mm512_set1_ps(r->scale), f[I8_NV];
-#pragma GCC unroll 4
+HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) {
             __m512i v = _mm512_sub_epi32(_mm512_load_si512(&sums[i][g * 16]),
                                          _mm512_mullo_epi32(z, _mm512_loadu_si512(cs + g * 16)));
@@ -212,14 +229,14 @@ HM_INLINE void hm_i8_tile(const int mr, int nr, int k4, const uint8_t *A, size_t
             const int8_t *src = P + (size_t)(oi[j] >> 2) * I8_NR * 4;
             __m128i sh = _mm_cvtsi32_si128(24 - 8 * (oi[j] & 3));
             __m512 a = _mm512_set1_ps(ov[j]);
-#pragma GCC unroll 4
+HM_UNROLL(4)
             for (int g = 0; g < I8_NV; g++) {
                 __m512i wb = _mm512_sll_epi32(_mm512_load_si512(src + g * 64), sh);
                 f[g] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(_mm512_srai_epi32(wb, 24)), f[g]);
             }
         }
         float *c = C + (size_t)i * ldc;
-#pragma GCC unroll 4
+HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) {
             __m512 ws = _mm512_loadu_ps(sw + g * 16);
             f[g] = e->bias ? _mm512_fmadd_ps(f[g], ws, _mm512_loadu_ps(e->bias + g * 16)) : _mm512_mul_ps(f[g], ws);
@@ -276,12 +293,12 @@ HM_INLINE __m512bh hm_as_bh(__m512i v) {
 HM_INLINE void hm_bf_tile(const int mr, int nr, int k2, const uint16_t *A, size_t lda, const uint16_t *P,
                           float *C, size_t ldc, const hm_lowp_epi *e) {
     __m512 c0[BF_MR], c1[BF_MR];
-#pragma GCC unroll 12
+HM_UNROLL(12)
     for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (int k = 0; k < k2; k++) {
         __m512bh b0 = hm_as_bh(_mm512_load_si512(P + (size_t)k * BF_NR * 2));
         __m512bh b1 = hm_as_bh(_mm512_load_si512(P + (size_t)k * BF_NR * 2 + 32));
-#pragma GCC unroll 12
+HM_UNROLL(12)
         for (int i = 0; i < mr; i++) {
             int32_t a2;
             memcpy(&a2, A + i * lda + (size_t)k * 2, 4);
@@ -293,7 +310,7 @@ HM_INLINE void hm_bf_tile(const int mr, int nr, int k2, const uint16_t *A, size_
     __mmask16 m0 = hm_tail16(nr), m1 = nr <= 16 ? 0 : hm_tail16(nr - 16);
     __m512 b0 = e->bias ? _mm512_loadu_ps(e->bias) : _mm512_setzero_ps();
     __m512 b1 = e->bias ? _mm512_loadu_ps(e->bias + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 12
+HM_UNROLL(12)
     for (int i = 0; i < mr; i++) {
         float *c = C + (size_t)i * ldc;
         c0[i] = _mm512_add_ps(c0[i], b0);

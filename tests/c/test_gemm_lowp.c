@@ -2,8 +2,9 @@
  * references: the ViT-H shapes with realistic activations (Gaussian
  * LayerNorm-like rows with a few x20 channels, post-GELU rows), odd shapes
  * and padding, every epilogue, NULL / 1 / 2 / 3-thread pools (bit-identical),
- * the int8 default and the bf16 variant, and the refusal paths (no VNNI,
- * forced narrower ISA, bad arguments).
+ * concurrent callers, the int8 default, the bf16 variant and the packing of
+ * sensitive matmuls, and the refusal paths (no VNNI, forced narrower ISA,
+ * bad arguments).
  *
  * Error measure: e = RMS(C - ref) / RMS(A.W^T), over the whole output (ref
  * includes bias, GELU and the accumulated C0; the normaliser is the matmul
@@ -134,6 +135,7 @@ typedef struct {
 } errs;
 
 static hm_pool *pools[4]; /* NULL, 1, 2, 3 threads */
+static int pack_sensitive;  /* run_case packs with hm_pack_weights_fast_sensitive */
 
 /* Run one case under the active lowp kind; returns the worst errors. */
 static errs run_case(const tcase *t, double bound_rms, double bound_max, const char *tag) {
@@ -157,8 +159,10 @@ static errs run_case(const tcase *t, double bound_rms, double bound_max, const c
     norm = sqrt(norm / ((double)M * N)) + 1e-30;
 
     hm_packed P;
-    int rc = hm_pack_weights_prec(&P, W, lda, t->withb ? b : NULL, N, K, HM_PREC_FAST);
-    CHECK(rc == HM_OK && P.prec == HM_PREC_FAST, "%s pack M=%d N=%d K=%d: rc=%d %s", tag, M, N, K, rc, hm_errmsg());
+    int rc = pack_sensitive ? hm_pack_weights_fast_sensitive(&P, W, lda, t->withb ? b : NULL, N, K)
+                            : hm_pack_weights_prec(&P, W, lda, t->withb ? b : NULL, N, K, HM_PREC_FAST);
+    CHECK(rc == HM_OK && (P.prec == HM_PREC_FAST || pack_sensitive), "%s pack M=%d N=%d K=%d: rc=%d %s", tag, M,
+          N, K, rc, hm_errmsg());
     if (rc == HM_OK) {
         for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
             int same = 1;
@@ -342,6 +346,56 @@ static void test_concurrent_callers(void) {
     hm_free(cc_A), hm_free(cc_ref), hm_free(W);
 }
 
+/* ---- sensitive matmuls ------------------------------------------------- */
+
+/* hm_pack_weights_fast_sensitive: bf16 where the CPU has it (bf16 error
+ * bounds), else fp32 (then exact to fp32 rounding); refused exactly when
+ * FAST is. */
+static void test_sensitive(int have_vnni, int have_bf16) {
+    float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    hm_packed P;
+    if (have_vnni) {
+        tcase proj = {192, 1280, 1280, 0, 0, ACT_LN_PLAIN, 1}, odd = {13, 65, 130, 2, 3, ACT_GELU, 1};
+        pack_sensitive = 1;
+        double bound = have_bf16 ? 4e-3 : 1e-5;
+        errs e = run_case(&proj, bound, 10 * bound, "sensitive");
+        run_case(&odd, bound, 10 * bound, "sensitive");
+        pack_sensitive = 0;
+        printf("sensitive (%s) proj [192,1280]x[1280,1280]: rms err %.4f  max err %.4f\n",
+               have_bf16 ? "bf16" : "fp32", e.rms, e.max);
+        const char *want = have_bf16 ? "sensitive matmuls: bf16" : "sensitive matmuls: fp32";
+        CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), want) != NULL, "scheme '%s' must say '%s'",
+              hm_precision_scheme(HM_PREC_FAST), want);
+        int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
+        CHECK(rc == HM_OK && P.prec == (have_bf16 ? HM_PREC_FAST : HM_PREC_FP32), "sensitive pack: rc=%d prec=%d",
+              rc, P.prec);
+        hm_packed_free(&P);
+    }
+    if (have_vnni && have_bf16) {
+        /* VNNI without BF16 (Ice Lake, Cascade Lake), simulated: fp32. */
+        hm_lowp_test_hide_cpu(HM_LOWP_HIDE_BF16);
+        tcase proj = {37, 130, 300, 1, 1, ACT_LN, 1};
+        pack_sensitive = 1;
+        run_case(&proj, 1e-5, 1e-4, "sensitive-fp32");
+        pack_sensitive = 0;
+        int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
+        CHECK(rc == HM_OK && P.prec == HM_PREC_FP32 && P.w, "sensitive pack without BF16 must be fp32");
+        hm_packed_free(&P);
+        CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), "sensitive matmuls: fp32") != NULL, "scheme '%s'",
+              hm_precision_scheme(HM_PREC_FAST));
+        rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
+        CHECK(rc == HM_OK && P.prec == HM_PREC_FAST, "int8 FAST needs no BF16");
+        hm_packed_free(&P);
+    }
+    hm_lowp_test_hide_cpu(HM_LOWP_HIDE_VNNI);
+    int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
+    CHECK(rc == HM_E_UNSUPPORTED && P.lp == NULL && P.w == NULL,
+          "sensitive pack without VNNI must be refused like FAST (rc=%d)", rc);
+    hm_lowp_test_hide_cpu(0);
+    CHECK(hm_pack_weights_fast_sensitive(&P, w, 3, NULL, 2, 4) == HM_E_ARG, "sensitive: ldw<K must be rejected");
+    CHECK(hm_pack_weights_fast_sensitive(NULL, w, 4, NULL, 2, 4) == HM_E_ARG, "sensitive: NULL output");
+}
+
 /* ---- refusal paths ----------------------------------------------------- */
 
 /* Child process with HAMER_LOWP=val (read once, so this must run before
@@ -369,7 +423,7 @@ static void test_refusals(int have_vnni, int have_bf16) {
     float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     hm_packed P;
     /* No VNNI (simulated): an explicit error, never a silent fp32 packing. */
-    hm_lowp_test_hide_cpu(1);
+    hm_lowp_test_hide_cpu(HM_LOWP_HIDE_VNNI | HM_LOWP_HIDE_BF16);
     hm_errclear();
     memset(&P, 0x55, sizeof P);
     int rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
@@ -457,6 +511,7 @@ int main(void) {
            hm_precision_scheme(HM_PREC_FAST), have_bf16 ? "available" : "unavailable");
 
     test_refusals(have_vnni, have_bf16);
+    test_sensitive(have_vnni, have_bf16);
     if (have_vnni) {
         test_shapes("int8", 2e-2, 1.2e-1);
         test_outliers();
