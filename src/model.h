@@ -6,11 +6,13 @@
  *
  * Weight fields name the checkpoint key they come from. Linear weights are
  * packed (hm_packed, kernels/gemm.h); vectors are owned float copies, so the
- * checkpoint mapping can be released once loading is done.
+ * checkpoint mapping can be released once loading is done. A model loaded
+ * from a packed model file points into that file's read-only mapping.
  */
 #ifndef HM_MODEL_H
 #define HM_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "kernels/gemm.h"
 #include "pool.h"
@@ -89,6 +91,12 @@ typedef struct hm_model {
     /* MANO */
     int has_mano;
     hm_mano mano;
+    /* Loaded from a packed model file: the arrays inside [pack_map,
+     * pack_map + pack_len) belong to that mapping, not to the heap, and
+     * free unmaps it when pack_unmap is set (model_pack.c). */
+    const void *pack_map;
+    size_t pack_len;
+    int pack_unmap;
 } hm_model;
 
 /* Per-stage wall time, accumulated when hm_state.profile is set. */
@@ -147,6 +155,9 @@ void hm_rotmat_to_axis_angle(const float *R, float *aa);
 void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
 /* In-place softmax of one row. */
 void hm_softmax(float *x, int n);
+/* Their AVX-512 bodies (kernels/norm_avx512.c), chosen by the two above. */
+void hm_layernorm_avx512(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
+void hm_softmax_avx512(float *x, int n);
 
 /* Loading (model_load.c). */
 int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
@@ -158,7 +169,25 @@ struct hamer_model *hm_model_handle(hm_model *m);
 struct hm_ckpt;
 int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
                        hm_model **out);
-void hm_model_free(hm_model *m);
+void hm_model_free(hm_model *m);   /* model_pack.c: frees what visit_model lists */
+/* MANO buffers from an .npz (arrays without the "mano." prefix). */
+int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz);
+
+/* The packed model file (model_pack.c; format described there).
+ * hm_pack_sniff: 1 if the file at path starts with the packed magic, 0 if
+ *   with a zip's (a checkpoint) or it is unreadable or tiny, -1 otherwise.
+ * hm_model_load_packed: mmap path read-only, verify it and point the
+ *   model's arrays into the mapping; refuses a file packed in another
+ *   precision, ISA, low-precision variant or scheme. mano_npz is used only
+ *   when the file has no MANO buffers.
+ * hm_model_from_packed_mem: the same over a caller-owned, 64-byte aligned
+ *   buffer that must outlive the model (src names it in messages).
+ * hm_model_save_packed: write m to path (temporary file + rename). */
+int hm_pack_sniff(const char *path);
+int hm_model_load_packed(const char *path, const char *mano_npz, int precision, hm_model **out);
+int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
+                             hm_model **out);
+int hm_model_save_packed(const hm_model *m, const char *path);
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads);
 void hm_state_release(hm_state *s);
 

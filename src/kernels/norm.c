@@ -1,4 +1,5 @@
-/* norm.c - LayerNorm and softmax rows (portable C; vectorised by the compiler).
+/* norm.c - LayerNorm and softmax rows: portable C, and the dispatch to the
+ * AVX-512 versions (norm_avx512.c) when that is the active ISA.
  *
  * LayerNorm statistics are accumulated in double: the residual stream of a
  * 32-block ViT reaches magnitudes where a float running sum of squares loses
@@ -6,8 +7,13 @@
  */
 #include <math.h>
 #include "../model.h"
+#include "gemm.h"
 
 void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
+    if (hm_gemm_isa() == HM_ISA_AVX512) {
+        hm_layernorm_avx512(x, y, n, d, w, b, eps);
+        return;
+    }
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * d;
         float *yr = y + (size_t)r * d;
@@ -25,6 +31,10 @@ void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const 
 }
 
 void hm_softmax(float *x, int n) {
+    if (hm_gemm_isa() == HM_ISA_AVX512) {
+        hm_softmax_avx512(x, n);
+        return;
+    }
     float mx = x[0];
     for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     float sum = 0;
