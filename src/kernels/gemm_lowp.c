@@ -325,7 +325,7 @@ __attribute__((destructor)) static void hm_scr_fini(void) {
     hm_scr_cap = 0;
 }
 
-static void *hm_scratch(size_t bytes) {
+void *hm_gemm_scratch(size_t bytes) {
     if (bytes <= hm_scr_cap) return hm_scr;
     pthread_once(&hm_scr_once, hm_scr_key_init);
     size_t cap = bytes + bytes / 4; /* some room for a slightly larger M */
@@ -408,7 +408,7 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
     size_t aq_bytes = (size_t)M * aq_ld;
     size_t rows_bytes = i8 ? hm_round64((size_t)M * sizeof(hm_lowp_row)) : 0;
     size_t out_bytes = i8 ? hm_round64((size_t)M * HM_LOWP_MAX_OUTLIERS * sizeof(int32_t)) : 0;
-    uint8_t *s = hm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
+    uint8_t *s = hm_gemm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
     if (!s) return; /* HM_E_NOMEM recorded by hm_alloc */
     /* Row blocks: at most HM_LOWP_MC rows, and enough blocks for ~4 tasks
      * per thread, in whole register tiles. Each output element is computed

@@ -79,6 +79,11 @@ void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, siz
  * may have prec FP32; hm_gemm handles both. */
 int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
 
+/* The calling thread's scratch buffer of at least `bytes` (64-byte aligned;
+ * grown, never shrunk, freed at thread exit), or NULL when out of memory.
+ * One user at a time per thread: hm_gemm's drivers only. */
+void *hm_gemm_scratch(size_t bytes);
+
 /* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here). */
 void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
                   hm_epilogue epi);
