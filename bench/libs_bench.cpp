@@ -8,7 +8,7 @@
 //
 // Usage: libs_bench hamer|dnnl|openblas THREADS [seconds per case, default 1]
 // Prints one line per shape: median microseconds over repetitions and
-// GFLOP/s. Threads: hamer uses its pool; oneDNN (OpenMP build in Debian)
+// GFLOP/s (1 thread: thread CPU time; more: wall time). Threads: hamer uses its pool; oneDNN (OpenMP build in Debian)
 // takes omp_set_num_threads; OpenBLAS openblas_set_num_threads. Set
 // OPENBLAS_CORETYPE=SkylakeX, or Debian's OpenBLAS 0.3.21 runs AVX2 kernels
 // on this CPU.
@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <time.h>
 #include <vector>
 
 #include <omp.h>
@@ -36,7 +37,15 @@ static const shape shapes[] = {
     {"kv   192x6144x1280", 192, 6144, 1280},
 };
 
+// With THREADS = 1 the clock is the thread's CPU time, which a busy
+// machine's other processes do not inflate; otherwise wall time.
+static bool cpu_clock;
 static double now() {
+    if (cpu_clock) {
+        timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec + 1e-9 * ts.tv_nsec;
+    }
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -61,6 +70,7 @@ int main(int argc, char **argv) {
     std::string lib = argv[1];
     int threads = atoi(argv[2]);
     double secs = argc > 3 ? atof(argv[3]) : 1.0;
+    cpu_clock = threads == 1;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
     hm_pool *pool = hm_pool_create(threads);
