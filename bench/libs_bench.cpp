@@ -76,8 +76,11 @@ int main(int argc, char **argv) {
     hm_pool *pool = hm_pool_create(threads);
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream strm(eng);
-    for (const shape &s : shapes) {
-        std::vector<float> A((size_t)s.M * s.K), W((size_t)s.N * s.K), b(s.N), C((size_t)s.M * s.N);
+    for (const shape &s0 : shapes) {
+        shape s = s0;
+        if (getenv("LIBS_M")) s.M = atoi(getenv("LIBS_M"));
+        int lda = s.K + (getenv("LIBS_LDPAD") ? atoi(getenv("LIBS_LDPAD")) : 0);
+        std::vector<float> A((size_t)s.M * lda), W((size_t)s.N * s.K), b(s.N), C((size_t)s.M * s.N);
         for (auto &v : A) v = (float)rand() / RAND_MAX - 0.5f;
         for (auto &v : W) v = (float)rand() / RAND_MAX - 0.5f;
         for (auto &v : b) v = (float)rand() / RAND_MAX - 0.5f;
@@ -85,7 +88,7 @@ int main(int argc, char **argv) {
         if (lib == "hamer") {
             hm_packed P;
             if (hm_pack_weights(&P, W.data(), s.K, b.data(), s.N, s.K) != 0) return 1;
-            us = median_us([&] { hm_gemm(pool, s.M, A.data(), s.K, &P, C.data(), s.N, HM_EPI_STORE); }, secs);
+            us = median_us([&] { hm_gemm(pool, s.M, A.data(), lda, &P, C.data(), s.N, HM_EPI_STORE); }, secs);
             hm_packed_free(&P);
         } else if (lib == "openblas") {
             // C = A . W^T (+ bias folded in as beta = 1 on a bias-filled C, as a Linear would)

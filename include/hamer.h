@@ -76,8 +76,19 @@ typedef struct {
 
 hamer_model_params hamer_model_default_params(void);
 
-/* Load a checkpoint. NULL on failure (see hamer_last_error()). */
+/* Load a checkpoint, or a packed model file (hamer_model_save_packed; told
+ * apart by its first bytes). A packed file is mmapped read-only and used
+ * in place; it loads only in the precision it was packed in, on a CPU and
+ * active ISA (HAMER_ISA) and low-precision variant (HAMER_LOWP) matching
+ * the ones it was packed for, otherwise the error says to convert again.
+ * NULL on failure (see hamer_last_error()). */
 hamer_model *hamer_model_load(const char *path, const hamer_model_params *params);
+/* Write the loaded model as a packed model file at path: its weights as
+ * they are in memory (kernel layout of this machine's ISA, in the model's
+ * precision), 64-byte aligned sections with XXH3 checksums, a versioned
+ * header. Written to a temporary file beside path and renamed, so path is
+ * either the complete new file or untouched. HAMER_OK or a negative code. */
+int hamer_model_save_packed(const hamer_model *model, const char *path);
 void hamer_model_free(hamer_model *model);
 void hamer_model_get_info(const hamer_model *model, hamer_model_info *info);
 /* The MANO triangle list [1538*3] (right hand winding), or NULL without MANO. */

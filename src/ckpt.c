@@ -339,6 +339,17 @@ void hm_ckpt_release_pages(hm_ckpt *c) {
     if (c && c->map) madvise(c->map, c->map_len, MADV_DONTNEED);
 }
 
+void hm_ckpt_release_range(hm_ckpt *c, const void *p, size_t bytes) {
+    if (!c || !c->map || !p) return;
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes, map = (uintptr_t)c->map;
+    if (lo < map || hi > map + c->map_len || hi < lo) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t mask = (uintptr_t)(pg > 0 ? pg : 4096) - 1;
+    lo = (lo + mask) & ~mask; /* whole pages only: neighbours may still be needed */
+    hi &= ~mask;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 int hm_ckpt_from_tensors(const hm_tensor *tensors, int n, hm_ckpt **out) {
     if (!out) return hm_err(HM_E_ARG, "checkpoint: NULL output handle");
     *out = NULL;

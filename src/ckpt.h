@@ -61,5 +61,9 @@ int hm_ckpt_from_tensors(const hm_tensor *tensors, int n, hm_ckpt **out);
 
 /* Hint that the mapping is no longer needed in RAM (after weights are packed). */
 void hm_ckpt_release_pages(hm_ckpt *c);
+/* The same for the whole pages inside [p, p + bytes) (a tensor just
+ * packed), so a loading model's peak memory is about its packed copy rather
+ * than packed copy + checkpoint. A later read just faults them back in. */
+void hm_ckpt_release_range(hm_ckpt *c, const void *p, size_t bytes);
 
 #endif

@@ -60,6 +60,11 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
     return hm;
 }
 
+int hamer_model_save_packed(const hamer_model *model, const char *path) {
+    if (!model || !path) return hm_err(HM_E_ARG, "%s: model or path is NULL", __func__);
+    return hm_model_save_packed(model->m, path);
+}
+
 hamer_model *hm_model_handle(hm_model *m) {
     hamer_model *hm = calloc(1, sizeof *hm);
     if (!hm) {

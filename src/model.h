@@ -123,7 +123,8 @@ typedef struct hm_state {
     float *h;                    /* [T, dim] normalised */
     float *qkv;                  /* [T, 3*dim] */
     float *att;                  /* [T, dim] attention output (heads concatenated) */
-    float *mlp;                  /* [T, mlp] */
+    float *mlp;                  /* [T, mlp], row stride mlp_ld */
+    int mlp_ld;
     float *scores;               /* [nthreads, ntok, ntok] attention scratch */
     /* head */
     float *kv;                   /* [T, hdepth*2*inner] */
@@ -188,6 +189,10 @@ int hm_model_load_packed(const char *path, const char *mano_npz, int precision, 
 int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
                              hm_model **out);
 int hm_model_save_packed(const hm_model *m, const char *path);
+/* Tests and fuzzing: recompute the checksums of a packed file in memory
+ * (every section inside the buffer, then the header's), so an edited
+ * header or table reaches the checks behind them. */
+void hm_pack_reseal(void *buf, size_t len);
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads);
 void hm_state_release(hm_state *s);
 

@@ -4,7 +4,10 @@
  * widths from tensor shapes. Every tensor inference needs is checked for
  * presence, dtype, shape and contiguity; a problem is reported naming the key.
  * Linear weights are packed into the GEMM layout; small vectors are copied,
- * so the checkpoint mapping is closed when loading ends.
+ * so the checkpoint mapping is closed when loading ends. Each weight's pages
+ * of the mapping are dropped once it is packed, so the peak is about the
+ * packed model, not packed model + checkpoint. hm_model_load also takes a
+ * packed model file (model_pack.c), recognised by its magic.
  */
 #include <math.h>
 #include <stdio.h>
@@ -101,6 +104,7 @@ static int pack_linear_kind(loader *L, hm_packed *p, const char *prefix, int N, 
     else if (kind == PACK_SENSITIVE) rc = hm_pack_weights_fast_sensitive(p, w, K, b, N, K);
     else rc = hm_pack_weights_prec(p, w, K, b, N, K, L->prec);
     if (rc) return rc;
+    hm_ckpt_release_range(L->ck, w, (size_t)N * K * sizeof(float));
     progress(L, (size_t)N * K * 4);
     return HM_OK;
 }
@@ -189,6 +193,7 @@ static int load_backbone(loader *L) {
         for (int k = 0; k < K; k++) wu8[(size_t)o * K + k] = (float)(pw[(size_t)o * K + k] / (255.0 * stdv[k / 256]));
     rc = hm_pack_weights(&m->patch_u8, wu8, K, pb, c->dim, K);
     hm_free(wu8);
+    hm_ckpt_release_range(L->ck, pe, (size_t)(c->ntok + 1) * c->dim * sizeof(float));
     if (rc) return rc;
     for (int i = 0; i < c->gh; i++)
         for (int j = 0; j < c->gw; j++) {
@@ -209,6 +214,7 @@ static int load_backbone(loader *L) {
                 m->u8_tok_bias[(size_t)t * c->dim + o] = (float)(m->pos[(size_t)t * c->dim + o] - acc);
             }
         }
+    hm_ckpt_release_range(L->ck, pw, (size_t)c->dim * K * sizeof(float));
     progress(L, (size_t)c->dim * K * 4);
 
     m->blocks = calloc(c->depth, sizeof *m->blocks);
@@ -285,12 +291,14 @@ static int load_head(loader *L) {
         memcpy(H->sa_qkv_full, qkv, (size_t)3 * in * d * sizeof(float));
         /* Single token: softmax is 1, only the V third of to_qkv matters. */
         if ((rc = hm_pack_weights(&H->sa_v, qkv + (size_t)2 * in * d, d, NULL, in, d))) break;
+        hm_ckpt_release_range(L->ck, qkv, (size_t)3 * in * d * sizeof(float));
         if ((rc = pack_linear(L, &H->sa_out, HK("0.fn.to_out.0"), d, in, 1))) break;
         if ((rc = pack_linear(L, &H->ca_q, HK("1.fn.to_q"), in, d, 0))) break;
         if ((rc = pack_linear(L, &H->ca_out, HK("1.fn.to_out.0"), d, in, 1))) break;
         if ((rc = pack_linear(L, &H->ca_kv, HK("1.fn.to_kv"), 2 * in, c->dim, 0))) break;
         const float *kvw = get_f32(L, HK("1.fn.to_kv.weight"), 2, S2(2 * in, c->dim));
         memcpy(kv + (size_t)l * 2 * in * c->dim, kvw, (size_t)2 * in * c->dim * sizeof(float));
+        hm_ckpt_release_range(L->ck, kvw, (size_t)2 * in * c->dim * sizeof(float));
         if ((rc = pack_linear(L, &H->ff1, HK("2.fn.net.0"), c->hmlp, d, 1))) break;
         if ((rc = pack_linear(L, &H->ff2, HK("2.fn.net.3"), d, c->hmlp, 1))) break;
         rc = HM_OK;
@@ -469,21 +477,26 @@ static void mano_free(hm_mano *mn) {
     memset(mn, 0, sizeof *mn);
 }
 
+int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz) {
+    mano_src ms = {.src = mano_npz};
+    int rc = hm_npz_open(mano_npz, &ms.npz);
+    if (rc) return rc;
+    rc = load_mano(&ms, &m->mano);
+    for (int i = 0; i < ms.nheld; i++) hm_array_free(&ms.held[i]);
+    hm_npz_close(ms.npz);
+    if (rc) {
+        mano_free(&m->mano);
+        return rc;
+    }
+    m->has_mano = 1;
+    return HM_OK;
+}
+
 static int attach_mano(loader *L, const char *path, const char *mano_npz) {
     hm_model *m = L->m;
+    if (!hm_ckpt_find(L->ck, "mano.v_template")) return mano_npz ? hm_model_attach_mano_npz(m, mano_npz) : HM_OK;
     mano_src ms = {.L = L, .src = path};
-    int rc;
-    if (hm_ckpt_find(L->ck, "mano.v_template")) {
-        rc = load_mano(&ms, &m->mano);
-    } else if (mano_npz) {
-        ms.src = mano_npz;
-        if ((rc = hm_npz_open(mano_npz, &ms.npz))) return rc;
-        rc = load_mano(&ms, &m->mano);
-        for (int i = 0; i < ms.nheld; i++) hm_array_free(&ms.held[i]);
-        hm_npz_close(ms.npz);
-    } else {
-        return HM_OK;  /* no MANO: parameters only */
-    }
+    int rc = load_mano(&ms, &m->mano);
     if (rc) {
         mano_free(&m->mano);
         return rc;
@@ -493,44 +506,6 @@ static int attach_mano(loader *L, const char *path, const char *mano_npz) {
 }
 
 /* ---- top level ---- */
-
-static void free_packed_list(hm_packed *const *list, int n) {
-    for (int i = 0; i < n; i++) hm_packed_free(list[i]);
-}
-
-void hm_model_free(hm_model *m) {
-    if (!m) return;
-    const hm_config *c = &m->cfg;
-    hm_packed_free(&m->patch);
-    hm_packed_free(&m->patch_u8);
-    hm_free(m->pos);
-    hm_free(m->u8_tok_bias);
-    for (int l = 0; m->blocks && l < c->depth; l++) {
-        hm_vit_block *b = &m->blocks[l];
-        hm_packed *pk[] = {&b->qkv, &b->proj, &b->fc1, &b->fc2};
-        free_packed_list(pk, 4);
-        hm_free(b->norm1_w), hm_free(b->norm1_b), hm_free(b->norm2_w), hm_free(b->norm2_b);
-    }
-    free(m->blocks);
-    hm_free(m->last_norm_w);
-    hm_free(m->last_norm_b);
-    hm_free(m->token0);
-    hm_free(m->x1);
-    hm_free(m->q1);
-    hm_packed_free(&m->kv_all);
-    for (int l = 0; m->layers && l < c->hdepth; l++) {
-        hm_head_layer *H = &m->layers[l];
-        hm_packed *pk[] = {&H->sa_v, &H->sa_out, &H->ca_q, &H->ca_out, &H->ca_kv, &H->ff1, &H->ff2};
-        free_packed_list(pk, 7);
-        hm_free(H->sa_norm_w), hm_free(H->sa_norm_b), hm_free(H->ca_norm_w), hm_free(H->ca_norm_b);
-        hm_free(H->ff_norm_w), hm_free(H->ff_norm_b), hm_free(H->sa_qkv_full);
-    }
-    free(m->layers);
-    hm_packed *ro[] = {&m->decpose, &m->decshape, &m->deccam};
-    free_packed_list(ro, 3);
-    mano_free(&m->mano);
-    free(m);
-}
 
 int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int progress_on, int precision,
                        hm_model **out) {
@@ -561,7 +536,14 @@ fail:
 int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
     hm_ckpt *ck;
     *out = NULL;
+    int kind = hm_pack_sniff(path);
+    if (kind == 1) return hm_model_load_packed(path, mano_npz, precision, out);
     int rc = hm_ckpt_open(path, &ck);
+    if (rc == HM_E_FORMAT && kind < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hm_errmsg());
+        return hm_err(rc, "%s: neither a checkpoint (zip) nor a packed model file: unknown magic (%s)", path, why);
+    }
     if (rc) return rc;
     rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, precision, out);
     hm_ckpt_close(ck);

@@ -74,9 +74,9 @@ void hm_vit_forward(hm_state *s, int B) {
         HM_TOC(s, HM_ST_PROJ);
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
         HM_TOC(s, HM_ST_NORM);
-        hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, c->mlp, HM_EPI_GELU);
+        hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU);
         HM_TOC(s, HM_ST_FC1);
-        hm_gemm(s->pool, T, s->mlp, c->mlp, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM);
+        hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM);
         HM_TOC(s, HM_ST_FC2);
     }
     layernorm_par(s, s->x, s->x, T, c->dim, m->last_norm_w, m->last_norm_b, 1e-6f);

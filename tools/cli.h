@@ -8,6 +8,7 @@ int hm_cli_crop(int argc, char **argv);
 int hm_cli_bench(int argc, char **argv);
 int hm_cli_run(int argc, char **argv);
 int hm_cli_serve(int argc, char **argv);
+int hm_cli_convert(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);

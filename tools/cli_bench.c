@@ -25,18 +25,20 @@
 #include <jansson.h>
 #include "cli.h"
 #include "hamer.h"
+#include "model.h"
 #include "synthetic.h"
 #include "util.h"
 
 static const char *USAGE_BENCH =
     "usage: hamer bench (--model CKPT | --synthetic) [--precision fp32|fast]\n"
     "                   [--batch B] [--iters N] [--warmup W] [--threads N]\n"
-    "                   [--mano FILE.npz] [--seed S] [--peak GFLOPS] [--json]\n"
+    "                   [--mano FILE.npz] [--reference M] [--seed S] [--peak GFLOPS]\n"
+    "                   [--json]\n"
     "\n"
     "Measures the regressor's speed on random crops and the accuracy of the\n"
     "chosen precision against fp32.\n"
     "\n"
-    "  --model CKPT      a HaMeR checkpoint\n"
+    "  --model CKPT      a HaMeR checkpoint or packed model file (hamer convert)\n"
     "  --synthetic       a full-size model with random weights, built in memory\n"
     "                    (--depth D / --head-depth H: a smaller one, for tests)\n"
     "  --precision P     fp32 (default) or fast; fast is compared with fp32 on\n"
@@ -46,6 +48,8 @@ static const char *USAGE_BENCH =
     "  --warmup W        untimed warm-up iterations (default 1)\n"
     "  --threads N       worker threads (default: online CPUs)\n"
     "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
+    "  --reference M     the model the fp32 comparison loads (default: --model);\n"
+    "                    needed when --model is a packed file in precision fast\n"
     "  --seed S          seed of the crops and of --synthetic (default 0)\n"
     "  --peak GFLOPS     machine fp32 peak for '% of peak' (default: measured\n"
     "                    here with a register-only FMA loop, ~0.3 s)\n"
@@ -206,18 +210,21 @@ static void make_crops(float *x, size_t n, unsigned long long seed) {
 
 typedef struct {
     const char *model_path, *mano;
+    const char *reference_path;  /* fp32 comparison model, if not model_path */
     int synthetic, depth, head_depth;
     unsigned long long seed;
     int nthreads;
 } model_src;
 
-/* Load the model once, in `precision`. */
-static hamer_model *load_model(const model_src *src, int precision) {
+/* Load the model once, in `precision`; the fp32 reference of a comparison
+ * from --reference when given (a packed file loads only in its own
+ * precision). */
+static hamer_model *load_model(const model_src *src, int precision, int reference) {
     if (!src->synthetic) {
         hamer_model_params mp = hamer_model_default_params();
         mp.mano_path = src->mano;
         mp.precision = precision;
-        return hamer_model_load(src->model_path, &mp);
+        return hamer_model_load(reference && src->reference_path ? src->reference_path : src->model_path, &mp);
     }
     hm_synthetic *y;
     if (hm_synthetic_new(src->depth, src->head_depth, src->seed, src->nthreads, &y)) return NULL;
@@ -254,7 +261,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 int hm_cli_bench(int argc, char **argv) {
-    model_src src = {NULL, NULL, 0, 32, 6, 0, 0};
+    model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
     double peak = 0;
     for (int i = 0; i < argc; i++) {
@@ -266,7 +273,7 @@ int hm_cli_bench(int argc, char **argv) {
         if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
-                                             "--mano", "--seed", "--peak", "--depth", "--head-depth"};
+                                             "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) return hm_cli_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
@@ -274,6 +281,7 @@ int hm_cli_bench(int argc, char **argv) {
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) src.model_path = v;
         else if (!strcmp(a, "--mano")) src.mano = v;
+        else if (!strcmp(a, "--reference")) src.reference_path = v;
         else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
             else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
@@ -310,7 +318,7 @@ int hm_cli_bench(int argc, char **argv) {
 
     /* The requested precision first: an unavailable one fails here, at once. */
     double t0 = hm_cli_now();
-    hamer_model *model = load_model(&src, precision);
+    hamer_model *model = load_model(&src, precision, 0);
     double load_s = hm_cli_now() - t0;
     if (!model) return hm_cli_fail(1, "%s", hamer_last_error());
     hamer_model_info info;
@@ -364,12 +372,15 @@ int hm_cli_bench(int argc, char **argv) {
         st = NULL;
         hamer_model_free(model);
         model = NULL;
-        hamer_model *ref = load_model(&src, HAMER_PRECISION_FP32);
+        hamer_model *ref = load_model(&src, HAMER_PRECISION_FP32, 1);
         hamer_state *rst = ref ? hamer_state_new(ref, B, threads) : NULL;
         float *rp = malloc((size_t)B * HAMER_N_PARAMS * sizeof *rp);
         float *rv = info.has_mano ? malloc((size_t)B * HAMER_N_VERTS * 3 * sizeof *rv) : NULL;
         int ok = rst && rp && (!info.has_mano || rv) && run_once(rst, crops, B, rp, rv) == 0;
-        if (!ok) rc = hm_cli_fail(1, "fp32 reference: %s", hamer_last_error());
+        if (!ok && !ref && src.model_path && !src.reference_path && hm_pack_sniff(src.model_path) == 1)
+            rc = hm_cli_fail(1, "fp32 reference: %s (a packed model file loads only in its precision: give the checkpoint with --reference)",
+                             hamer_last_error());
+        else if (!ok) rc = hm_cli_fail(1, "fp32 reference: %s", hamer_last_error());
         if (ok) {
             params_pcc = pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
             if (info.has_mano) {

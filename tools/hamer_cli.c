@@ -16,6 +16,7 @@ static const char *USAGE_MAIN =
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
     "  serve     HTTP server: POST an image + boxes, get RESULT.json or the overlay PNG\n"
+    "  convert   write a packed model file (weights in kernel layout; loads in < 1 s)\n"
     "\n"
     "main job:\n"
     "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
@@ -34,6 +35,7 @@ static const struct {
     {"crop", hm_cli_crop},
     {"bench", hm_cli_bench},
     {"serve", hm_cli_serve},
+    {"convert", hm_cli_convert},
 };
 
 int main(int argc, char **argv) {

@@ -429,6 +429,17 @@ class Model:
                 return None
             return np.ctypeslib.as_array(ptr, shape=(N_FACES * 3,)).copy().reshape(N_FACES, 3)
 
+    def save_packed(self, path):
+        """Write the model as a packed model file (``hamer convert``): its
+        weights in this machine's kernel layout and the model's precision,
+        which ``Model(path, precision=...)`` then maps instead of repacking.
+        Written to a temporary file and renamed; raises HamerError."""
+        path_b = os.fsencode(path)
+        with self._use(need_state=False):
+            rc = self._lib.hamer_model_save_packed(self._handle, path_b)
+        if rc != 0:
+            raise _library_error(rc)
+
     # -- inference --
 
     def regress(self, crops, params_only=False):

@@ -160,6 +160,7 @@ _PROTOTYPES = {
     "hamer_model_free": (None, [_P]),
     "hamer_model_get_info": (None, [_P, ctypes.POINTER(ModelInfo)]),
     "hamer_model_faces": (ctypes.POINTER(ctypes.c_int32), [_P]),
+    "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),
     "hamer_state_new": (_P, [_P, _INT, _INT]),
     "hamer_state_free": (None, [_P]),
     "hamer_regress_f32": (_INT, [_P, c_float_p, _INT, ctypes.POINTER(Output)]),

@@ -204,7 +204,6 @@ typedef struct {
     int M, nmb, nr_isa;
     const float *A;
     size_t lda;
-    const float *Ap;       /* A chunk-major (see hm_gemm_pack_a), or NULL */
     const hm_packed *W;
     float *C;
     size_t ldc;
@@ -216,12 +215,12 @@ typedef struct {
  * runs here, so the summation order never depends on the thread count. */
 static void hm_gemm_task(void *ctx, int t, int tid) {
     const hm_gemm_job *j = ctx;
-    (void)tid;
     int nr = j->nr_isa, K = j->W->K;
     int mb = t % j->nmb, pn = t / j->nmb;
     int i0 = mb * HM_GEMM_MC, m = j->M - i0 < HM_GEMM_MC ? j->M - i0 : HM_GEMM_MC;
     int n0 = pn * nr, ncols = j->W->N - n0 < nr ? j->W->N - n0 : nr;
     const float *panel = j->W->w + (size_t)pn * K * nr;
+    const float *A = j->A + (size_t)i0 * j->lda;
     float *C = j->C + (size_t)i0 * j->ldc + n0;
     for (int k0 = 0; k0 < K; k0 += HM_GEMM_KC) {
         int kc = K - k0 < HM_GEMM_KC ? K - k0 : HM_GEMM_KC;
@@ -232,23 +231,8 @@ static void hm_gemm_task(void *ctx, int t, int tid) {
             .bias = last && j->W->bias ? j->W->bias + n0 : NULL,
             .gelu = last && j->epi == HM_EPI_GELU,
         };
-        if (j->Ap)
-            j->block(m, ncols, kc, j->Ap + (size_t)k0 * j->M + (size_t)i0 * HM_GEMM_KC, HM_GEMM_KC,
-                     panel + (size_t)k0 * nr, C, j->ldc, &e);
-        else
-            j->block(m, ncols, kc, j->A + (size_t)i0 * j->lda + k0, j->lda, panel + (size_t)k0 * nr, C, j->ldc, &e);
+        j->block(m, ncols, kc, A + k0, j->lda, panel + (size_t)k0 * nr, C, j->ldc, &e);
     }
-}
-
-/* Chunk-major copy of A: chunk c (columns c*KC ..) is M rows of KC floats,
- * contiguous. A micro-tile's rows are then 1 KiB apart instead of lda
- * floats (20 KiB at K = 5120), one stream the prefetchers follow. */
-static void hm_gemm_pack_a_task(void *ctx, int c, int tid) {
-    const hm_gemm_job *j = ctx;
-    (void)tid;
-    int K = j->W->K, k0 = c * HM_GEMM_KC, kc = K - k0 < HM_GEMM_KC ? K - k0 : HM_GEMM_KC;
-    float *dst = (float *)j->Ap + (size_t)k0 * j->M;
-    for (int i = 0; i < j->M; i++) memcpy(dst + (size_t)i * HM_GEMM_KC, j->A + (size_t)i * j->lda + k0, kc * sizeof(float));
 }
 
 void hm_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
@@ -270,15 +254,7 @@ void hm_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, 
         .A = A, .lda = (size_t)lda, .W = W, .C = C, .ldc = (size_t)ldc,
         .epi = epi, .block = hm_block_for(W->isa),
     };
-    int np = (W->N + j.nr_isa - 1) / j.nr_isa, nchunks = (W->K + HM_GEMM_KC - 1) / HM_GEMM_KC;
-    /* Pack A when an M block of it outgrows L2 (fc2: K = 5120; 1.05x
-     * measured there, nothing at K = 1280 for one crop). Same values, same
-     * sums: the packed and unpacked paths give bit-identical results, so
-     * an allocation failure just keeps the unpacked one. */
-    size_t mblk = (size_t)(M < HM_GEMM_MC ? M : HM_GEMM_MC);
-    if (np > 1 && mblk * W->K * sizeof(float) > ((size_t)1 << 20))
-        j.Ap = hm_gemm_scratch((size_t)nchunks * HM_GEMM_KC * M * sizeof(float));
-    if (j.Ap) hm_pool_run(pool, hm_gemm_pack_a_task, &j, nchunks);
+    int np = (W->N + j.nr_isa - 1) / j.nr_isa;
     hm_pool_run(pool, hm_gemm_task, &j, j.nmb * np);
 }
 
@@ -343,3 +319,17 @@ void hm_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda,
 }
 
 float hm_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
+
+/* ---- sizes of packed arrays (the packed model file) -------------------- */
+
+int hm_packed_sizes_for(int N, int K, int isa, int prec, int lp_kind, hm_packed_sizes *s) {
+    memset(s, 0, sizeof *s);
+    if (N < 1 || K < 1) return hm_err(HM_E_ARG, "packed matrix of %d x %d", N, K);
+    if (prec == HM_PREC_FAST) return hm_lowp_sizes(lp_kind, N, K, &s->lp, &s->lp_scale, &s->bias);
+    if (prec != HM_PREC_FP32 || isa < HM_ISA_SCALAR || isa > HM_ISA_AVX512)
+        return hm_err(HM_E_ARG, "packed matrix with precision %d, ISA %d", prec, isa);
+    size_t nr = (size_t)hm_nr(isa), np = ((size_t)N + nr - 1) / nr;
+    s->w = np * nr * (size_t)K * sizeof(float);
+    s->bias = np * nr * sizeof(float);
+    return HM_OK;
+}

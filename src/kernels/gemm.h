@@ -58,6 +58,16 @@ int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bia
 /* Human-readable name of the scheme behind a precision, e.g. "fp32". */
 const char *hm_precision_scheme(hm_precision prec);
 
+/* Byte sizes of the arrays a packing of W [N, K] owns, for a packed model
+ * file that stores them as they are: fp32 (w, bias) in `isa`'s layout, or
+ * FAST (lp with its block header, lp_scale, bias) of low-precision variant
+ * lp_kind (hm_lowp_kind). bias is the padded size a packing with a bias
+ * has; the other fields are 0 where the packing has no such array. */
+typedef struct {
+    size_t w, bias, lp, lp_scale;
+} hm_packed_sizes;
+int hm_packed_sizes_for(int N, int K, int isa, int prec, int lp_kind, hm_packed_sizes *s);
+
 /* C (op)= A . W^T + bias over M rows, parallel over the pool (may be NULL).
  * No allocation. Requires M >= 1. */
 void hm_gemm(hm_pool *pool, int M, const float *A, int lda,

@@ -325,7 +325,7 @@ __attribute__((destructor)) static void hm_scr_fini(void) {
     hm_scr_cap = 0;
 }
 
-void *hm_gemm_scratch(size_t bytes) {
+static void *hm_scratch(size_t bytes) {
     if (bytes <= hm_scr_cap) return hm_scr;
     pthread_once(&hm_scr_once, hm_scr_key_init);
     size_t cap = bytes + bytes / 4; /* some room for a slightly larger M */
@@ -408,7 +408,7 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
     size_t aq_bytes = (size_t)M * aq_ld;
     size_t rows_bytes = i8 ? hm_round64((size_t)M * sizeof(hm_lowp_row)) : 0;
     size_t out_bytes = i8 ? hm_round64((size_t)M * HM_LOWP_MAX_OUTLIERS * sizeof(int32_t)) : 0;
-    uint8_t *s = hm_gemm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
+    uint8_t *s = hm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
     if (!s) return; /* HM_E_NOMEM recorded by hm_alloc */
     /* Row blocks: at most HM_LOWP_MC rows, and enough blocks for ~4 tasks
      * per thread, in whole register tiles. Each output element is computed
@@ -430,4 +430,53 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
     hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);
+}
+
+/* ---- packings read back from a file (model_pack.c) --------------------- */
+
+/* The block header hm_pack_kind writes for an N x K matrix of `kind`; the
+ * two must agree (test_convert.py round-trips both variants). */
+static void hm_lowp_hdr_for(int kind, int N, int K, hm_lowp_hdr *h) {
+    int i8 = kind == HM_LOWP_INT8;
+    memset(h, 0, sizeof *h);
+    h->kind = kind;
+    h->nr = i8 ? HM_LOWP_I8_NR : HM_LOWP_BF_NR;
+    h->kp = i8 ? (K + 3) & ~3 : (K + 1) & ~1;
+    h->np = (N + h->nr - 1) / h->nr;
+    size_t npad = (size_t)h->np * h->nr;
+    h->panel = hm_round64((size_t)h->kp * h->nr * (i8 ? 1 : 2));
+    h->cs_off = HM_LOWP_HDR_BYTES;
+    h->w_off = h->cs_off + (i8 ? hm_round64(npad * sizeof(int32_t)) : 0);
+}
+
+int hm_lowp_sizes(int kind, int N, int K, size_t *lp, size_t *scale, size_t *bias) {
+    if ((kind != HM_LOWP_INT8 && kind != HM_LOWP_BF16) || N < 1 || K < 1 || K > (1 << 30))
+        return hm_err(HM_E_ARG, "low-precision packing: bad kind %d or size %d x %d", kind, N, K);
+    hm_lowp_hdr h;
+    hm_lowp_hdr_for(kind, N, K, &h);
+    size_t npad = (size_t)h.np * h.nr;
+    *lp = h.w_off + (size_t)h.np * h.panel;
+    *scale = kind == HM_LOWP_INT8 ? npad * sizeof(float) : 0;
+    *bias = npad * sizeof(float);
+    return HM_OK;
+}
+
+int hm_lowp_packed_kind(const hm_packed *p) {
+    return p && p->prec == HM_PREC_FAST && p->lp ? ((const hm_lowp_hdr *)p->lp)->kind : -1;
+}
+
+int hm_lowp_packed_check(const hm_packed *p, int kind) {
+    const hm_lowp_hdr *got = p->lp;
+    hm_lowp_hdr want;
+    if (kind != HM_LOWP_INT8 && kind != HM_LOWP_BF16)
+        return hm_err(HM_E_FORMAT, "low-precision kind %d is not int8 (0) or bf16 (1)", kind);
+    hm_lowp_hdr_for(kind, p->N, p->K, &want);
+    /* The kernels index panels and column sums with these fields. */
+    if (got->kind != want.kind || got->nr != want.nr || got->kp != want.kp || got->np != want.np ||
+        got->cs_off != want.cs_off || got->w_off != want.w_off || got->panel != want.panel)
+        return hm_err(HM_E_FORMAT, "low-precision block header does not match a %s packing of %d x %d",
+                      kind == HM_LOWP_BF16 ? "bf16" : "int8", p->N, p->K);
+    if (kind == HM_LOWP_INT8 && p->K > 65536)
+        return hm_err(HM_E_FORMAT, "int8 packing with K = %d exceeds the kernel's limit of 65536", p->K);
+    return hm_lowp_check(kind);
 }

@@ -79,11 +79,6 @@ void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, siz
  * may have prec FP32; hm_gemm handles both. */
 int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
 
-/* The calling thread's scratch buffer of at least `bytes` (64-byte aligned;
- * grown, never shrunk, freed at thread exit), or NULL when out of memory.
- * One user at a time per thread: hm_gemm's drivers only. */
-void *hm_gemm_scratch(size_t bytes);
-
 /* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here). */
 void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
                   hm_epilogue epi);
@@ -93,6 +88,19 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
  * Returns HM_E_ARG for an unknown kind. Packings keep their own kind. */
 int hm_lowp_force_kind(hm_lowp_kind kind);
 hm_lowp_kind hm_lowp_kind_active(void);
+
+/* Packings stored in a packed model file (model_pack.c).
+ * hm_lowp_sizes: bytes of the lp block, lp_scale and padded bias of an
+ * N x K packing of `kind` (HM_E_ARG for a bad kind or size).
+ * hm_lowp_packed_kind: the variant of a FAST packing, from its block
+ * header (-1 if p is not FAST).
+ * hm_lowp_packed_check: p (N, K and an lp block of hm_lowp_sizes bytes
+ * read from outside) carries exactly the header packing N x K as `kind`
+ * writes (HM_E_FORMAT if not), and this CPU and the active ISA can run
+ * that variant (HM_E_UNSUPPORTED if not). */
+int hm_lowp_sizes(int kind, int N, int K, size_t *lp, size_t *scale, size_t *bias);
+int hm_lowp_packed_kind(const hm_packed *p);
+int hm_lowp_packed_check(const hm_packed *p, int kind);
 
 /* Test hook: make this CPU look as if it lacked AVX-512 VNNI
  * (HM_LOWP_HIDE_VNNI: FAST packing must fail with HM_E_UNSUPPORTED) and/or

@@ -139,8 +139,8 @@ static void test_gemm_shapes(hm_pool *p1, hm_pool *p2) {
         {1, 1280, 1280, 0, 0}, {2, 17, 5120, 4, 0},  {193, 3, 1280, 0, 1},  {5, 96, 5120, 0, 0},
         {193, 1280, 7, 2, 0}, {13, 33, 257, 1, 3},   {24, 48, 256, 0, 0},   {12, 31, 512, 0, 0},
         {400, 40, 300, 0, 0}, {193, 96, 1280, 0, 0}, {7, 1, 80, 0, 0},
-        /* A larger than 1 MiB per M block: the driver packs A chunk-major */
-        {192, 40, 5120, 1, 2}, {400, 33, 3000, 0, 1},
+        /* the ViT's fc2 with a padded A stride; two M blocks with a K tail */
+        {192, 40, 5120, 16, 2}, {400, 33, 3000, 0, 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(shapes[i], p1, p2);
 }
