@@ -607,6 +607,44 @@ def test_fast_precision_gate_is_strict(scene, tmp_path):
         srv.stop()
 
 
+def wait_phase_end(srv):
+    """/readyz once warm-up has ended (ready or failed)."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        r = requests.get(srv.url + "/readyz", timeout=10 * SLOW)
+        if r.json()["phase"] in ("ready", "failed"):
+            return r
+        assert srv.proc.poll() is None and time.monotonic() < deadline, "warm-up never ended:\n" + srv.log()
+        time.sleep(0.1)
+
+
+def test_fast_packed_model_needs_reference(scene, tmp_path):
+    """A packed fast file holds no fp32 weights, so the fast self-check
+    cannot reload it in fp32: without --reference the server stays unready
+    and says to pass it; with --reference (the checkpoint) it checks against
+    that, exactly as it does for the checkpoint itself."""
+    packed = tmp_path / "fast.hamer"
+    conv = subprocess.run([str(HAMER_BIN), "convert", "--model", str(scene["model"]), "--output", str(packed),
+                           "--precision", "fast"], capture_output=True, text=True)
+    if conv.returncode != 0 and "fast" in conv.stderr and "unsupported" in conv.stderr.lower():
+        pytest.skip("precision fast is not available on this CPU/build: " + conv.stderr.strip())
+    assert conv.returncode == 0, conv.stderr
+    srv = Server(scene["dir"], packed, "--precision", "fast", "--threads", 2)
+    try:
+        doc = wait_phase_end(srv).json()
+        assert doc["phase"] == "failed" and "--reference" in doc["reason"], doc
+    finally:
+        srv.stop()
+    srv = Server(scene["dir"], packed, "--precision", "fast", "--threads", 2, "--reference", scene["model"])
+    try:
+        doc = wait_phase_end(srv).json()
+        sc = doc["self_check"]
+        assert sc["metric"] == "params_pcc_vs_fp32" and sc["value"] is not None, doc
+        assert doc["ready"] == (sc["value"] >= sc["gate"]), doc
+    finally:
+        srv.stop()
+
+
 # ---------------------------------------------------------------------------
 # Cache, then SIGTERM under load
 # ---------------------------------------------------------------------------

@@ -51,6 +51,8 @@ static const char *USAGE_SERVE =
     "                    The body upload must also finish within T, and a connection idle\n"
     "                    for T is closed.\n"
     "  --precision P     fp32 (default) or fast; either is self-checked before /readyz is 200\n"
+    "  --reference M     the model fast is self-checked against, loaded in fp32 for that\n"
+    "                    once (default: --model; needed when --model is a packed fast file)\n"
     "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
     "  --cache N         serve repeats of an identical request (same body and query) from\n"
     "                    a cache of N answers (default 0: off), each kept --cache-ttl-s\n"
@@ -104,6 +106,7 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) cfg->model_path = v;
         else if (!strcmp(a, "--mano")) cfg->mano_path = v;
+        else if (!strcmp(a, "--reference")) cfg->reference_path = v;
         else if (!strcmp(a, "--host")) cfg->host = v;
         else if (!strcmp(a, "--port")) {
             if (parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);

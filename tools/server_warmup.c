@@ -7,9 +7,10 @@
  *   - precision fp32: the state's plain verification mode (the textbook
  *     formulation: no folding, full attention), which must agree almost
  *     exactly — a larger gap means a broken kernel, not rounding;
- *   - precision fast: the same checkpoint loaded a second time in fp32 (for
- *     the check only, freed at once), gated at params PCC >= 0.999, the gate
- *     `hamer bench` reports against.
+ *   - precision fast: the same checkpoint (or --reference, which a packed
+ *     fast file needs) loaded a second time in fp32 (for the check only,
+ *     freed at once), gated at params PCC >= 0.999, the gate `hamer bench`
+ *     reports against.
  * Then every state runs hamer_predict on a synthetic picture (decode-free
  * crop, regress, MANO, camera), and one overlay and one side view are
  * rendered, so the first real request pays no first-touch costs.
@@ -103,14 +104,16 @@ static int self_check(hm_srv *s, hamer_state **states, int k) {
             goto out;
         }
     } else {
-        against = "an fp32 load of the same checkpoint";
+        against = s->cfg.reference_path ? "an fp32 load of --reference" : "an fp32 load of the same checkpoint";
         hamer_model_params mp = hamer_model_default_params();
         mp.mano_path = s->cfg.mano_path;
         mp.precision = HAMER_PRECISION_FP32;
-        hamer_model *m32 = hamer_model_load(s->cfg.model_path, &mp);
+        hamer_model *m32 = hamer_model_load(s->cfg.reference_path ? s->cfg.reference_path : s->cfg.model_path, &mp);
         hamer_state *st32 = m32 ? hamer_state_new(m32, 1, s->cfg.threads) : NULL;
         int r = st32 ? forward(st32, crop, ref, ref + NP) : -1;
-        if (r) set_reason(s, "self-check: fp32 reference forward failed: %s", hamer_last_error());
+        /* A packed fast file holds no fp32 weights: say where they can come from. */
+        if (r) set_reason(s, "self-check: fp32 reference forward failed: %s%s", hamer_last_error(),
+                          s->cfg.reference_path ? "" : " (give the checkpoint with --reference)");
         hamer_state_free(st32);
         hamer_model_free(m32);
         if (r) goto out;
