@@ -3,7 +3,7 @@
 # memcheck (Release build with -g, no sanitizers). Fails on any memcheck
 # error or leak, and on any test failure.
 #
-#   scripts/valgrind.sh            ~2 minutes: unit tests + regress on the tiny
+#   scripts/valgrind.sh            ~4 minutes: unit tests + regress on the tiny
 #                                  model of the fuzz seeds (ViT width 80, with
 #                                  MANO: the same loader, ViT, decoder and MANO
 #                                  code as the release, at small widths)
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${VALGRIND_BUILD:-build-valgrind}
 fixtures=${HAMER_BUILD:-build}/test-fixtures
-tests=(test_ckpt test_npy test_image test_render test_pool test_limits test_regression)
+tests=(test_ckpt test_npy test_image test_render test_pool test_limits test_regression test_norm test_pack)
 
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not installed (apt-get install valgrind)" >&2; exit 2; }
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DHAMER_SANITIZE=OFF -DHAMER_TESTS=ON >/dev/null
