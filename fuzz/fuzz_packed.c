@@ -24,7 +24,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Offset of the precision field in the header (model_pack.c's pack_header). */
+/* Offset of the precision field in the header (model_pack.h's pack_header). */
 #define FZ_PACK_PRECISION_OFF 48
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

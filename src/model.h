@@ -170,7 +170,7 @@ struct hamer_model *hm_model_handle(hm_model *m);
 struct hm_ckpt;
 int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
                        hm_model **out);
-void hm_model_free(hm_model *m);   /* model_pack.c: frees what visit_model lists */
+void hm_model_free(hm_model *m);   /* model_pack.c: frees what hm_pack_visit_model lists */
 /* MANO buffers from an .npz (arrays without the "mano." prefix). */
 int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz);
 
