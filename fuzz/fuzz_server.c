@@ -3,10 +3,7 @@
  * `hamer serve` does with a 'hands' part, the boxes JSON inside it.
  *
  * Input: the Content-Type header value up to the first '\n', then the body.
- * The query-string parsing (?boxes=, rescale, ...) lives in static
- * functions of tools/server_http.c bound to a libmicrohttpd connection and
- * is not reachable here; its box syntax is hm_box_parse, which fuzz_boxes
- * covers.
+ * The query string (?boxes=, rescale, ...) is fuzz_query's.
  */
 #include <stdint.h>
 #include <stdlib.h>

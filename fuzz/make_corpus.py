@@ -143,6 +143,31 @@ def tiny_model_ckpt(mano):
             return f.read()
 
 
+def packed_models(ckpts):
+    """The tiny checkpoints as packed model files, written by `hamer convert`
+    (HAMER_BUILD, default build/). Packed files are tied to the ISA they
+    were packed for: these seeds are AVX-512 ones (the fast ones need
+    AVX-512 VNNI). Returns {} with a note when the binary is missing."""
+    import subprocess
+    hamer = os.path.join(os.environ.get("HAMER_BUILD") or os.path.join(HERE, "..", "build"), "hamer")
+    if not os.path.exists(hamer):
+        print(f"make_corpus: {hamer} not built; packed seeds not written", file=sys.stderr)
+        return {}
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data, precisions in ckpts:
+            src = os.path.join(tmp, name + ".ckpt")
+            with open(src, "wb") as f:
+                f.write(data)
+            for prec in precisions:
+                dst = os.path.join(tmp, f"{name}_{prec}.hpk")
+                subprocess.run([hamer, "convert", "--model", src, "--output", dst, "--precision", prec],
+                               check=True, env=dict(os.environ, HAMER_ISA="avx512"))
+                with open(dst, "rb") as f:
+                    out[f"{name}_{prec}.hpk"] = f.read()
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Checkpoints, pickles, zips
 # ---------------------------------------------------------------------------
@@ -329,6 +354,14 @@ def regression_inputs():
         fx.save_checkpoint(sd, path)
         with open(path, "rb") as f, open(os.path.join(reg, "model-kv-alloc.ckpt"), "wb") as g:
             g.write(f.read())
+    # The query parser quoted decoded client bytes (%0A, %0D, %E9) into its
+    # error messages; fuzz_query found it through a key, these are the
+    # values and a box (see fuzz_query.c for the layout).
+    for name, data in [("query-rescale-newline-in-error.txt", b"\x00boxes=1,2,30,40&rescale=%0a"),
+                       ("query-box-cr-in-error.txt", b"\x01boxes=1,2,30,40:%0dleft&crop_mode=pad"),
+                       ("query-crop-mode-latin1-in-error.txt", b"\x01boxes=1,2,30,40&crop_mode=%e9")]:
+        with open(os.path.join(reg, name), "wb") as f:
+            f.write(data)
 
 
 # ---------------------------------------------------------------------------
@@ -360,13 +393,40 @@ def server_requests(imgs):
     return out
 
 
+# ---------------------------------------------------------------------------
+# Server query strings (a request-shape byte, then what follows '?'; see
+# fuzz_query.c)
+# ---------------------------------------------------------------------------
+
+PREDICT_IMAGE, RENDER_IMAGE, PREDICT_MULTIPART, RENDER_MULTIPART = b"\x00", b"\x01", b"\x02", b"\x03"
+
+
+def queries():
+    out = {}
+    out["predict.txt"] = PREDICT_IMAGE + b"boxes=10,20,110,220;1.5,2.5,30,40:left&vertices=1&rescale=2.5&crop_mode=pad"
+    out["render.txt"] = RENDER_IMAGE + b"boxes=10,20,110,220:right;&side_view=true&crop_mode=warp"
+    out["multipart_predict.txt"] = PREDICT_MULTIPART + b"vertices=false&rescale=1e0"
+    out["multipart_render.txt"] = RENDER_MULTIPART + b"side_view=0"
+    out["escaped.txt"] = PREDICT_IMAGE + b"boxes=1%2C2%2C30%2C40%3Aleft%3B-5,-5,5,5&rescale=+2"
+    out["max_boxes.txt"] = PREDICT_IMAGE + b"boxes=" + b";".join([b"1,2,30,40"] * 64)
+    out["unknown_key.txt"] = PREDICT_IMAGE + b"boxes=1,2,30,40&side_view=1"
+    out["repeated_key.txt"] = RENDER_IMAGE + b"boxes=1,2,30,40&boxes=1,2,30,40"
+    out["valueless_key.txt"] = PREDICT_MULTIPART + b"vertices&rescale="
+    out["bad_box.txt"] = PREDICT_IMAGE + b"boxes=1,2,30,40;;nan,1,2,3:up"
+    return out
+
+
 def main():
     if sys.argv[1:] == ["--regression"]:
         regression_inputs()
         return
     model = tiny_model_ckpt(mano=True)
     put("model", "tiny_mano.ckpt", model)
-    put("model", "tiny.ckpt", tiny_model_ckpt(mano=False))  # also tests/c/test_limits.c's model
+    tiny = tiny_model_ckpt(mano=False)
+    put("model", "tiny.ckpt", tiny)  # also tests/c/test_limits.c's model
+    # fuzz_packed's control byte: 1 = reseal checksums, 2 = also run a crop.
+    for k, v in packed_models([("tiny", tiny, ("fp32", "fast")), ("tiny_mano", model, ("fp32",))]).items():
+        put("packed", k, (b"\x01" if k.startswith("tiny_mano") else b"\x03") + v)
     for k, v in small_ckpts().items():
         put("ckpt", k, v)
         put("zip", k, v)
@@ -383,6 +443,8 @@ def main():
         put("image", k, v)
     for k, v in server_requests(imgs).items():
         put("server", k, v)
+    for k, v in queries().items():
+        put("query", k, v)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,43 @@ typedef struct {
 int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t len, hm_srv_part *parts,
                            int max_parts, char *err, size_t errlen);
 
+/* ---- query string of POST /v1/predict and /v1/render (server_query.c) ----
+ *
+ * Plain strings in, no libmicrohttpd: the server feeds what libmicrohttpd
+ * decoded, fuzz/fuzz_query.c feeds arbitrary bytes. Two steps, as the server
+ * needs them: the keys are judged as soon as the headers are in (before the
+ * body is read), the values once the body is complete. */
+
+#define HM_SRV_QUERY_NKEYS 5
+/* The keys, as indexes of hm_srv_query_args.value. */
+extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
+
+/* The parameters as given, in request order. */
+typedef struct {
+    int endpoint;                   /* HM_SRV_EP_PREDICT or HM_SRV_EP_RENDER */
+    const char *value[HM_SRV_QUERY_NKEYS];  /* by key, NULL: absent (the caller's strings) */
+    const char *bad;                /* first unknown, repeated or valueless key */
+} hm_srv_query_args;
+
+/* The values, checked. */
+typedef struct {
+    hamer_predict_params pp;
+    int with_vertices, side_view;   /* 0 or 1 */
+    hamer_box boxes[HAMER_MAX_HANDS];
+    int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
+} hm_srv_query;
+
+void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
+/* One key=value (value NULL: a key without '='). 0 taken, -1 refused (the
+ * first refused key is kept in a->bad; later ones are ignored). */
+int hm_srv_query_add(hm_srv_query_args *a, const char *key, const char *value);
+/* 0 when every key was taken, else 400 with a one-line reason in msg. */
+int hm_srv_query_check_keys(const hm_srv_query_args *a, char *msg, size_t msglen);
+/* The keys (as hm_srv_query_check_keys), then the values for a body that is
+ * an image (image_body: ?boxes= required) or multipart (?boxes= refused).
+ * 0 with q filled, else 400 with a one-line reason in msg. */
+int hm_srv_query_parse(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen);
+
 /* ---- jobs, queue, workers (server_work.c) ---- */
 
 enum { HM_SRV_JOB_PREDICT, HM_SRV_JOB_RENDER };

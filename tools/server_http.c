@@ -257,126 +257,48 @@ static int media_kind(const char *ct) {
 }
 
 typedef struct {
-    hm_srv_sha256 *sha;
-    const char *bad;            /* first unknown or repeated key */
-    char seen[8];
-    int endpoint;
+    hm_srv_query_args *args;
+    hm_srv_sha256 *sha;         /* NULL: not hashing */
 } query_scan;
 
-static const char *QUERY_KEYS[] = {"boxes", "vertices", "rescale", "crop_mode", "side_view"};
-
-/* MHD_get_connection_values iterator: checks the query keys and feeds them
- * to the cache hash in the order given. */
+/* MHD_get_connection_values iterator: hands every query parameter, in the
+ * order given, to the query parser and the taken ones to the cache hash. */
 static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     query_scan *q = cls;
-    int k = -1;
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(key, QUERY_KEYS[i])) k = i;
-    /* vertices only makes sense for JSON answers, side_view only for pictures */
-    if (k == 1 && q->endpoint != HM_SRV_EP_PREDICT) k = -1;
-    if (k == 4 && q->endpoint != HM_SRV_EP_RENDER) k = -1;
-    if (k < 0 || q->seen[k]++ || !value) {
-        if (!q->bad) q->bad = key;
-        return MHD_YES;
-    }
-    if (q->sha) {
+    if (hm_srv_query_add(q->args, key, value) == 0 && q->sha) {
         hm_srv_sha256_update(q->sha, key, strlen(key) + 1);
-        hm_srv_sha256_update(q->sha, value ? value : "", value ? strlen(value) + 1 : 1);
+        hm_srv_sha256_update(q->sha, value, strlen(value) + 1);
     }
     return MHD_YES;
-}
-
-/* Parse a 0/1 flag; -1 if malformed. */
-static int flag_value(const char *v) {
-    if (!v) return -1;
-    if (!strcmp(v, "1") || !strcasecmp(v, "true")) return 1;
-    if (!strcmp(v, "0") || !strcasecmp(v, "false")) return 0;
-    return -1;
-}
-
-/* `x1,y1,x2,y2[:left];...` into boxes; count or -1 with msg. */
-static int parse_boxes(const char *v, hamer_box *boxes, char *msg, size_t msglen) {
-    int n = 0;
-    const char *p = v;
-    while (*p) {
-        size_t len = strcspn(p, ";");
-        if (len == 0) {
-            snprintf(msg, msglen, "boxes: empty box in '%.80s'", v);
-            return -1;
-        }
-        if (n == HAMER_MAX_HANDS) {
-            snprintf(msg, msglen, "boxes: more than %d boxes (at most %d hands per image)", HAMER_MAX_HANDS,
-                     HAMER_MAX_HANDS);
-            return -1;
-        }
-        char one[128];
-        if (len >= sizeof one) {
-            snprintf(msg, msglen, "boxes: box %d is too long", n);
-            return -1;
-        }
-        memcpy(one, p, len);
-        one[len] = 0;
-        if (hm_box_parse(one, &boxes[n])) {
-            snprintf(msg, msglen, "boxes: box %d: %s", n, hm_errmsg());
-            return -1;
-        }
-        n++;
-        p += len;
-        if (*p == ';') p++;
-    }
-    if (n == 0) snprintf(msg, msglen, "boxes: no box given (?boxes=x1,y1,x2,y2[:left];...)");
-    return n ? n : -1;
 }
 
 /* Build the job from the complete request: query, boxes, image. 0 ok, else
  * the HTTP status with msg. */
 static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job *job, char *msg, size_t msglen) {
     job->kind = r->endpoint == HM_SRV_EP_PREDICT ? HM_SRV_JOB_PREDICT : HM_SRV_JOB_RENDER;
-    job->pp = hamer_predict_default_params();
-    const char *v;
-    if ((v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rescale"))) {
-        char *end;
-        job->pp.rescale = strtod(v, &end);
-        if (*end || end == v || !(job->pp.rescale > 0 && job->pp.rescale <= 100)) {
-            snprintf(msg, msglen, "rescale must be a number in (0, 100], got '%.40s'", v);
-            return 400;
-        }
-    }
-    if ((v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "crop_mode"))) {
-        if (!strcmp(v, "warp")) job->pp.crop_mode = HAMER_CROP_WARP;
-        else if (!strcmp(v, "pad")) job->pp.crop_mode = HAMER_CROP_PAD;
-        else {
-            snprintf(msg, msglen, "crop_mode must be warp or pad, got '%.40s'", v);
-            return 400;
-        }
-    }
-    if ((v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "vertices")) &&
-        (job->with_vertices = flag_value(v)) < 0) {
-        snprintf(msg, msglen, "vertices must be 0 or 1, got '%.40s'", v);
-        return 400;
-    }
-    if ((v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "side_view")) &&
-        (job->side_view = flag_value(v)) < 0) {
-        snprintf(msg, msglen, "side_view must be 0 or 1, got '%.40s'", v);
-        return 400;
-    }
+    /* The keys passed first_call; the values are looked up by name as they
+     * always were (a key with a %00 inside passed that check by its C-string
+     * prefix and is not found here, so it stays without effect). */
+    hm_srv_query_args args;
+    hm_srv_query_init(&args, r->endpoint);
+    for (int k = 0; k < HM_SRV_QUERY_NKEYS; k++)
+        args.value[k] = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, hm_srv_query_keys[k]);
+    hm_srv_query query;
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    const char *boxes = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "boxes");
+    int image_body = media_kind(ct) == 1;
+    int status = hm_srv_query_parse(&args, image_body, &query, msg, msglen);
+    if (status) return status;
+    job->pp = query.pp;
+    job->with_vertices = query.with_vertices;
+    job->side_view = query.side_view;
     job->body = r->body;
     r->body = NULL;
-    if (media_kind(ct) == 1) {
-        if (!boxes) {
-            snprintf(msg, msglen, "an image body needs ?boxes=x1,y1,x2,y2[:left];...");
-            return 400;
-        }
-        if ((job->nbox = parse_boxes(boxes, job->boxes, msg, msglen)) < 0) return 400;
+    if (image_body) {
+        job->nbox = query.nbox;
+        memcpy(job->boxes, query.boxes, sizeof job->boxes);
         job->image = job->body;
         job->image_len = r->len;
     } else {
-        if (boxes) {
-            snprintf(msg, msglen, "multipart: give the boxes in the 'hands' part, not in ?boxes=");
-            return 400;
-        }
         hm_srv_part parts[HM_SRV_MAX_PARTS];
         int n = hm_srv_multipart_parse(ct, job->body, r->len, parts, HM_SRV_MAX_PARTS, msg, msglen);
         if (n < 0) return 400;
@@ -501,17 +423,21 @@ static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, req_ctx *
                ct ? ct : "(none)");
         return MHD_YES;
     }
-    query_scan q = {.endpoint = ep};
+    hm_srv_sha256 *sha = NULL;
     if (s->cache) {
         hm_srv_sha256_init(&r->sha);
         hm_srv_sha256_update(&r->sha, r->path, strlen(r->path) + 1);
         hm_srv_sha256_update(&r->sha, ct, strlen(ct) + 1);
-        q.sha = &r->sha;
+        sha = &r->sha;
         r->hashing = 1;
     }
+    hm_srv_query_args args;
+    hm_srv_query_init(&args, ep);
+    query_scan q = {.args = &args, .sha = sha};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, scan_arg, &q);
-    if (q.bad) {
-        reject(r, 400, "unknown, repeated or valueless query parameter '%.40s' for %s", q.bad, r->path);
+    char m[400];
+    if (hm_srv_query_check_keys(&args, m, sizeof m)) {
+        reject(r, 400, "%s", m);
         return MHD_YES;
     }
     int phase = atomic_load(&s->phase);

@@ -32,6 +32,9 @@
 #define LLVMFuzzerTestOneInput fuzz_model_one
 #include "../../fuzz/fuzz_model.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_packed_one
+#include "../../fuzz/fuzz_packed.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_npy_one
 #include "../../fuzz/fuzz_npy.c"
 #undef LLVMFuzzerTestOneInput
@@ -49,15 +52,26 @@
 #include "../../fuzz/fuzz_server.c"
 #undef LLVMFuzzerTestOneInput
 #endif
+/* So is the server's query-string parser. */
+#if __has_include("../../tools/server_query.c") && __has_include("../../fuzz/fuzz_query.c")
+#define HM_HAVE_QUERY 1
+#include "../../tools/server_query.c"
+#define LLVMFuzzerTestOneInput fuzz_query_one
+#include "../../fuzz/fuzz_query.c"
+#undef LLVMFuzzerTestOneInput
+#endif
 
 static const struct {
     const char *name;
     int (*one)(const uint8_t *, size_t);
 } targets[] = {
-    {"zip", fuzz_zip_one}, {"pickle", fuzz_pickle_one}, {"ckpt", fuzz_ckpt_one}, {"model", fuzz_model_one},
+    {"zip", fuzz_zip_one}, {"pickle", fuzz_pickle_one}, {"ckpt", fuzz_ckpt_one}, {"model", fuzz_model_one}, {"packed", fuzz_packed_one},
     {"npy", fuzz_npy_one}, {"boxes", fuzz_boxes_one}, {"image", fuzz_image_one},
 #ifdef HM_HAVE_SERVER
     {"server", fuzz_server_one},
+#endif
+#ifdef HM_HAVE_QUERY
+    {"query", fuzz_query_one},
 #endif
 };
 #define NTARGETS (int)(sizeof targets / sizeof *targets)
