@@ -39,6 +39,10 @@ WARMUP=${PEERS_WARMUP:-2}
 ITERS=${PEERS_ITERS:-10}
 EAGER_ITERS=${PEERS_EAGER_ITERS:-1}
 HAMER=$BUILD/hamer
+# Debian's OpenBLAS 0.3.21 (PyTorch's BLAS when libopenblas0-pthread is the
+# libblas.so.3 alternative) runs AVX2 kernels on AVX-512 CPUs it does not
+# recognise unless told.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
 
 say() { printf 'peers: %s\n' "$*" >&2; }
 
