@@ -7,6 +7,9 @@
 //       -o /tmp/libs_bench -ldnnl -lopenblas -lpthread -lm -ljpeg -lpng -lz
 //
 // Usage: libs_bench hamer|dnnl|openblas THREADS [seconds per case, default 1]
+// Environment: LIBS_M=rows (default 192: one crop), LIBS_LDPAD=floats added
+// to A's row stride (16 = what the model's state does for the 5120-wide
+// fc2 input; 0 shows the L1 set-conflict cost of a 20 KiB stride).
 // Prints one line per shape: median microseconds over repetitions and
 // GFLOP/s (1 thread: thread CPU time; more: wall time). Threads: hamer uses its pool; oneDNN (OpenMP build in Debian)
 // takes omp_set_num_threads; OpenBLAS openblas_set_num_threads. Set
