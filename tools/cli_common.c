@@ -26,3 +26,11 @@ double hm_cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+hamer_model *hm_cli_load_model(const char *path, const char *mano, int precision) {
+    hamer_model_params mp = hamer_model_default_params();
+    mp.mano_path = mano;
+    mp.progress = 1;
+    mp.precision = precision;
+    return hamer_model_load(path, &mp);
+}

@@ -59,12 +59,8 @@ int hm_cli_convert(int argc, char **argv) {
     if (!model) return hm_cli_fail(2, "convert: missing --model%s", "");
     if (!output) return hm_cli_fail(2, "convert: missing --output%s", "");
 
-    hamer_model_params mp = hamer_model_default_params();
-    mp.mano_path = mano;
-    mp.progress = 1;
-    mp.precision = precision;
     double t0 = hm_cli_now();
-    hamer_model *hm = hamer_model_load(model, &mp);
+    hamer_model *hm = hm_cli_load_model(model, mano, precision);
     if (!hm) return hm_cli_fail(1, "%s", hamer_last_error());
     double t_load = hm_cli_now() - t0;
     hamer_model_info info;

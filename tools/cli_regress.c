@@ -105,12 +105,8 @@ int hm_cli_regress(int argc, char **argv) {
     }
     int B = (int)crops.shape[0];
 
-    hamer_model_params mp = hamer_model_default_params();
-    mp.mano_path = mano;
-    mp.progress = 1;
-    mp.precision = precision;
     double t0 = hm_cli_now();
-    hamer_model *hm = hamer_model_load(model, &mp);
+    hamer_model *hm = hm_cli_load_model(model, mano, precision);
     double t_load = hm_cli_now() - t0;
     if (!hm) {
         hm_array_free(&crops);

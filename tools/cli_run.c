@@ -142,11 +142,7 @@ int hm_cli_run(int argc, char **argv) {
     if (hm_image_load(image, &img)) return hm_cli_fail(1, "%s", hm_errmsg());
     double decode_ms = 1e3 * (hm_cli_now() - t0);
 
-    hamer_model_params mp = hamer_model_default_params();
-    mp.mano_path = mano;
-    mp.progress = 1;
-    mp.precision = precision;
-    hamer_model *hm = hamer_model_load(model, &mp);
+    hamer_model *hm = hm_cli_load_model(model, mano, precision);
     hamer_state *st = hm ? hamer_state_new(hm, nbox > 0 ? (nbox < 16 ? nbox : 16) : 1, threads) : NULL;
     hamer_hand *hands = calloc(nbox > 0 ? nbox : 1, sizeof *hands);
     hamer_timings tm = {0};
