@@ -1,6 +1,7 @@
 /* cli.h - the `hamer` command's subcommands and shared helpers. */
 #ifndef HM_CLI_H
 #define HM_CLI_H
+#include <stddef.h>
 #include "hamer.h"
 
 /* Each subcommand gets the arguments after its name; returns the exit code. */
@@ -13,6 +14,8 @@ int hm_cli_convert(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);
+/* Parse a decimal integer in [lo, hi] (lo, hi within int); 0 ok, -1 bad. */
+int hm_cli_parse_int(const char *s, long lo, long hi, int *out);
 /* Parse a thread count 1..1024; 0 ok, -1 bad. */
 int hm_cli_parse_threads(const char *s, int *out);
 /* Monotonic seconds. */
@@ -20,5 +23,8 @@ double hm_cli_now(void);
 /* hamer_model_load with the commands' common parameters (a progress bar on
  * a terminal); NULL with hamer_last_error() set on failure. */
 hamer_model *hm_cli_load_model(const char *path, const char *mano, int precision);
+/* Pearson correlation of two vectors (1 for two equal constants): the
+ * fast-precision gate's measure, in bench and the server's self-check. */
+double hm_cli_pcc(const float *a, const float *b, size_t n);
 
 #endif

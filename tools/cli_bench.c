@@ -241,25 +241,6 @@ static int run_once(hamer_state *st, const float *crops, int B, float *params, f
     return hamer_regress_f32(st, crops, B, &out);
 }
 
-static double pcc(const float *a, const float *b, size_t n) {
-    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
-    for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];
-    ma /= (double)n, mb /= (double)n;
-    for (size_t i = 0; i < n; i++) {
-        double x = a[i] - ma, y = b[i] - mb;
-        sab += x * y, saa += x * x, sbb += y * y;
-    }
-    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : (saa == sbb ? 1.0 : 0.0);
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int hm_cli_bench(int argc, char **argv) {
     model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
@@ -287,17 +268,17 @@ int hm_cli_bench(int argc, char **argv) {
             else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
             else return hm_cli_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
         } else if (!strcmp(a, "--batch")) {
-            if (parse_int(v, 1, 4096, &B)) return hm_cli_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 4096, &B)) return hm_cli_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
         } else if (!strcmp(a, "--iters")) {
-            if (parse_int(v, 1, 1000000, &iters)) return hm_cli_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 1000000, &iters)) return hm_cli_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
         } else if (!strcmp(a, "--warmup")) {
-            if (parse_int(v, 0, 1000000, &warmup)) return hm_cli_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
+            if (hm_cli_parse_int(v, 0, 1000000, &warmup)) return hm_cli_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
             if (hm_cli_parse_threads(v, &threads)) return hm_cli_fail(2, "bench: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(a, "--depth")) {
-            if (parse_int(v, 1, 256, &src.depth)) return hm_cli_fail(2, "bench: --depth must be an integer in 1..256, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 256, &src.depth)) return hm_cli_fail(2, "bench: --depth must be an integer in 1..256, got '%s'", v);
         } else if (!strcmp(a, "--head-depth")) {
-            if (parse_int(v, 1, 64, &src.head_depth)) return hm_cli_fail(2, "bench: --head-depth must be an integer in 1..64, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 64, &src.head_depth)) return hm_cli_fail(2, "bench: --head-depth must be an integer in 1..64, got '%s'", v);
         } else if (!strcmp(a, "--seed")) {
             char *end;
             src.seed = strtoull(v, &end, 10);
@@ -382,7 +363,7 @@ int hm_cli_bench(int argc, char **argv) {
                              hamer_last_error());
         else if (!ok) rc = hm_cli_fail(1, "fp32 reference: %s", hamer_last_error());
         if (ok) {
-            params_pcc = pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
+            params_pcc = hm_cli_pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
             if (info.has_mano) {
                 double s = 0, mx = 0;
                 size_t n = (size_t)B * HAMER_N_VERTS * 3;

@@ -61,16 +61,6 @@ static const char *USAGE_SERVE =
     "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
     "SIGTERM or SIGINT: stop accepting, finish the requests in flight, exit 0.\n";
 
-/* Integer option in [lo, hi]; -1 if malformed. */
-static int parse_int(const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) return -1;
-    *out = (int)x;
-    return 0;
-}
-
 /* Real option in (lo, hi]; -1 if malformed. */
 static int parse_real(const char *v, double lo, double hi, double *out) {
     char *end;
@@ -109,16 +99,16 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         else if (!strcmp(a, "--reference")) cfg->reference_path = v;
         else if (!strcmp(a, "--host")) cfg->host = v;
         else if (!strcmp(a, "--port")) {
-            if (parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);
+            if (hm_cli_parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
             if (hm_cli_parse_threads(v, &cfg->threads))
                 return hm_cli_fail(2, "serve: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(a, "--workers")) {
-            if (parse_int(v, 1, 256, &cfg->workers)) return hm_cli_fail(2, "serve: --workers must be 1..256, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 256, &cfg->workers)) return hm_cli_fail(2, "serve: --workers must be 1..256, got '%s'", v);
         } else if (!strcmp(a, "--queue")) {
-            if (parse_int(v, 1, 100000, &cfg->queue)) return hm_cli_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
+            if (hm_cli_parse_int(v, 1, 100000, &cfg->queue)) return hm_cli_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
         } else if (!strcmp(a, "--cache")) {
-            if (parse_int(v, 0, 100000, &cfg->cache_n)) return hm_cli_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
+            if (hm_cli_parse_int(v, 0, 100000, &cfg->cache_n)) return hm_cli_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
         } else if (!strcmp(a, "--max-body-mb")) {
             if (parse_real(v, 0, 4096, &mb)) return hm_cli_fail(2, "serve: --max-body-mb must be in (0, 4096], got '%s'", v);
         } else if (!strcmp(a, "--timeout-s")) {

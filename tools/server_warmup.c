@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "server.h"
 
 #define GATE_FAST_PCC 0.999
@@ -28,17 +29,6 @@
 #define GATE_FP32_PCC 0.999999
 #define GATE_FP32_REL 1e-4
 
-/* Pearson correlation of two vectors (1 for two equal constants). */
-static double pcc(const float *a, const float *b, size_t n) {
-    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
-    for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];
-    ma /= (double)n, mb /= (double)n;
-    for (size_t i = 0; i < n; i++) {
-        double x = a[i] - ma, y = b[i] - mb;
-        sab += x * y, saa += x * x, sbb += y * y;
-    }
-    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : (saa == sbb ? 1.0 : 0.0);
-}
 
 /* max |a-b| / max(1, max |b|); NaN anywhere gives +inf. */
 static double max_rel(const float *a, const float *b, size_t n) {
@@ -124,7 +114,7 @@ static int self_check(hm_srv *s, hamer_state **states, int k) {
             set_reason(s, "self-check: forward on worker state %d failed: %s", i, hamer_last_error());
             goto out;
         }
-        worst_pcc = fmin(worst_pcc, pcc(got, ref, NP));
+        worst_pcc = fmin(worst_pcc, hm_cli_pcc(got, ref, NP));
         worst_rel = fmax(worst_rel, max_rel(got, ref, NP + NV));
         if (isnan(worst_pcc)) worst_pcc = 0;
     }
