@@ -2,7 +2,7 @@
  * Not part of the build or the tests. Build from the repository root:
  *
  *   gcc -std=c11 -O2 -fno-math-errno -Isrc -Isrc/kernels bench/gemm_bench.c \
- *       src/util.c src/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c \
+ *       src/core/util.c src/core/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c \
  *       -mavx2 -mfma src/kernels/gemm_avx2.c \
  *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
  *       -x none -o /tmp/gemm_bench -lpthread -lm
@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "kernels/gemm.h"
-#include "pool.h"
-#include "util.h"
+#include "core/pool.h"
+#include "core/util.h"
 
 static double now(void) {
     struct timespec ts;

@@ -30,7 +30,7 @@ extern "C" {
 #include <cblas.h>
 void openblas_set_num_threads(int);
 #include "kernels/gemm.h"
-#include "pool.h"
+#include "core/pool.h"
 }
 
 struct shape { const char *name; int M, N, K; };

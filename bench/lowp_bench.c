@@ -4,7 +4,7 @@
  * the build or the tests. Build from the repository root:
  *
  *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Isrc/kernels bench/lowp_bench.c \
- *       src/util.c src/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
+ *       src/core/util.c src/core/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
  *       -mavx2 -mfma src/kernels/gemm_avx2.c \
  *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
  *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \
@@ -27,8 +27,8 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
-#include "pool.h"
-#include "util.h"
+#include "core/pool.h"
+#include "core/util.h"
 
 static double now(void) {
     struct timespec ts;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hamer.h"
-#include "preprocess.h"
-#include "result_json.h"
-#include "util.h"
+#include "pipeline/preprocess.h"
+#include "format/result_json.h"
+#include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ckpt.h"
+#include "format/ckpt.h"
 #include "fuzz_util.h"
-#include "util.h"
+#include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

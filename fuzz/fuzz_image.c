@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "image.h"
-#include "preprocess.h"
-#include "util.h"
+#include "format/image.h"
+#include "pipeline/preprocess.h"
+#include "core/util.h"
 
 #define HDR 18
 

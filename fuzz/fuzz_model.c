@@ -8,10 +8,10 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include "ckpt.h"
+#include "format/ckpt.h"
 #include "fuzz_util.h"
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,8 +19,8 @@
 #include <string.h>
 #include "fuzz_util.h"
 #include "hamer.h"
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

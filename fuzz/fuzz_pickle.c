@@ -7,8 +7,8 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include "pickle.h"
-#include "util.h"
+#include "format/pickle.h"
+#include "core/util.h"
 
 #define MAX_VISITS 100000
 

@@ -1,5 +1,5 @@
 /* fuzz_query - the query string of POST /v1/predict and /v1/render
- * (hm_srv_query_add / _check_keys / _parse, tools/server_query.c): which
+ * (hm_srv_query_add / _check_keys / _parse, tools/serve/server_query.c): which
  * keys an endpoint takes, then boxes, rescale, crop_mode, vertices and
  * side_view.
  *
@@ -24,8 +24,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "preprocess.h"
-#include "../tools/server.h"
+#include "pipeline/preprocess.h"
+#include "serve/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* fuzz_server - the server's request body parsing: multipart/form-data
- * splitting (hm_srv_multipart_parse, tools/server_multipart.c) and, as
+ * splitting (hm_srv_multipart_parse, tools/serve/server_multipart.c) and, as
  * `hamer serve` does with a 'hands' part, the boxes JSON inside it.
  *
  * Input: the Content-Type header value up to the first '\n', then the body.
@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "result_json.h"
-#include "../tools/server.h"
-#include "util.h"
+#include "format/result_json.h"
+#include "serve/server.h"
+#include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
  */
 #include <stdint.h>
 #include <string.h>
-#include "util.h"
-#include "zip.h"
+#include "core/util.h"
+#include "format/zip.h"
 
 /* Deflated members are inflated into an allocation of their declared size,
  * up to the caller's cap (2 GiB for a checkpoint's data.pkl, 64 GiB for an

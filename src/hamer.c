@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "hamer.h"
-#include "model.h"
-#include "image.h"
-#include "overlay.h"
-#include "predict.h"
-#include "result_json.h"
-#include "util.h"
+#include "model/model.h"
+#include "format/image.h"
+#include "render/overlay.h"
+#include "pipeline/predict.h"
+#include "format/result_json.h"
+#include "core/util.h"
 
 struct hamer_model {
     hm_model *m;

@@ -18,8 +18,8 @@
  * results are bit-identical.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gemm.h"
-#include "gemm_lowp.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../util.h"
+#include "core/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -13,7 +13,7 @@
 #define HM_GEMM_H
 
 #include <stddef.h>
-#include "../pool.h"
+#include "core/pool.h"
 
 typedef enum { HM_ISA_SCALAR = 0, HM_ISA_AVX2 = 1, HM_ISA_AVX512 = 2 } hm_isa;
 

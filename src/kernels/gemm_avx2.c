@@ -6,7 +6,7 @@
  */
 #include <immintrin.h>
 
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 #define MR 6
 #define NR HM_GEMM_NR_AVX2

@@ -7,7 +7,7 @@
  */
 #include <immintrin.h>
 
-#include "gemm.h"
+#include "kernels/gemm.h"
 #include "vmath_avx512.h"
 
 #define MR 12

@@ -48,7 +48,7 @@
  * other rows of A (every row has its own scale, zero and outliers).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gemm_lowp.h"
+#include "kernels/gemm_lowp.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -57,7 +57,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../util.h"
+#include "core/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

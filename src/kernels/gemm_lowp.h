@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 /* Variants behind HM_PREC_FAST. */
 typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1 } hm_lowp_kind;

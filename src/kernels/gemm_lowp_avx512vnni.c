@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "gemm_lowp.h"
+#include "kernels/gemm_lowp.h"
 
 #define HM_INLINE static inline __attribute__((always_inline))
 

@@ -4,7 +4,7 @@
  * Tile: MR = 4 rows x NR = 8 columns of float accumulators, which the
  * compiler keeps in eight SSE registers.
  */
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 #define MR 4
 #define NR HM_GEMM_NR_SCALAR

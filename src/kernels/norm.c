@@ -6,8 +6,8 @@
  * the digits the 1e-4 parity budget needs.
  */
 #include <math.h>
-#include "../model.h"
-#include "gemm.h"
+#include "model/model.h"
+#include "kernels/gemm.h"
 
 void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
     if (hm_gemm_isa() == HM_ISA_AVX512) {

@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "../model.h"
+#include "model/model.h"
 #include "vmath_avx512.h"
 
 static inline __mmask16 tail_mask(int left) {

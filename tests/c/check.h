@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
-#include "util.h"
+#include "core/util.h"
 
 static int npass, nfail;
 

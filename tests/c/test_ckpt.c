@@ -3,10 +3,10 @@
  * bytes, hostile lengths and nesting): every failure must be a clean error,
  * never a crash (run under ASan/UBSan to make that meaningful). */
 #define _DEFAULT_SOURCE /* mkstemp */
-#include "ckpt.h"
-#include "pickle.h"
-#include "util.h"
-#include "zip.h"
+#include "format/ckpt.h"
+#include "format/pickle.h"
+#include "core/util.h"
+#include "format/zip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "kernels/gemm.h"
-#include "pool.h"
-#include "util.h"
+#include "core/pool.h"
+#include "core/util.h"
 
 #define TOL 2e-6
 

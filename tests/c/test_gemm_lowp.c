@@ -39,8 +39,8 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
-#include "pool.h"
-#include "util.h"
+#include "core/pool.h"
+#include "core/util.h"
 
 static int n_pass, n_fail;
 

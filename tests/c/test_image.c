@@ -1,8 +1,8 @@
 /* test_image - JPEG/PNG decoding (round trips, every truncation, byte flips,
  * EXIF orientation, size limits), box validation and basic crops. */
-#include "image.h"
-#include "preprocess.h"
-#include "util.h"
+#include "format/image.h"
+#include "pipeline/preprocess.h"
+#include "core/util.h"
 
 #include <math.h>
 #include <stdio.h>

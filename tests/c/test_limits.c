@@ -17,12 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "ckpt.h"
+#include "format/ckpt.h"
 #include "hamer.h"
-#include "image.h"
-#include "pickle.h"
-#include "result_json.h"
-#include "util.h"
+#include "format/image.h"
+#include "format/pickle.h"
+#include "format/result_json.h"
+#include "core/util.h"
 
 static int npass, nfail;
 #define CHECK(c)                                                                                          \
@@ -237,7 +237,7 @@ static void test_tensor_count(void) {
             CHECK(rc == HM_OK && hm_ckpt_count(ck) == 1 && hm_ckpt_find(ck, "k"));
         } else {
             CHECK_LIMIT(refused(rc, "tensors"),
-                        "src/ckpt.c collect(): refuse more than HM_CKPT_MAX_TENSORS = 65536 tensor entries (define it "
+                        "src/format/ckpt.c collect(): refuse more than HM_CKPT_MAX_TENSORS = 65536 tensor entries (define it "
                         "in ckpt.h; the release has 563). Today's cap of 2^24 is never reached: the pickle's 2^22 "
                         "container slots stop first, at 2M entries, which an 8 MB file reaches, costing 450 MB "
                         "RSS (800 MB allocated) for the index");
@@ -266,7 +266,7 @@ static void test_bytes_mapped(void) {
         int rc = hm_ckpt_open(path, &ck);
         CHECK(rc != HM_OK && !ck);
         CHECK_LIMIT(refused(rc, "byte limit"),
-                    "src/ckpt.c hm_ckpt_open(): refuse files over HM_CKPT_MAX_BYTES (e.g. 1 << 36 = 64 GiB; the "
+                    "src/format/ckpt.c hm_ckpt_open(): refuse files over HM_CKPT_MAX_BYTES (e.g. 1 << 36 = 64 GiB; the "
                     "release is 2.7 GB) before mmap, with \"checkpoint: '<path>' is N bytes, over the N byte limit\"");
         hm_ckpt_close(ck);
     }

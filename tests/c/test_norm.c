@@ -17,7 +17,7 @@
 
 #include "check.h"
 #include "kernels/gemm.h"
-#include "model.h"
+#include "model/model.h"
 
 static double urand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;

@@ -1,9 +1,9 @@
 /* test_npy - .npy parsing (good and bad headers), .npz read of stored and
  * deflated members, and the npz writer round trip. */
 #define _DEFAULT_SOURCE /* mkdtemp */
-#include "npy.h"
-#include "util.h"
-#include "zip.h"
+#include "format/npy.h"
+#include "core/util.h"
+#include "format/zip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
-#include "ckpt.h"
+#include "format/ckpt.h"
 #include "kernels/gemm_lowp.h"
-#include "model.h"
+#include "model/model.h"
 
 /* Header fields (model_pack.c's pack_header) and table entries. */
 #define OFF_VERSION 8

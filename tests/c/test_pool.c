@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
-#include "util.h"
+#include "core/pool.h"
+#include "core/util.h"
 
 #include "check.h"
 

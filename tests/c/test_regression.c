@@ -45,17 +45,17 @@
 #include "../../fuzz/fuzz_image.c"
 #undef LLVMFuzzerTestOneInput
 /* The server's multipart parser is part of the CLI's sources, not the library. */
-#if __has_include("../../tools/server_multipart.c") && __has_include("../../fuzz/fuzz_server.c")
+#if __has_include("../../tools/serve/server_multipart.c") && __has_include("../../fuzz/fuzz_server.c")
 #define HM_HAVE_SERVER 1
-#include "../../tools/server_multipart.c"
+#include "../../tools/serve/server_multipart.c"
 #define LLVMFuzzerTestOneInput fuzz_server_one
 #include "../../fuzz/fuzz_server.c"
 #undef LLVMFuzzerTestOneInput
 #endif
 /* So is the server's query-string parser. */
-#if __has_include("../../tools/server_query.c") && __has_include("../../fuzz/fuzz_query.c")
+#if __has_include("../../tools/serve/server_query.c") && __has_include("../../fuzz/fuzz_query.c")
 #define HM_HAVE_QUERY 1
-#include "../../tools/server_query.c"
+#include "../../tools/serve/server_query.c"
 #define LLVMFuzzerTestOneInput fuzz_query_one
 #include "../../fuzz/fuzz_query.c"
 #undef LLVMFuzzerTestOneInput

@@ -1,9 +1,9 @@
 /* test_render - software rasterizer (coverage, fill rule, clipping, occlusion,
  * blending, robustness, side view) and the OBJ writer round trip. */
 #define _DEFAULT_SOURCE /* mkdtemp */
-#include "mesh_io.h"
-#include "render.h"
-#include "util.h"
+#include "format/mesh_io.h"
+#include "render/render.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <math.h>

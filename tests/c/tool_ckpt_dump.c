@@ -10,9 +10,9 @@
  * On failure the library's one-line error goes to stderr and the exit code
  * is 1.
  */
-#include "ckpt.h"
-#include "npy.h"
-#include "util.h"
+#include "format/ckpt.h"
+#include "format/npy.h"
+#include "core/util.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,461 @@
+/* image.c - JPEG (libjpeg-turbo) and PNG (libpng) to 8-bit RGB; PNG writing.
+ *
+ * Both libraries report fatal errors through callbacks that must not return;
+ * each decoder installs one that records the message and longjmps back, so a
+ * corrupt file yields an error code, never an exit() or a crash. Everything
+ * allocated after setjmp is reached through volatile pointers so the error
+ * path can free it.
+ */
+#include "format/image.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+#include <png.h>
+
+#include "core/util.h"
+
+#define HM_IMAGE_MAX_FILE_BYTES (1LL << 30)
+
+void hm_image_free(hm_image *img) {
+    if (!img) return;
+    hm_free(img->rgb);
+    img->rgb = NULL;
+    img->w = img->h = 0;
+}
+
+/* Size limits shared by both decoders; checked before pixels are allocated. */
+static int check_size(const char *what, const char *fmt, long long w, long long h) {
+    if (w <= 0 || h <= 0) return hm_err(HM_E_FORMAT, "%s: %s image has no pixels (%lldx%lld)", what, fmt, w, h);
+    if (w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM)
+        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld; sides over %d pixels are not supported", what, fmt,
+                      w, h, HM_IMAGE_MAX_DIM);
+    if (w * h > HM_IMAGE_MAX_PIXELS)
+        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld = %.1f megapixels, over the %lld megapixel limit",
+                      what, fmt, w, h, (double)(w * h) / 1e6, HM_IMAGE_MAX_PIXELS / 1000000);
+    return HM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* EXIF orientation                                                          */
+/* ------------------------------------------------------------------------ */
+
+static unsigned rd16(const uint8_t *p, int le) { return le ? p[0] | p[1] << 8 : p[0] << 8 | p[1]; }
+static uint32_t rd32(const uint8_t *p, int le) {
+    return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+              : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block; 1 when
+ * absent, malformed or out of range (a bad EXIF block never fails a decode,
+ * as with OpenCV and Pillow). */
+static int exif_orientation(const uint8_t *t, size_t n) {
+    if (n < 8) return 1;
+    int le;
+    if (t[0] == 'I' && t[1] == 'I') le = 1;
+    else if (t[0] == 'M' && t[1] == 'M') le = 0;
+    else return 1;
+    if (rd16(t + 2, le) != 42) return 1;
+    uint32_t ifd = rd32(t + 4, le);
+    if (ifd > n - 2) return 1;
+    unsigned count = rd16(t + ifd, le);
+    for (unsigned i = 0; i < count; i++) {
+        size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+        if (e + 12 > n) return 1;
+        if (rd16(t + e, le) != 0x0112) continue;
+        unsigned type = rd16(t + e + 2, le);
+        unsigned v;
+        if (type == 3) v = rd16(t + e + 8, le);        /* SHORT, as the standard says */
+        else if (type == 4) v = rd32(t + e + 8, le);   /* LONG, seen in the wild */
+        else return 1;
+        return v >= 1 && v <= 8 ? (int)v : 1;
+    }
+    return 1;
+}
+
+/* Turn the stored image into the displayed one for EXIF orientation o, as
+ * Pillow's ImageOps.exif_transpose and OpenCV's imread do: 2 mirror, 3 rotate
+ * 180, 4 flip, 5 transpose, 6 rotate 90 clockwise, 7 transverse, 8 rotate 90
+ * counter-clockwise. */
+static int apply_orientation(hm_image *im, int o) {
+    if (o < 2 || o > 8) return HM_OK;
+    const int w = im->w, h = im->h;
+    const int ow = o >= 5 ? h : w, oh = o >= 5 ? w : h;
+    uint8_t *dst = hm_alloc((size_t)ow * oh * 3);
+    if (!dst) return HM_E_NOMEM;
+    for (int y = 0; y < oh; y++) {
+        uint8_t *d = dst + (size_t)y * ow * 3;
+        for (int x = 0; x < ow; x++, d += 3) {
+            int sx, sy;
+            switch (o) {
+            case 2: sx = w - 1 - x; sy = y; break;
+            case 3: sx = w - 1 - x; sy = h - 1 - y; break;
+            case 4: sx = x; sy = h - 1 - y; break;
+            case 5: sx = y; sy = x; break;
+            case 6: sx = y; sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y; sy = h - 1 - x; break;
+            default: sx = w - 1 - y; sy = x; break; /* 8 */
+            }
+            memcpy(d, im->rgb + ((size_t)sy * w + sx) * 3, 3);
+        }
+    }
+    hm_free(im->rgb);
+    im->rgb = dst;
+    im->w = ow;
+    im->h = oh;
+    return HM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* JPEG                                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX];
+} jpg_err;
+
+static void jpg_error_exit(j_common_ptr c) {
+    jpg_err *e = (jpg_err *)c->err;
+    c->err->format_message(c, e->msg);
+    longjmp(e->jb, 1);
+}
+
+/* libjpeg answers a missing end of data with a warning, an invented EOI and
+ * grey pixels; here that is a truncated file and an error. Other warnings
+ * (extraneous bytes between markers, ...) are tolerated, as OpenCV and
+ * Pillow tolerate them. */
+static void jpg_emit_message(j_common_ptr c, int level) {
+    if (level < 0) {
+        if (c->err->msg_code == JWRN_JPEG_EOF) jpg_error_exit(c);
+        c->err->num_warnings++;
+    }
+}
+
+/* OpenCV's CMYK -> BGR (icvCvt_CMYK2BGR_8u_C4C3R), written out as RGB; the
+ * samples are used as libjpeg delivers them (Adobe files inverted). */
+static void cmyk_row_to_rgb(const uint8_t *s, uint8_t *d, int w) {
+    for (int x = 0; x < w; x++, s += 4, d += 3) {
+        int k = s[3];
+        d[0] = (uint8_t)(k - ((255 - s[0]) * k >> 8));
+        d[1] = (uint8_t)(k - ((255 - s[1]) * k >> 8));
+        d[2] = (uint8_t)(k - ((255 - s[2]) * k >> 8));
+    }
+}
+
+static int decode_jpeg(const uint8_t *buf, size_t len, const char *what, hm_image *out) {
+    struct jpeg_decompress_struct ci;
+    jpg_err je;
+    uint8_t *volatile pix = NULL;
+    uint8_t *volatile row = NULL;
+    volatile int rc_size = HM_OK;
+    memset(&ci, 0, sizeof ci);
+    ci.err = jpeg_std_error(&je.pub);
+    je.pub.error_exit = jpg_error_exit;
+    je.pub.emit_message = jpg_emit_message;
+    je.msg[0] = 0;
+    if (setjmp(je.jb)) {
+        jpeg_destroy_decompress(&ci);
+        hm_free(pix);
+        free(row);
+        return hm_err(HM_E_FORMAT, "%s: corrupt or truncated JPEG: %s", what, je.msg);
+    }
+    jpeg_create_decompress(&ci);
+    jpeg_mem_src(&ci, buf, (unsigned long)len);
+    jpeg_save_markers(&ci, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_read_header(&ci, TRUE);
+    rc_size = check_size(what, "JPEG", ci.image_width, ci.image_height);
+    if (rc_size) {
+        jpeg_destroy_decompress(&ci);
+        return rc_size;
+    }
+    const int cmyk = ci.num_components == 4;
+    if (ci.num_components != 1 && ci.num_components != 3 && !cmyk) {
+        int nc = ci.num_components;
+        jpeg_destroy_decompress(&ci);
+        return hm_err(HM_E_UNSUPPORTED, "%s: JPEG with %d colour components is not supported", what, nc);
+    }
+    ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jpeg_start_decompress(&ci);
+    const int w = (int)ci.output_width, h = (int)ci.output_height;
+    if (ci.output_components != (cmyk ? 4 : 3)) ERREXIT(&ci, JERR_CONVERSION_NOTIMPL);
+    pix = hm_alloc((size_t)w * h * 3);
+    if (cmyk) row = malloc((size_t)w * 4);
+    if (!pix || (cmyk && !row)) {
+        jpeg_destroy_decompress(&ci);
+        hm_free(pix);
+        free(row);
+        return hm_err(HM_E_NOMEM, "%s: out of memory for a %dx%d image", what, w, h);
+    }
+    while (ci.output_scanline < ci.output_height) {
+        uint8_t *dst = pix + (size_t)ci.output_scanline * w * 3;
+        JSAMPROW rp = cmyk ? row : dst;
+        if (jpeg_read_scanlines(&ci, &rp, 1) != 1) ERREXIT(&ci, JERR_INPUT_EOF);
+        if (cmyk) cmyk_row_to_rgb(row, dst, w);
+    }
+    int orient = 1;
+    for (jpeg_saved_marker_ptr m = ci.marker_list; m; m = m->next) {
+        if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && !memcmp(m->data, "Exif\0\0", 6)) {
+            orient = exif_orientation(m->data + 6, m->data_length - 6);
+            break;
+        }
+    }
+    /* Reads up to EOI: a file cut anywhere after the last scan fails here. */
+    jpeg_finish_decompress(&ci);
+    jpeg_destroy_decompress(&ci);
+    free(row);
+    out->w = w;
+    out->h = h;
+    out->rgb = pix;
+    if (apply_orientation(out, orient)) {
+        hm_image_free(out);
+        return hm_err(HM_E_NOMEM, "%s: out of memory applying the EXIF orientation", what);
+    }
+    return HM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* PNG                                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    char msg[256];
+} png_io;
+
+static void png_error_cb(png_structp png, png_const_charp msg) {
+    png_io *io = png_get_error_ptr(png);
+    snprintf(io->msg, sizeof io->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_warn_cb(png_structp png, png_const_charp msg) {
+    (void)png;
+    (void)msg;
+}
+
+static void png_read_cb(png_structp png, png_bytep dst, size_t n) {
+    png_io *io = png_get_io_ptr(png);
+    if (n > io->len - io->pos) png_error(png, "file ends early");
+    memcpy(dst, io->p + io->pos, n);
+    io->pos += n;
+}
+
+static int decode_png(const uint8_t *buf, size_t len, const char *what, hm_image *out) {
+    png_io io = {buf, len, 0, ""};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_error_cb, png_warn_cb);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    uint8_t *volatile pix = NULL;
+    png_bytep *volatile rows = NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return hm_err(HM_E_NOMEM, "%s: out of memory starting the PNG decoder", what);
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &info, NULL);
+        hm_free(pix);
+        free(rows);
+        return hm_err(HM_E_FORMAT, "%s: corrupt or truncated PNG: %s", what, io.msg);
+    }
+    png_set_read_fn(png, &io, png_read_cb);
+    png_read_info(png, info);
+    png_uint_32 w, h;
+    int depth, ctype, interlace;
+    png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
+    int rc = check_size(what, "PNG", w, h);
+    if (rc) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return rc;
+    }
+    /* The transforms OpenCV's PNG reader asks for with IMREAD_COLOR. */
+    if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (!(ctype & PNG_COLOR_MASK_COLOR) && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    if (ctype & PNG_COLOR_MASK_ALPHA || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+    if (!(ctype & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8 ||
+        png_get_rowbytes(png, info) != (size_t)w * 3)
+        png_error(png, "unexpected pixel layout after conversion to 8-bit RGB");
+    pix = hm_alloc((size_t)w * h * 3);
+    rows = malloc(sizeof(png_bytep) * h);
+    if (!pix || !rows) {
+        snprintf(io.msg, sizeof io.msg, "out of memory for a %ux%u image", (unsigned)w, (unsigned)h);
+        png_destroy_read_struct(&png, &info, NULL);
+        hm_free(pix);
+        free(rows);
+        return hm_err(HM_E_NOMEM, "%s: %s", what, io.msg);
+    }
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = pix + (size_t)y * w * 3;
+    png_read_image(png, rows);
+    /* Reads the chunks after the image data up to IEND: a cut file fails. */
+    png_read_end(png, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
+    out->w = (int)w;
+    out->h = (int)h;
+    out->rgb = pix;
+    return HM_OK;
+}
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    char msg[256];
+} png_wbuf;
+
+static void png_write_cb(png_structp png, png_bytep src, size_t n) {
+    png_wbuf *b = png_get_io_ptr(png);
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap - b->len < n) cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) png_error(png, "out of memory");
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void png_flush_cb(png_structp png) { (void)png; }
+
+static void png_werror_cb(png_structp png, png_const_charp msg) {
+    png_wbuf *b = png_get_error_ptr(png);
+    snprintf(b->msg, sizeof b->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+int hm_image_encode_png(const hm_image *img, uint8_t **buf, size_t *len) {
+    if (!img || !img->rgb || img->w <= 0 || img->h <= 0 || !buf || !len)
+        return hm_err(HM_E_ARG, "hm_image_encode_png: empty image or NULL output");
+    *buf = NULL;
+    *len = 0;
+    png_wbuf b = {NULL, 0, 0, ""};
+    png_bytep *volatile rows = NULL;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &b, png_werror_cb, png_warn_cb);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        return hm_err(HM_E_NOMEM, "out of memory starting the PNG encoder");
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(rows);
+        free(b.p);
+        return hm_err(HM_E_NOMEM, "PNG encoding failed: %s", b.msg);
+    }
+    rows = malloc(sizeof(png_bytep) * img->h);
+    if (!rows) png_error(png, "out of memory");
+    for (int y = 0; y < img->h; y++) rows[y] = img->rgb + (size_t)y * img->w * 3;
+    png_set_write_fn(png, &b, png_write_cb, png_flush_cb);
+    png_set_IHDR(png, info, (png_uint_32)img->w, (png_uint_32)img->h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    *buf = b.p;
+    *len = b.len;
+    return HM_OK;
+}
+
+int hm_image_save_png(const char *path, const hm_image *img) {
+    uint8_t *buf;
+    size_t len;
+    int rc = hm_image_encode_png(img, &buf, &len);
+    if (rc) return rc;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(buf);
+        return hm_err(HM_E_IO, "%s: cannot create file", path);
+    }
+    int ok = fwrite(buf, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    free(buf);
+    if (!ok) {
+        remove(path);
+        return hm_err(HM_E_IO, "%s: write failed", path);
+    }
+    return HM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A name for formats we recognise but do not decode, for the error message. */
+static const char *other_format(const uint8_t *b, size_t n) {
+    if (n >= 4 && !memcmp(b, "GIF8", 4)) return "GIF";
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP";
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "WebP";
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return "TIFF";
+    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) return "HEIF/AVIF/MP4";
+    if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "NumPy .npy";
+    return NULL;
+}
+
+int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out) {
+    if (!out) return hm_err(HM_E_ARG, "hm_image_decode: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!what) what = "image";
+    const uint8_t *b = buf;
+    if (!b || len == 0) return hm_err(HM_E_FORMAT, "%s: empty file", what);
+    if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return decode_jpeg(b, len, what, out);
+    if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return decode_png(b, len, what, out);
+    const char *other = other_format(b, len);
+    if (other) return hm_err(HM_E_UNSUPPORTED, "%s: %s images are not supported (JPEG or PNG only)", what, other);
+    return hm_err(HM_E_UNSUPPORTED, "%s: not a JPEG or PNG image", what);
+}
+
+int hm_image_load(const char *path, hm_image *out) {
+    if (!out) return hm_err(HM_E_ARG, "hm_image_load: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!path) return hm_err(HM_E_ARG, "hm_image_load: NULL path");
+    FILE *f = fopen(path, "rb");
+    if (!f) return hm_err(HM_E_IO, "%s: cannot open file", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return hm_err(HM_E_IO, "%s: is a directory", path);
+    }
+    /* Read to EOF in growing chunks, so pipes work as well as files. */
+    size_t cap = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 1 << 20, len = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (cap > (size_t)HM_IMAGE_MAX_FILE_BYTES + 1) {
+            free(buf);
+            fclose(f);
+            return hm_err(HM_E_UNSUPPORTED, "%s: file over %lld bytes is too large for an image", path,
+                          HM_IMAGE_MAX_FILE_BYTES);
+        }
+        uint8_t *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            fclose(f);
+            return hm_err(HM_E_NOMEM, "%s: out of memory reading the file", path);
+        }
+        buf = nb;
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return hm_err(HM_E_IO, "%s: read error", path);
+    }
+    int rc = hm_image_decode(buf, len, path, out);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/* npy.h - NumPy .npy arrays and .npz archives (read and write).
+ *
+ * Reading accepts little-endian '<f4', '<f8', '|u1', '<i8', '<i4' (and
+ * '|b1'), C order only (fortran_order True is rejected), format versions
+ * 1.0/2.0/3.0. An npz is a zip of .npy members, stored or deflated.
+ * Writing produces .npy v1.0 and stored (uncompressed) zip npz files that
+ * numpy.load reads.
+ */
+#ifndef HM_NPY_H
+#define HM_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "format/ckpt.h"
+
+typedef struct {
+    hm_dtype dtype;
+    int ndim;
+    int64_t shape[HM_MAX_DIMS];
+    int64_t numel;
+    void *data;        /* owned, hm_alloc'd, 64-byte aligned */
+} hm_array;
+
+/* Parse .npy bytes; `what` names the source in error messages. */
+int hm_npy_parse(const void *buf, size_t len, const char *what, hm_array *out);
+int hm_npy_load(const char *path, hm_array *out);
+void hm_array_free(hm_array *a);
+
+/* npz reading: open, then fetch members by name (without ".npy"). */
+typedef struct hm_npz hm_npz;
+int hm_npz_open(const char *path, hm_npz **out);
+/* HM_OK, or an error (HM_E_FORMAT if malformed; missing -> HM_E_ARG). */
+int hm_npz_get(hm_npz *z, const char *name, hm_array *out);
+int hm_npz_has(const hm_npz *z, const char *name);
+void hm_npz_close(hm_npz *z);
+/* Members in archive order; names without ".npy" (owned by z). */
+int hm_npz_count(const hm_npz *z);
+const char *hm_npz_name(const hm_npz *z, int i);
+
+/* npz writing: begin, add arrays (data copied into the file immediately),
+ * finish writes the central directory. On any error the partial file is
+ * removed. Only f32/f64/u8/i32/i64 arrays. */
+typedef struct hm_npz_writer hm_npz_writer;
+int hm_npz_write_begin(const char *path, hm_npz_writer **out);
+/* A failed add (bad argument or I/O) removes the file at once; later calls
+ * report the failure and the writer must still be finished or aborted. */
+int hm_npz_write_add(hm_npz_writer *w, const char *name, hm_dtype dt,
+                     int ndim, const int64_t *shape, const void *data);
+int hm_npz_write_finish(hm_npz_writer *w);   /* always frees w */
+void hm_npz_write_abort(hm_npz_writer *w);   /* frees w, removes the file */
+
+#endif

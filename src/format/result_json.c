@@ -1,0 +1,149 @@
+/* result_json.c - RESULT.json writing and box-list parsing (jansson). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/model.h"
+#include "format/result_json.h"
+#include "core/util.h"
+
+static json_t *floats(const float *v, int n) {
+    json_t *a = json_array();
+    /* JSON has no NaN/inf: a non-finite number (only possible in a caller's
+     * box) is written as null rather than dropped. */
+    for (int i = 0; i < n; i++) json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
+    return a;
+}
+
+/* rows x cols nested array */
+static json_t *matrix(const float *v, int rows, int cols) {
+    json_t *a = json_array();
+    for (int r = 0; r < rows; r++) json_array_append_new(a, floats(v + (size_t)r * cols, cols));
+    return a;
+}
+
+static json_t *hand_json(const hamer_hand *H, int with_vertices) {
+    json_t *o = json_object();
+    json_object_set_new(o, "bbox", floats(H->box.bbox, 4));
+    json_object_set_new(o, "is_right", json_boolean(H->box.is_right));
+    if (!H->ok) {
+        json_object_set_new(o, "error", json_string(H->error));
+        return o;
+    }
+    json_object_set_new(o, "global_orient", matrix(H->global_orient, 3, 3));
+    json_t *hp = json_array();
+    for (int j = 0; j < 15; j++) json_array_append_new(hp, matrix(H->hand_pose + 9 * j, 3, 3));
+    json_object_set_new(o, "hand_pose", hp);
+    float aa[3];
+    hm_rotmat_to_axis_angle(H->global_orient, aa);
+    json_object_set_new(o, "global_orient_axis_angle", floats(aa, 3));
+    json_t *hpa = json_array();
+    for (int j = 0; j < 15; j++) {
+        hm_rotmat_to_axis_angle(H->hand_pose + 9 * j, aa);
+        json_array_append_new(hpa, floats(aa, 3));
+    }
+    json_object_set_new(o, "hand_pose_axis_angle", hpa);
+    json_object_set_new(o, "betas", floats(H->betas, 10));
+    json_object_set_new(o, "pred_cam", floats(H->pred_cam, 3));
+    json_object_set_new(o, "cam_t_full", floats(H->cam_t_full, 3));
+    json_object_set_new(o, "focal_length", json_real(H->focal_length));
+    json_t *box = json_object();
+    json_object_set_new(box, "center", json_pack("[f,f]", H->box_center[0], H->box_center[1]));
+    json_object_set_new(box, "size", json_real(H->box_size));
+    json_object_set_new(o, "crop", box);
+    json_object_set_new(o, "keypoints_3d", matrix(H->keypoints_3d, 21, 3));
+    json_object_set_new(o, "keypoints_2d", matrix(H->keypoints_2d, 21, 2));
+    if (with_vertices) json_object_set_new(o, "vertices", matrix(H->vertices, 778, 3));
+    return o;
+}
+
+char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm) {
+    json_t *root = json_object();
+    json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, hand_json(&hands[i], with_vertices));
+    json_object_set_new(root, "hands", arr);
+    if (tm)
+        json_object_set_new(root, "timings_ms",
+                            json_pack("{s:f,s:f,s:f,s:f}", "decode", tm->decode_ms, "crop", tm->crop_ms, "regress",
+                                      tm->regress_ms, "finalise", tm->finalise_ms));
+    char *s = json_dumps(root, JSON_REAL_PRECISION(9) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) hm_err(HM_E_NOMEM, "out of memory writing JSON");
+    return s;
+}
+
+static int num(json_t *v, double *out) {
+    if (!json_is_number(v)) return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+int hm_boxes_parse_json(const char *text, size_t len, hamer_box *boxes, int max) {
+    json_error_t e;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    if (!root) return hm_err(HM_E_ARG, "boxes JSON: %s at line %d column %d", e.text, e.line, e.column);
+    int rc = 0;
+    if (!json_is_array(root)) {
+        rc = hm_err(HM_E_ARG, "boxes JSON: expected an array of {\"bbox\": [x1,y1,x2,y2], \"is_right\": bool}");
+        goto out;
+    }
+    size_t n = json_array_size(root);
+    if ((int)n > max || n > HAMER_MAX_HANDS) {
+        rc = hm_err(HM_E_ARG, "boxes JSON: %zu hands, at most %d per image", n, max < HAMER_MAX_HANDS ? max : HAMER_MAX_HANDS);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *h = json_array_get(root, i), *bb, *r;
+        if (!json_is_object(h) || !(bb = json_object_get(h, "bbox")) || !json_is_array(bb) || json_array_size(bb) != 4) {
+            rc = hm_err(HM_E_ARG, "boxes JSON: entry %zu needs \"bbox\": [x1,y1,x2,y2]", i);
+            goto out;
+        }
+        for (int k = 0; k < 4; k++) {
+            double v;
+            if (num(json_array_get(bb, k), &v) || !isfinite(v) || fabs(v) > 1e9) {
+                rc = hm_err(HM_E_ARG, "boxes JSON: entry %zu bbox[%d] is not a finite number", i, k);
+                goto out;
+            }
+            boxes[i].bbox[k] = (float)v;
+        }
+        boxes[i].is_right = 1;
+        if ((r = json_object_get(h, "is_right"))) {
+            if (!json_is_boolean(r)) {
+                rc = hm_err(HM_E_ARG, "boxes JSON: entry %zu \"is_right\" must be true or false", i);
+                goto out;
+            }
+            boxes[i].is_right = json_is_true(r);
+        }
+    }
+    rc = (int)n;
+out:
+    json_decref(root);
+    return rc;
+}
+
+int hm_box_parse(const char *s, hamer_box *box) {
+    const char *p = s;
+    for (int k = 0; k < 4; k++) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || fabs(v) > 1e9)
+            return hm_err(HM_E_ARG, "bad box '%s': coordinate %d is not a finite number", s, k + 1);
+        box->bbox[k] = (float)v;
+        p = end;
+        if (k < 3) {
+            if (*p != ',') return hm_err(HM_E_ARG, "bad box '%s': expected x1,y1,x2,y2[:left|:right]", s);
+            p++;
+        }
+    }
+    box->is_right = 1;
+    if (*p == ':') {
+        if (!strcmp(p + 1, "left")) box->is_right = 0;
+        else if (strcmp(p + 1, "right")) return hm_err(HM_E_ARG, "bad box '%s': side must be :left or :right", s);
+    } else if (*p) {
+        return hm_err(HM_E_ARG, "bad box '%s': unexpected '%s' after the coordinates", s, p);
+    }
+    return HM_OK;
+}

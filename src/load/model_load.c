@@ -1,0 +1,551 @@
+/* model_load.c - checkpoint -> hm_model: validate, pack, fold constants.
+ *
+ * The architecture is read off the checkpoint: depths by counting block keys,
+ * widths from tensor shapes. Every tensor inference needs is checked for
+ * presence, dtype, shape and contiguity; a problem is reported naming the key.
+ * Linear weights are packed into the GEMM layout; small vectors are copied,
+ * so the checkpoint mapping is closed when loading ends. Each weight's pages
+ * of the mapping are dropped once it is packed, so the peak is about the
+ * packed model, not packed model + checkpoint. hm_model_load also takes a
+ * packed model file (model_pack.c), recognised by its magic.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "format/ckpt.h"
+#include "kernels/gemm_lowp.h"
+#include "model/model.h"
+#include "format/npy.h"
+#include "core/util.h"
+
+typedef struct {
+    hm_ckpt *ck;
+    hm_model *m;
+    int progress;
+    size_t packed, total;   /* bytes packed so far / expected, for progress */
+    int last_pct;
+    hm_precision prec;      /* for the ViT blocks' four matmuls */
+} loader;
+
+/* Tensor `key` as contiguous fp32 with exactly the given shape, or NULL
+ * (error recorded). */
+static const float *get_f32(loader *L, const char *key, int ndim, const int64_t *shape) {
+    const hm_tensor *t = hm_ckpt_find(L->ck, key);
+    if (!t) {
+        hm_err(HM_E_SHAPE, "checkpoint: missing tensor '%s'", key);
+        return NULL;
+    }
+    char want[96] = "", got[96] = "";
+    for (int i = 0, n = 0; i < ndim; i++) n += snprintf(want + n, sizeof want - n, i ? ",%lld" : "%lld", (long long)shape[i]);
+    for (int i = 0, n = 0; i < t->ndim; i++) n += snprintf(got + n, sizeof got - n, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    if (!ok) {
+        hm_err(HM_E_SHAPE, "checkpoint: tensor '%s' has shape [%s], expected [%s]", key, got, want);
+        return NULL;
+    }
+    if (t->dtype != HM_DT_F32) {
+        hm_err(HM_E_SHAPE, "checkpoint: tensor '%s' has dtype %s, expected float32", key, hm_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (!t->contiguous) {
+        hm_err(HM_E_SHAPE, "checkpoint: tensor '%s' is not contiguous", key);
+        return NULL;
+    }
+    return (const float *)t->data;
+}
+
+#define S1(a) ((const int64_t[]){a})
+#define S2(a, b) ((const int64_t[]){a, b})
+#define S3(a, b, c) ((const int64_t[]){a, b, c})
+#define S4(a, b, c, d) ((const int64_t[]){a, b, c, d})
+
+static float *copy_vec(loader *L, const char *key, int64_t n) {
+    const float *src = get_f32(L, key, 1, S1(n));
+    if (!src) return NULL;
+    float *dst = hm_alloc((size_t)n * sizeof(float));
+    if (dst) memcpy(dst, src, (size_t)n * sizeof(float));
+    return dst;
+}
+
+static void progress(loader *L, size_t bytes) {
+    L->packed += bytes;
+    if (!L->progress || L->total == 0) return;
+    int pct = (int)(100.0 * L->packed / L->total);
+    if (pct > 100) pct = 100;
+    if (pct != L->last_pct) {
+        fprintf(stderr, "\rhamer: loading weights %3d%%", pct);
+        if (pct == 100) fputc('\n', stderr);
+        fflush(stderr);
+        L->last_pct = pct;
+    }
+}
+
+/* How a Linear is packed: exact fp32, the model's precision, or the
+ * model's precision for a matmul that low precision hurts most (see
+ * hm_pack_weights_fast_sensitive). */
+typedef enum { PACK_FP32, PACK_MODEL, PACK_SENSITIVE } pack_kind;
+
+/* Pack Linear `prefix.weight` [N, K] (+ `prefix.bias` [N] if with_bias). */
+static int pack_linear_kind(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias, pack_kind kind) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.weight", prefix);
+    const float *w = get_f32(L, key, 2, S2(N, K));
+    if (!w) return HM_E_SHAPE;
+    const float *b = NULL;
+    if (with_bias) {
+        snprintf(key, sizeof key, "%s.bias", prefix);
+        if (!(b = get_f32(L, key, 1, S1(N)))) return HM_E_SHAPE;
+    }
+    int rc;
+    if (kind == PACK_FP32 || L->prec == HM_PREC_FP32) rc = hm_pack_weights(p, w, K, b, N, K);
+    else if (kind == PACK_SENSITIVE) rc = hm_pack_weights_fast_sensitive(p, w, K, b, N, K);
+    else rc = hm_pack_weights_prec(p, w, K, b, N, K, L->prec);
+    if (rc) return rc;
+    hm_ckpt_release_range(L->ck, w, (size_t)N * K * sizeof(float));
+    progress(L, (size_t)N * K * 4);
+    return HM_OK;
+}
+
+/* fp32 packing: every matmul outside the ViT blocks stays exact. */
+static int pack_linear(loader *L, hm_packed *p, const char *prefix, int N, int K, int with_bias) {
+    return pack_linear_kind(L, p, prefix, N, K, with_bias, PACK_FP32);
+}
+
+/* Number of consecutive indices i with "<fmt % i>" present. */
+static int count_keys(loader *L, const char *fmt) {
+    char key[256];
+    int n = 0;
+    for (;; n++) {
+        snprintf(key, sizeof key, fmt, n);
+        if (!hm_ckpt_find(L->ck, key)) return n;
+    }
+}
+
+static int read_config(loader *L, hm_config *c) {
+    const hm_tensor *t = hm_ckpt_find(L->ck, "backbone.patch_embed.proj.weight");
+    if (!t) return hm_err(HM_E_SHAPE, "checkpoint: missing tensor 'backbone.patch_embed.proj.weight' (is this a HaMeR checkpoint?)");
+    if (t->ndim != 4 || t->shape[1] != 3 || t->shape[2] != HM_PATCH || t->shape[3] != HM_PATCH)
+        return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.patch_embed.proj.weight' must be [dim,3,16,16]");
+    c->dim = (int)t->shape[0];
+    if (c->dim <= 0 || c->dim % HM_VIT_HEAD_DIM || c->dim > 65536)
+        return hm_err(HM_E_SHAPE, "checkpoint: backbone width %d is not a multiple of the head size 80", c->dim);
+    c->heads = c->dim / HM_VIT_HEAD_DIM;
+    c->gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    c->gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    c->ntok = c->gh * c->gw;
+    c->depth = count_keys(L, "backbone.blocks.%d.norm1.weight");
+    if (c->depth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no backbone blocks (missing 'backbone.blocks.0.norm1.weight')");
+    t = hm_ckpt_find(L->ck, "backbone.blocks.0.mlp.fc1.weight");
+    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'backbone.blocks.0.mlp.fc1.weight'");
+    if (t->shape[1] != c->dim)
+        return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.blocks.0.mlp.fc1.weight' has shape [%lld,%lld], expected [mlp,%d]",
+                      (long long)t->shape[0], (long long)t->shape[1], c->dim);
+    c->mlp = (int)t->shape[0];
+    if (c->mlp <= 0 || c->mlp > 1 << 20) return hm_err(HM_E_SHAPE, "checkpoint: bad MLP width %lld", (long long)t->shape[0]);
+
+    c->hdepth = count_keys(L, "mano_head.transformer.transformer.layers.%d.0.norm.weight");
+    if (c->hdepth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no decoder layers (missing 'mano_head.transformer.transformer.layers.0.0.norm.weight')");
+    t = hm_ckpt_find(L->ck, "mano_head.transformer.pos_embedding");
+    if (!t || t->ndim != 3) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.pos_embedding'");
+    c->hdim = (int)t->shape[2];
+    t = hm_ckpt_find(L->ck, "mano_head.transformer.transformer.layers.0.1.fn.to_q.weight");
+    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.transformer.layers.0.1.fn.to_q.weight'");
+    c->hinner = (int)t->shape[0];
+    if (c->hdim <= 0 || c->hdim > 65536 || c->hinner <= 0 || c->hinner % HM_DEC_HEAD_DIM || c->hinner > 65536)
+        return hm_err(HM_E_SHAPE, "checkpoint: decoder widths %d/%d invalid (inner must be a multiple of 64)", c->hdim, c->hinner);
+    c->hheads = c->hinner / HM_DEC_HEAD_DIM;
+    t = hm_ckpt_find(L->ck, "mano_head.transformer.transformer.layers.0.2.fn.net.0.weight");
+    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.transformer.layers.0.2.fn.net.0.weight'");
+    c->hmlp = (int)t->shape[0];
+    if (c->hmlp <= 0 || c->hmlp > 1 << 20) return hm_err(HM_E_SHAPE, "checkpoint: bad decoder MLP width");
+    return HM_OK;
+}
+
+static int load_backbone(loader *L) {
+    hm_model *m = L->m;
+    const hm_config *c = &m->cfg;
+    char p[256];
+    const float *pe = get_f32(L, "backbone.pos_embed", 3, S3(1, c->ntok + 1, c->dim));
+    if (!pe) return HM_E_SHAPE;
+    const float *pw = get_f32(L, "backbone.patch_embed.proj.weight", 4, S4(c->dim, 3, HM_PATCH, HM_PATCH));
+    const float *pb = get_f32(L, "backbone.patch_embed.proj.bias", 1, S1(c->dim));
+    if (!pw || !pb) return HM_E_SHAPE;
+    int K = 3 * HM_PATCH * HM_PATCH, rc;
+    if ((rc = hm_pack_weights(&m->patch, pw, K, pb, c->dim, K))) return rc;
+
+    m->pos = hm_alloc((size_t)c->ntok * c->dim * sizeof(float));
+    m->u8_tok_bias = hm_alloc((size_t)c->ntok * c->dim * sizeof(float));
+    float *wu8 = hm_alloc((size_t)c->dim * K * sizeof(float));
+    if (!m->pos || !m->u8_tok_bias || !wu8) {
+        hm_free(wu8);
+        return HM_E_NOMEM;
+    }
+    for (int t = 0; t < c->ntok; t++)
+        for (int o = 0; o < c->dim; o++) m->pos[(size_t)t * c->dim + o] = pe[(size_t)(t + 1) * c->dim + o] + pe[o];
+
+    /* uint8 folding: W' = W / (255 std_c); per-token bias subtracts W.mean/std
+     * over the taps that fall inside the image. */
+    static const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
+    for (int o = 0; o < c->dim; o++)
+        for (int k = 0; k < K; k++) wu8[(size_t)o * K + k] = (float)(pw[(size_t)o * K + k] / (255.0 * stdv[k / 256]));
+    rc = hm_pack_weights(&m->patch_u8, wu8, K, pb, c->dim, K);
+    hm_free(wu8);
+    hm_ckpt_release_range(L->ck, pe, (size_t)(c->ntok + 1) * c->dim * sizeof(float));
+    if (rc) return rc;
+    for (int i = 0; i < c->gh; i++)
+        for (int j = 0; j < c->gw; j++) {
+            int t = i * c->gw + j;
+            for (int o = 0; o < c->dim; o++) {
+                double acc = 0;
+                const float *w = pw + (size_t)o * K;
+                for (int ch = 0; ch < 3; ch++)
+                    for (int kh = 0; kh < HM_PATCH; kh++) {
+                        int y = i * HM_PATCH - HM_PATCH_PAD + kh;
+                        if (y < 0 || y >= HM_IMG_H) continue;
+                        for (int kw = 0; kw < HM_PATCH; kw++) {
+                            int x = j * HM_PATCH - HM_PATCH_PAD + kw;
+                            if (x < 0 || x >= HM_IMG_W) continue;
+                            acc += w[(ch * HM_PATCH + kh) * HM_PATCH + kw] * (mean[ch] / stdv[ch]);
+                        }
+                    }
+                m->u8_tok_bias[(size_t)t * c->dim + o] = (float)(m->pos[(size_t)t * c->dim + o] - acc);
+            }
+        }
+    hm_ckpt_release_range(L->ck, pw, (size_t)c->dim * K * sizeof(float));
+    progress(L, (size_t)c->dim * K * 4);
+
+    m->blocks = calloc(c->depth, sizeof *m->blocks);
+    if (!m->blocks) return hm_err(HM_E_NOMEM, "out of memory");
+    for (int l = 0; l < c->depth; l++) {
+        hm_vit_block *b = &m->blocks[l];
+#define BK(name) (snprintf(p, sizeof p, "backbone.blocks.%d.%s", l, name), p)
+        if (!(b->norm1_w = copy_vec(L, BK("norm1.weight"), c->dim))) return HM_E_SHAPE;
+        if (!(b->norm1_b = copy_vec(L, BK("norm1.bias"), c->dim))) return HM_E_SHAPE;
+        if (!(b->norm2_w = copy_vec(L, BK("norm2.weight"), c->dim))) return HM_E_SHAPE;
+        if (!(b->norm2_b = copy_vec(L, BK("norm2.bias"), c->dim))) return HM_E_SHAPE;
+        if ((rc = pack_linear_kind(L, &b->qkv, BK("attn.qkv"), 3 * c->dim, c->dim, 1, PACK_MODEL))) return rc;
+        if ((rc = pack_linear_kind(L, &b->proj, BK("attn.proj"), c->dim, c->dim, 1, PACK_SENSITIVE))) return rc;
+        if ((rc = pack_linear_kind(L, &b->fc1, BK("mlp.fc1"), c->mlp, c->dim, 1, PACK_MODEL))) return rc;
+        if ((rc = pack_linear_kind(L, &b->fc2, BK("mlp.fc2"), c->dim, c->mlp, 1, PACK_MODEL))) return rc;
+#undef BK
+    }
+    if (!(m->last_norm_w = copy_vec(L, "backbone.last_norm.weight", c->dim))) return HM_E_SHAPE;
+    if (!(m->last_norm_b = copy_vec(L, "backbone.last_norm.bias", c->dim))) return HM_E_SHAPE;
+    return HM_OK;
+}
+
+/* y[N] = W[N,K] . x[K] with double accumulation (load-time constants only). */
+static void matvec(const float *W, const float *x, float *y, int N, int K) {
+    for (int n = 0; n < N; n++) {
+        double a = 0;
+        for (int k = 0; k < K; k++) a += (double)W[(size_t)n * K + k] * x[k];
+        y[n] = (float)a;
+    }
+}
+
+static int load_head(loader *L) {
+    hm_model *m = L->m;
+    const hm_config *c = &m->cfg;
+    int d = c->hdim, in = c->hinner, rc;
+    char p[256];
+    const float *tw = get_f32(L, "mano_head.transformer.to_token_embedding.weight", 2, S2(d, 1));
+    const float *tb = get_f32(L, "mano_head.transformer.to_token_embedding.bias", 1, S1(d));
+    const float *pe = get_f32(L, "mano_head.transformer.pos_embedding", 3, S3(1, 1, d));
+    if (!tw || !tb || !pe) return HM_E_SHAPE;
+    /* Every layer's to_kv must be present before the stacked copy is
+     * allocated: its size comes from the layer count, which a hostile file
+     * can inflate with stray norm keys. */
+    for (int l = 0; l < c->hdepth; l++) {
+        snprintf(p, sizeof p, "mano_head.transformer.transformer.layers.%d.1.fn.to_kv.weight", l);
+        if (!get_f32(L, p, 2, S2(2 * in, c->dim))) return HM_E_SHAPE;
+    }
+    m->token0 = hm_alloc(d * sizeof(float));
+    m->x1 = hm_alloc(d * sizeof(float));
+    m->q1 = hm_alloc(in * sizeof(float));
+    float *kv = hm_alloc((size_t)c->hdepth * 2 * in * c->dim * sizeof(float));
+    float *tmp = hm_alloc((size_t)(d + in) * sizeof(float));
+    m->layers = calloc(c->hdepth, sizeof *m->layers);
+    if (!m->token0 || !m->x1 || !m->q1 || !kv || !tmp || !m->layers) {
+        hm_free(kv);
+        hm_free(tmp);
+        return hm_err(HM_E_NOMEM, "out of memory");
+    }
+    /* The input token is Linear(1, d) of a zero: its bias (0 * weight is 0). */
+    for (int i = 0; i < d; i++) m->token0[i] = 0.0f * tw[i] + tb[i] + pe[i];
+
+    rc = HM_OK;
+    for (int l = 0; l < c->hdepth && rc == HM_OK; l++) {
+        hm_head_layer *H = &m->layers[l];
+#define HK(name) (snprintf(p, sizeof p, "mano_head.transformer.transformer.layers.%d.%s", l, name), p)
+        rc = HM_E_SHAPE;
+        if (!(H->sa_norm_w = copy_vec(L, HK("0.norm.weight"), d)) || !(H->sa_norm_b = copy_vec(L, HK("0.norm.bias"), d)) ||
+            !(H->ca_norm_w = copy_vec(L, HK("1.norm.weight"), d)) || !(H->ca_norm_b = copy_vec(L, HK("1.norm.bias"), d)) ||
+            !(H->ff_norm_w = copy_vec(L, HK("2.norm.weight"), d)) || !(H->ff_norm_b = copy_vec(L, HK("2.norm.bias"), d)))
+            break;
+        const float *qkv = get_f32(L, HK("0.fn.to_qkv.weight"), 2, S2(3 * in, d));
+        if (!qkv) break;
+        if (!(H->sa_qkv_full = hm_alloc((size_t)3 * in * d * sizeof(float)))) { rc = HM_E_NOMEM; break; }
+        memcpy(H->sa_qkv_full, qkv, (size_t)3 * in * d * sizeof(float));
+        /* Single token: softmax is 1, only the V third of to_qkv matters. */
+        if ((rc = hm_pack_weights(&H->sa_v, qkv + (size_t)2 * in * d, d, NULL, in, d))) break;
+        hm_ckpt_release_range(L->ck, qkv, (size_t)3 * in * d * sizeof(float));
+        if ((rc = pack_linear(L, &H->sa_out, HK("0.fn.to_out.0"), d, in, 1))) break;
+        if ((rc = pack_linear(L, &H->ca_q, HK("1.fn.to_q"), in, d, 0))) break;
+        if ((rc = pack_linear(L, &H->ca_out, HK("1.fn.to_out.0"), d, in, 1))) break;
+        if ((rc = pack_linear(L, &H->ca_kv, HK("1.fn.to_kv"), 2 * in, c->dim, 0))) break;
+        const float *kvw = get_f32(L, HK("1.fn.to_kv.weight"), 2, S2(2 * in, c->dim));
+        memcpy(kv + (size_t)l * 2 * in * c->dim, kvw, (size_t)2 * in * c->dim * sizeof(float));
+        hm_ckpt_release_range(L->ck, kvw, (size_t)2 * in * c->dim * sizeof(float));
+        if ((rc = pack_linear(L, &H->ff1, HK("2.fn.net.0"), c->hmlp, d, 1))) break;
+        if ((rc = pack_linear(L, &H->ff2, HK("2.fn.net.3"), d, c->hmlp, 1))) break;
+        rc = HM_OK;
+#undef HK
+    }
+    if (rc == HM_OK) rc = hm_pack_weights(&m->kv_all, kv, c->dim, NULL, c->hdepth * 2 * in, c->dim);
+    hm_free(kv);
+    if (rc) {
+        hm_free(tmp);
+        return rc;
+    }
+
+    /* Layer 0 on the constant token: x1 = t0 + to_out(Wv LN(t0)); q1 = Wq LN(x1). */
+    const hm_head_layer *H0 = &m->layers[0];
+    float *h = tmp, *v = tmp + d;
+    hm_layernorm(m->token0, h, 1, d, H0->sa_norm_w, H0->sa_norm_b, 1e-5f);
+    matvec(H0->sa_qkv_full + (size_t)2 * in * d, h, v, in, d);
+    const float *ow = get_f32(L, "mano_head.transformer.transformer.layers.0.0.fn.to_out.0.weight", 2, S2(d, in));
+    const float *ob = get_f32(L, "mano_head.transformer.transformer.layers.0.0.fn.to_out.0.bias", 1, S1(d));
+    matvec(ow, v, m->x1, d, in);
+    for (int i = 0; i < d; i++) m->x1[i] += ob[i] + m->token0[i];
+    hm_layernorm(m->x1, h, 1, d, H0->ca_norm_w, H0->ca_norm_b, 1e-5f);
+    matvec(get_f32(L, "mano_head.transformer.transformer.layers.0.1.fn.to_q.weight", 2, S2(in, d)), h, m->q1, in, d);
+    hm_free(tmp);
+
+    if ((rc = pack_linear(L, &m->decpose, "mano_head.decpose", HM_NJ * 6, d, 1))) return rc;
+    if ((rc = pack_linear(L, &m->decshape, "mano_head.decshape", HM_NB, d, 1))) return rc;
+    if ((rc = pack_linear(L, &m->deccam, "mano_head.deccam", 3, d, 1))) return rc;
+    const float *ip = get_f32(L, "mano_head.init_hand_pose", 2, S2(1, HM_NJ * 6));
+    const float *ib = get_f32(L, "mano_head.init_betas", 2, S2(1, HM_NB));
+    const float *ic = get_f32(L, "mano_head.init_cam", 2, S2(1, 3));
+    if (!ip || !ib || !ic) return HM_E_SHAPE;
+    memcpy(m->init_pose, ip, sizeof m->init_pose);
+    memcpy(m->init_betas, ib, sizeof m->init_betas);
+    memcpy(m->init_cam, ic, sizeof m->init_cam);
+    return HM_OK;
+}
+
+/* ---- MANO buffers: from the checkpoint (mano.*) or an .npz ---- */
+
+typedef struct {
+    loader *L;
+    hm_npz *npz;        /* NULL: read "mano.<name>" from the checkpoint */
+    const char *src;    /* for messages */
+    hm_array held[16];  /* npz arrays kept alive while copying */
+    int nheld;
+} mano_src;
+
+/* Fetch `name` with the given shape as a numeric array view; returns the
+ * data pointer and dtype, or NULL (error recorded). Missing optional arrays
+ * return NULL without error when optional is set. */
+static const void *mano_get(mano_src *ms, const char *name, int ndim, const int64_t *shape, hm_dtype *dt, int optional) {
+    const void *data = NULL;
+    int tnd;
+    const int64_t *tsh;
+    char key[128];
+    snprintf(key, sizeof key, "mano.%s", name);
+    if (!ms->npz) {
+        const hm_tensor *t = hm_ckpt_find(ms->L->ck, key);
+        if (!t) {
+            if (!optional) hm_err(HM_E_NOMANO, "checkpoint: missing MANO buffer '%s'", key);
+            return NULL;
+        }
+        if (!t->contiguous) {
+            hm_err(HM_E_SHAPE, "checkpoint: tensor '%s' is not contiguous", key);
+            return NULL;
+        }
+        *dt = t->dtype, tnd = t->ndim, tsh = t->shape, data = t->data;
+    } else {
+        if (!hm_npz_has(ms->npz, name)) {
+            if (!optional) hm_err(HM_E_NOMANO, "%s: missing MANO array '%s'", ms->src, name);
+            return NULL;
+        }
+        if (ms->nheld == 16 || hm_npz_get(ms->npz, name, &ms->held[ms->nheld])) return NULL;
+        hm_array *a = &ms->held[ms->nheld++];
+        *dt = a->dtype, tnd = a->ndim, tsh = a->shape, data = a->data;
+        snprintf(key, sizeof key, "%s", name);
+    }
+    int ok = tnd == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = tsh[i] == shape[i];
+    if (!ok) {
+        hm_err(HM_E_SHAPE, "%s: MANO array '%s' has the wrong shape", ms->src, key);
+        return NULL;
+    }
+    return data;
+}
+
+static float *mano_floats(mano_src *ms, const char *name, int ndim, const int64_t *shape) {
+    hm_dtype dt;
+    const void *d = mano_get(ms, name, ndim, shape, &dt, 0);
+    if (!d) return NULL;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    if (dt != HM_DT_F32 && dt != HM_DT_F64) {
+        hm_err(HM_E_SHAPE, "%s: MANO array '%s' must be float32 or float64, not %s", ms->src, name, hm_dtype_name(dt));
+        return NULL;
+    }
+    float *out = hm_alloc(n * sizeof(float));
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = dt == HM_DT_F32 ? ((const float *)d)[i] : (float)((const double *)d)[i];
+        if (!isfinite(out[i])) {
+            hm_free(out);
+            hm_err(HM_E_FORMAT, "%s: MANO array '%s' has a non-finite value", ms->src, name);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* Integer array -> int64 values; 1 ok, 0 missing (optional), -1 error. */
+static int mano_ints(mano_src *ms, const char *name, int ndim, const int64_t *shape, int64_t *out, int optional) {
+    hm_dtype dt;
+    const void *d = mano_get(ms, name, ndim, shape, &dt, optional);
+    if (!d) return optional && hm_errmsg()[0] == 0 ? 0 : -1;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    for (size_t i = 0; i < n; i++) {
+        if (dt == HM_DT_I64) out[i] = ((const int64_t *)d)[i];
+        else if (dt == HM_DT_I32) out[i] = ((const int32_t *)d)[i];
+        else {
+            hm_err(HM_E_SHAPE, "%s: MANO array '%s' must be int64 or int32, not %s", ms->src, name, hm_dtype_name(dt));
+            return -1;
+        }
+    }
+    return 1;
+}
+
+static int load_mano(mano_src *ms, hm_mano *mn) {
+    static const int tips[5] = {744, 320, 443, 554, 671};
+    static const int jmap[HM_NKP] = {0, 13, 14, 15, 16, 1, 2, 3, 17, 4, 5, 6, 18, 10, 11, 12, 19, 7, 8, 9, 20};
+    int64_t iv[HM_NF * 3];
+    hm_errclear();
+    if (!(mn->v_template = mano_floats(ms, "v_template", 2, S2(HM_NV, 3)))) return HM_E_NOMANO;
+    if (!(mn->shapedirs = mano_floats(ms, "shapedirs", 3, S3(HM_NV, 3, HM_NB)))) return HM_E_SHAPE;
+    if (!(mn->posedirs = mano_floats(ms, "posedirs", 2, S2((HM_NJ - 1) * 9, HM_NV * 3)))) return HM_E_SHAPE;
+    if (!(mn->j_regressor = mano_floats(ms, "J_regressor", 2, S2(HM_NJ, HM_NV)))) return HM_E_SHAPE;
+    if (!(mn->lbs_weights = mano_floats(ms, "lbs_weights", 2, S2(HM_NV, HM_NJ)))) return HM_E_SHAPE;
+    if (mano_ints(ms, "parents", 1, S1(HM_NJ), iv, 0) < 0) return HM_E_SHAPE;
+    for (int j = 0; j < HM_NJ; j++) {
+        if (j == 0 ? iv[0] != -1 : (iv[j] < 0 || iv[j] >= j))
+            return hm_err(HM_E_FORMAT, "%s: MANO parents[%d] = %lld is not a valid kinematic tree", ms->src, j, (long long)iv[j]);
+        mn->parents[j] = (int)iv[j];
+    }
+    if (mano_ints(ms, "faces_tensor", 2, S2(HM_NF, 3), iv, 0) < 0) return HM_E_SHAPE;
+    if (!(mn->faces = hm_alloc(sizeof(int32_t) * HM_NF * 3))) return HM_E_NOMEM;
+    for (int i = 0; i < HM_NF * 3; i++) {
+        if (iv[i] < 0 || iv[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO face index %lld out of range", ms->src, (long long)iv[i]);
+        mn->faces[i] = (int32_t)iv[i];
+    }
+    memcpy(mn->tips, tips, sizeof tips);
+    memcpy(mn->joint_map, jmap, sizeof jmap);
+    hm_errclear();
+    int r = mano_ints(ms, "extra_joints_idxs", 1, S1(5), iv, 1);
+    if (r < 0) return HM_E_SHAPE;
+    for (int i = 0; r == 1 && i < 5; i++) {
+        if (iv[i] < 0 || iv[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO extra_joints_idxs out of range", ms->src);
+        mn->tips[i] = (int)iv[i];
+    }
+    r = mano_ints(ms, "joint_map", 1, S1(HM_NKP), iv, 1);
+    if (r < 0) return HM_E_SHAPE;
+    for (int i = 0; r == 1 && i < HM_NKP; i++) {
+        if (iv[i] < 0 || iv[i] >= HM_NKP) return hm_err(HM_E_FORMAT, "%s: MANO joint_map out of range", ms->src);
+        mn->joint_map[i] = (int)iv[i];
+    }
+    return HM_OK;
+}
+
+static void mano_free(hm_mano *mn) {
+    hm_free(mn->v_template);
+    hm_free(mn->shapedirs);
+    hm_free(mn->posedirs);
+    hm_free(mn->j_regressor);
+    hm_free(mn->lbs_weights);
+    hm_free(mn->faces);
+    memset(mn, 0, sizeof *mn);
+}
+
+int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz) {
+    mano_src ms = {.src = mano_npz};
+    int rc = hm_npz_open(mano_npz, &ms.npz);
+    if (rc) return rc;
+    rc = load_mano(&ms, &m->mano);
+    for (int i = 0; i < ms.nheld; i++) hm_array_free(&ms.held[i]);
+    hm_npz_close(ms.npz);
+    if (rc) {
+        mano_free(&m->mano);
+        return rc;
+    }
+    m->has_mano = 1;
+    return HM_OK;
+}
+
+static int attach_mano(loader *L, const char *path, const char *mano_npz) {
+    hm_model *m = L->m;
+    if (!hm_ckpt_find(L->ck, "mano.v_template")) return mano_npz ? hm_model_attach_mano_npz(m, mano_npz) : HM_OK;
+    mano_src ms = {.L = L, .src = path};
+    int rc = load_mano(&ms, &m->mano);
+    if (rc) {
+        mano_free(&m->mano);
+        return rc;
+    }
+    m->has_mano = 1;
+    return HM_OK;
+}
+
+/* ---- top level ---- */
+
+int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int progress_on, int precision,
+                       hm_model **out) {
+    *out = NULL;
+    hm_model *m = calloc(1, sizeof *m);
+    if (!m) return hm_err(HM_E_NOMEM, "out of memory");
+    loader L = {.ck = ck, .m = m, .progress = progress_on && isatty(2), .last_pct = -1, .prec = (hm_precision)precision};
+    m->precision = precision;
+    int rc;
+    if ((rc = read_config(&L, &m->cfg))) goto fail;
+    const hm_config *c = &m->cfg;
+    L.total = (size_t)4 * c->dim * 768 +
+              (size_t)4 * c->depth * ((size_t)4 * c->dim * c->dim + (size_t)2 * c->dim * c->mlp) +
+              (size_t)4 * c->hdepth * ((size_t)3 * c->hinner * c->hdim + (size_t)2 * c->hinner * c->dim + (size_t)2 * c->hdim * c->hmlp) +
+              (size_t)4 * c->hdim * (HM_NJ * 6 + HM_NB + 3);
+    if ((rc = load_backbone(&L))) goto fail;
+    if ((rc = load_head(&L))) goto fail;
+    if ((rc = attach_mano(&L, src, mano_npz))) goto fail;
+    if (L.progress && L.last_pct != 100) fputc('\n', stderr);
+    *out = m;
+    return HM_OK;
+fail:
+    if (L.progress && L.last_pct >= 0) fputc('\n', stderr);
+    hm_model_free(m);
+    return rc;
+}
+
+int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
+    hm_ckpt *ck;
+    *out = NULL;
+    int kind = hm_pack_sniff(path);
+    if (kind == 1) return hm_model_load_packed(path, mano_npz, precision, out);
+    int rc = hm_ckpt_open(path, &ck);
+    if (rc == HM_E_FORMAT && kind < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hm_errmsg());
+        return hm_err(rc, "%s: neither a checkpoint (zip) nor a packed model file: unknown magic (%s)", path, why);
+    }
+    if (rc) return rc;
+    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, precision, out);
+    hm_ckpt_close(ck);
+    return rc;
+}

@@ -1,0 +1,352 @@
+/* model_pack_read.c - the packed model file's reader: hm_model_load_packed
+ * (mmap), hm_model_from_packed_mem (the checks and the binding),
+ * hm_pack_sniff, and hm_pack_reseal for tests and fuzzing. The layout is
+ * described in model_pack.c.
+ *
+ * The reader treats the file as hostile: every header field is range
+ * checked (the same limits as the checkpoint loader's), every section must
+ * lie inside the file, aligned and in order, every checksum must match, and
+ * the section sequence must be exactly the one the header's config implies,
+ * with the sizes it implies. The model's arrays then point into the
+ * read-only mapping (no copy); free unmaps it. Nothing is repacked: a file
+ * for another ISA, precision, low-precision variant or scheme is refused
+ * with a line saying to convert again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "format/ckpt.h"
+#include "kernels/gemm_lowp.h"
+#include "model/model.h"
+#include "load/model_pack.h"
+#include "core/util.h"
+
+#define PACK_MAX_SECTIONS (1u << 20)
+#define PACK_MAX_DEPTH 65536     /* the checkpoint's tensor limit bounds its depths the same way */
+
+typedef struct {
+    visitor v;
+    const char *src;
+    const uint8_t *base;
+    const pack_header *h;
+    const pack_entry *table;
+    int next;                    /* next section */
+    const pack_matrix *mats;
+    int nmat, next_mat;
+} bind_visitor;
+
+/* The next section must be `name` with exactly `bytes` bytes. */
+static const uint8_t *take(bind_visitor *bv, const char *name, size_t bytes) {
+    if (bv->next >= (int)bv->h->n_sections) {
+        hm_err(HM_E_FORMAT, "%s: section '%s' is missing (the table ends after %d sections)", bv->src, name, bv->next);
+        return NULL;
+    }
+    const pack_entry *e = &bv->table[bv->next++];
+    if (strcmp(e->name, name)) {
+        hm_err(HM_E_FORMAT, "%s: section %d is '%s', expected '%s'", bv->src, bv->next - 1, e->name, name);
+        return NULL;
+    }
+    if (e->bytes != bytes) {
+        hm_err(HM_E_FORMAT, "%s: section '%s' has %llu bytes, the model's config needs %zu", bv->src, name,
+               (unsigned long long)e->bytes, bytes);
+        return NULL;
+    }
+    return bv->base + e->offset;
+}
+
+static int bind_array(visitor *v, const char *name, void *field, size_t bytes) {
+    const uint8_t *p = take((bind_visitor *)v, name, bytes);
+    if (!p) return HM_E_FORMAT;
+    hm_pack_set_ptr(field, p);
+    return HM_OK;
+}
+
+static int bind_embedded(visitor *v, const char *name, void *data, size_t bytes) {
+    const uint8_t *p = take((bind_visitor *)v, name, bytes);
+    if (!p) return HM_E_FORMAT;
+    memcpy(data, p, bytes);
+    return HM_OK;
+}
+
+/* Re-report the current error with the file and matrix in front (the
+ * message buffer cannot be formatted into itself). */
+static int matrix_err(int rc, const char *src, const char *name) {
+    char why[384];
+    snprintf(why, sizeof why, "%s", hm_errmsg());
+    return hm_err(rc, "%s: matrix '%s': %s", src, name, why);
+}
+
+static const char *prec_name(int prec) { return prec == HM_PREC_FAST ? "fast" : "fp32"; }
+
+static int bind_matrix(visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind) {
+    bind_visitor *bv = (bind_visitor *)v;
+    const pack_header *h = bv->h;
+    if (bv->next_mat >= bv->nmat)
+        return hm_err(HM_E_FORMAT, "%s: section 'matrices' has no record for matrix '%s'", bv->src, name);
+    pack_matrix r = bv->mats[bv->next_mat++];
+    r.name[sizeof r.name - 1] = 0;
+    if (strcmp(r.name, name) || r.N != N || r.K != K || r.has_bias != bias)
+        return hm_err(HM_E_FORMAT, "%s: matrix record '%s' (%d x %d, bias %d) does not match '%s' (%d x %d, bias %d)",
+                      bv->src, r.name, r.N, r.K, r.has_bias, name, N, K, bias);
+    /* The precision each matrix may have is what model_load.c packs. */
+    int ok = r.prec == HM_PREC_FP32 || r.prec == HM_PREC_FAST;
+    if (kind == SLOT_FP32 || h->precision == HM_PREC_FP32) ok = ok && r.prec == HM_PREC_FP32;
+    else if (kind == SLOT_MODEL) ok = ok && r.prec == HM_PREC_FAST && r.lowp_kind == h->lowp_kind;
+    else ok = ok && (r.prec == HM_PREC_FP32 || r.lowp_kind == HM_LOWP_BF16);
+    if (!ok)
+        return hm_err(HM_E_FORMAT, "%s: matrix '%s' has precision %d / low-precision kind %d, not what a %s model packs there",
+                      bv->src, name, r.prec, r.lowp_kind, prec_name(h->precision));
+    memset(p, 0, sizeof *p);
+    p->N = N, p->K = K, p->prec = r.prec;
+    p->isa = r.prec == HM_PREC_FAST ? HM_ISA_AVX512 : h->isa;
+    hm_packed_sizes s;
+    int rc = hm_packed_sizes_for(N, K, p->isa, p->prec, r.lowp_kind, &s);
+    if (rc) return matrix_err(HM_E_FORMAT, bv->src, name);
+    if ((rc = hm_pack_matrix_arrays(v, name, p, bias, &s))) return rc;
+    if (p->prec == HM_PREC_FAST && (rc = hm_lowp_packed_check(p, r.lowp_kind)))
+        return matrix_err(rc, bv->src, name);
+    return HM_OK;
+}
+
+/* The same limits as the checkpoint loader's read_config, plus the derived
+ * fields it computes, plus what keeps hm_pack_visit_model's int sizes in
+ * range. */
+static int check_config(const hm_config *c, const char *src) {
+    int gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    int gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    if (c->dim <= 0 || c->dim % HM_VIT_HEAD_DIM || c->dim > 65536 || c->heads != c->dim / HM_VIT_HEAD_DIM)
+        return hm_err(HM_E_FORMAT, "%s: backbone width %d / heads %d invalid", src, c->dim, c->heads);
+    if (c->gh != gh || c->gw != gw || c->ntok != gh * gw)
+        return hm_err(HM_E_FORMAT, "%s: token grid %d x %d (%d tokens) is not %d x %d", src, c->gh, c->gw, c->ntok, gh, gw);
+    if (c->depth < 1 || c->depth > PACK_MAX_DEPTH || c->hdepth < 1 || c->hdepth > PACK_MAX_DEPTH)
+        return hm_err(HM_E_FORMAT, "%s: depths %d / %d outside 1..%d", src, c->depth, c->hdepth, PACK_MAX_DEPTH);
+    if (c->mlp <= 0 || c->mlp > 1 << 20 || c->hmlp <= 0 || c->hmlp > 1 << 20)
+        return hm_err(HM_E_FORMAT, "%s: MLP widths %d / %d outside 1..%d", src, c->mlp, c->hmlp, 1 << 20);
+    if (c->hdim <= 0 || c->hdim > 65536 || c->hinner <= 0 || c->hinner % HM_DEC_HEAD_DIM || c->hinner > 65536 ||
+        c->hheads != c->hinner / HM_DEC_HEAD_DIM)
+        return hm_err(HM_E_FORMAT, "%s: decoder widths %d / %d / heads %d invalid", src, c->hdim, c->hinner, c->hheads);
+    if ((int64_t)c->hdepth * 2 * c->hinner > INT_MAX)
+        return hm_err(HM_E_FORMAT, "%s: %d decoder layers of width %d are too many", src, c->hdepth, c->hinner);
+    return HM_OK;
+}
+
+static int check_mano(const hm_mano *mn, const char *src) {
+    const float *fl[] = {mn->v_template, mn->shapedirs, mn->posedirs, mn->j_regressor, mn->lbs_weights};
+    const size_t nfl[] = {HM_NV * 3, HM_NV * 3 * HM_NB, (HM_NJ - 1) * 9 * HM_NV * 3, HM_NJ * HM_NV, HM_NV * HM_NJ};
+    for (int a = 0; a < 5; a++)
+        for (size_t i = 0; i < nfl[a]; i++)
+            if (!isfinite(fl[a][i])) return hm_err(HM_E_FORMAT, "%s: MANO array %d has a non-finite value", src, a);
+    for (int j = 0; j < HM_NJ; j++)
+        if (j == 0 ? mn->parents[0] != -1 : (mn->parents[j] < 0 || mn->parents[j] >= j))
+            return hm_err(HM_E_FORMAT, "%s: MANO parents[%d] = %d is not a valid kinematic tree", src, j, mn->parents[j]);
+    for (int i = 0; i < HM_NF * 3; i++)
+        if (mn->faces[i] < 0 || mn->faces[i] >= HM_NV)
+            return hm_err(HM_E_FORMAT, "%s: MANO face index %d out of range", src, (int)mn->faces[i]);
+    for (int i = 0; i < 5; i++)
+        if (mn->tips[i] < 0 || mn->tips[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO tips out of range", src);
+    for (int i = 0; i < HM_NKP; i++)
+        if (mn->joint_map[i] < 0 || mn->joint_map[i] >= HM_NKP)
+            return hm_err(HM_E_FORMAT, "%s: MANO joint_map out of range", src);
+    return HM_OK;
+}
+
+/* Header fields and whether this process can run what they describe. */
+static int check_header(const pack_header *h, const uint8_t *table, size_t len, const char *src, int precision) {
+    if (h->version != PACK_VERSION)
+        return hm_err(HM_E_FORMAT, "%s: packed format version %u is not supported (this build reads version %u); convert the checkpoint again",
+                      src, h->version, PACK_VERSION);
+    if (h->header_bytes != sizeof *h || h->entry_bytes != sizeof(pack_entry) || h->table_offset != sizeof *h)
+        return hm_err(HM_E_FORMAT, "%s: header sizes %u / %u / table at %llu are not this version's", src,
+                      h->header_bytes, h->entry_bytes, (unsigned long long)h->table_offset);
+    if (h->file_bytes != len)
+        return hm_err(HM_E_FORMAT, "%s: file is %zu bytes but its header says %llu (%s)", src, len,
+                      (unsigned long long)h->file_bytes, len < h->file_bytes ? "truncated" : "trailing data");
+    if (h->n_sections < 1 || h->n_sections > PACK_MAX_SECTIONS ||
+        (uint64_t)h->n_sections * sizeof(pack_entry) > len - sizeof *h)
+        return hm_err(HM_E_FORMAT, "%s: section count %u does not fit the file", src, h->n_sections);
+    if (hm_pack_meta_checksum(h, table, (size_t)h->n_sections * sizeof(pack_entry)) != h->meta_checksum)
+        return hm_err(HM_E_FORMAT, "%s: checksum mismatch in the header or section table (file corrupted)", src);
+    if (memchr(h->scheme, 0, sizeof h->scheme) == NULL) return hm_err(HM_E_FORMAT, "%s: scheme name not terminated", src);
+    if ((h->precision != HM_PREC_FP32 && h->precision != HM_PREC_FAST) || (unsigned)h->has_mano > 1 ||
+        (h->precision == HM_PREC_FAST && h->lowp_kind != HM_LOWP_INT8 && h->lowp_kind != HM_LOWP_BF16))
+        return hm_err(HM_E_FORMAT, "%s: precision %d / low-precision kind %d / has_mano %d invalid", src,
+                      h->precision, h->lowp_kind, h->has_mano);
+    if (h->isa < HM_ISA_SCALAR || h->isa > HM_ISA_AVX512) return hm_err(HM_E_FORMAT, "%s: layout ISA %d invalid", src, h->isa);
+    int rc = check_config((const hm_config *)h->cfg, src);
+    if (rc) return rc;
+
+    /* Valid file; can this process use it as it is? */
+    if (h->precision != precision)
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed in precision %s but %s was requested; convert the checkpoint again with --precision %s",
+                      src, prec_name(h->precision), prec_name(precision), prec_name(precision));
+    if ((rc = hm_gemm_status())) return rc;
+    hm_isa cpu = hm_cpu_isa(), active = hm_gemm_isa();
+    if (h->isa > (int)cpu)
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed for ISA %s, which this CPU (%s) cannot run; convert the checkpoint again on this machine",
+                      src, hm_isa_name((hm_isa)h->isa), hm_isa_name(cpu));
+    if (h->isa != (int)active)
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed for ISA %s but the active ISA is %s (HAMER_ISA); convert the checkpoint again under the same ISA",
+                      src, hm_isa_name((hm_isa)h->isa), hm_isa_name(active));
+    if (h->precision == HM_PREC_FAST && h->lowp_kind != (int)hm_lowp_kind_active())
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed with low-precision kind %s but this process uses %s (HAMER_LOWP); convert the checkpoint again",
+                      src, h->lowp_kind == HM_LOWP_BF16 ? "bf16" : "int8", hm_lowp_kind_active() == HM_LOWP_BF16 ? "bf16" : "int8");
+    const char *scheme = hm_precision_scheme((hm_precision)h->precision);
+    if (strcmp(h->scheme, scheme))
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed for scheme '%s' but this machine runs '%s'; convert the checkpoint again",
+                      src, h->scheme, scheme);
+    return HM_OK;
+}
+
+/* Section table: named, inside the file, aligned, in order, no overlap. */
+static int check_table(const pack_header *h, const pack_entry *t, size_t len, const char *src) {
+    uint64_t prev_end = hm_pack_round_up(sizeof *h + (uint64_t)h->n_sections * sizeof *t);
+    for (uint32_t i = 0; i < h->n_sections; i++) {
+        const pack_entry *e = &t[i];
+        if (!memchr(e->name, 0, sizeof e->name) || !e->name[0])
+            return hm_err(HM_E_FORMAT, "%s: section %u has no valid name", src, i);
+        if (e->offset % PACK_ALIGN)
+            return hm_err(HM_E_FORMAT, "%s: section '%s' at offset %llu is not %d-byte aligned", src, e->name,
+                          (unsigned long long)e->offset, PACK_ALIGN);
+        if (e->offset > len || e->bytes > len - e->offset || e->bytes == 0)
+            return hm_err(HM_E_FORMAT, "%s: section '%s' (offset %llu, %llu bytes) is empty or extends past the end of the file (%zu bytes)",
+                          src, e->name, (unsigned long long)e->offset, (unsigned long long)e->bytes, len);
+        if (e->offset < prev_end)
+            return hm_err(HM_E_FORMAT, "%s: section '%s' at offset %llu overlaps %s", src, e->name,
+                          (unsigned long long)e->offset, i ? t[i - 1].name : "the section table");
+        prev_end = e->offset + e->bytes;
+    }
+    return HM_OK;
+}
+
+static int verify_checksums(const uint8_t *base, const pack_entry *t, uint32_t n, const char *src) {
+    section *s = calloc(n, sizeof *s);
+    if (!s) return hm_err(HM_E_NOMEM, "%s: out of memory", src);
+    for (uint32_t i = 0; i < n; i++) s[i].ptr = base + t[i].offset, s[i].bytes = t[i].bytes;
+    int rc = hm_pack_hash_sections(s, (int)n);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if (s[i].sum != t[i].checksum)
+            rc = hm_err(HM_E_FORMAT, "%s: section '%s': checksum mismatch (file corrupted)", src, t[i].name);
+    free(s);
+    return rc;
+}
+
+int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
+                             hm_model **out) {
+    *out = NULL;
+    const uint8_t *base = buf;
+    pack_header h;
+    if (!buf || len < sizeof PACK_MAGIC || memcmp(base, PACK_MAGIC, sizeof PACK_MAGIC))
+        return hm_err(HM_E_FORMAT, "%s: not a packed model file (bad magic)", src);
+    if (len < sizeof h) return hm_err(HM_E_FORMAT, "%s: truncated packed model (%zu bytes, the header alone is %zu)", src, len, sizeof h);
+    if ((uintptr_t)buf % PACK_ALIGN) return hm_err(HM_E_ARG, "%s: packed model buffer is not %d-byte aligned", src, PACK_ALIGN);
+    memcpy(&h, base, sizeof h);
+    int rc = check_header(&h, base + sizeof h, len, src, precision);
+    const pack_entry *table = (const pack_entry *)(base + sizeof h);
+    if (!rc) rc = check_table(&h, table, len, src);
+    if (!rc) rc = verify_checksums(base, table, h.n_sections, src);
+    if (rc) return rc;
+
+    hm_config cfg;
+    memcpy(&cfg, h.cfg, sizeof cfg);
+    /* Each block has at least 8 sections and each layer 13: allocations
+     * below stay proportional to the file. */
+    if ((uint64_t)cfg.depth * 8 + (uint64_t)cfg.hdepth * 13 > h.n_sections)
+        return hm_err(HM_E_FORMAT, "%s: %u sections cannot hold %d blocks and %d decoder layers", src, h.n_sections,
+                      cfg.depth, cfg.hdepth);
+    const pack_entry *e0 = &table[0];
+    if (strcmp(e0->name, "matrices") || e0->bytes % sizeof(pack_matrix))
+        return hm_err(HM_E_FORMAT, "%s: section 0 is not the matrix table", src);
+    hm_model *m = calloc(1, sizeof *m);
+    if (!m) return hm_err(HM_E_NOMEM, "out of memory");
+    m->cfg = cfg;
+    m->precision = h.precision;
+    m->has_mano = h.has_mano;
+    m->blocks = calloc((size_t)cfg.depth, sizeof *m->blocks);
+    m->layers = calloc((size_t)cfg.hdepth, sizeof *m->layers);
+    if (!m->blocks || !m->layers) {
+        hm_model_free(m);
+        return hm_err(HM_E_NOMEM, "out of memory");
+    }
+    m->pack_map = base;
+    m->pack_len = len;
+    bind_visitor bv = {{bind_matrix, bind_array, bind_embedded}, src, base, &h, table, 1,
+                       (const pack_matrix *)(base + e0->offset), (int)(e0->bytes / sizeof(pack_matrix)), 0};
+    rc = hm_pack_visit_model(m, &bv.v);
+    if (!rc && bv.next != (int)h.n_sections)
+        rc = hm_err(HM_E_FORMAT, "%s: unexpected section '%s' after the model's last array", src, table[bv.next].name);
+    if (!rc && bv.next_mat != bv.nmat)
+        rc = hm_err(HM_E_FORMAT, "%s: section 'matrices' has %d records for %d matrices", src, bv.nmat, bv.next_mat);
+    if (!rc && m->has_mano) rc = check_mano(&m->mano, src);
+    if (!rc && !m->has_mano && mano_npz) rc = hm_model_attach_mano_npz(m, mano_npz);
+    if (rc) {
+        hm_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return HM_OK;
+}
+
+int hm_pack_sniff(const char *path) {
+    char magic[sizeof PACK_MAGIC];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, magic, sizeof magic);
+    close(fd);
+    if (n != (ssize_t)sizeof magic) return 0;
+    if (!memcmp(magic, PACK_MAGIC, sizeof magic)) return 1;
+    return memcmp(magic, "PK\3\4", 4) ? -1 : 0;
+}
+
+int hm_model_load_packed(const char *path, const char *mano_npz, int precision, hm_model **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return hm_err(HM_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return hm_err(HM_E_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > HM_CKPT_MAX_BYTES || st.st_size < (off_t)sizeof(pack_header)) {
+        close(fd);
+        return hm_err(HM_E_FORMAT, "%s: %lld bytes is %s for a packed model", path, (long long)st.st_size,
+                      st.st_size < (off_t)sizeof(pack_header) ? "truncated" : "over the size limit");
+    }
+    size_t len = (size_t)st.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    int err = errno;
+    close(fd);
+    if (map == MAP_FAILED) return hm_err(HM_E_IO, "%s: cannot map: %s", path, strerror(err));
+    int rc = hm_model_from_packed_mem(map, len, path, mano_npz, precision, out);
+    if (rc) {
+        munmap(map, len);
+        return rc;
+    }
+    (*out)->pack_unmap = 1;
+    return HM_OK;
+}
+
+void hm_pack_reseal(void *buf, size_t len) {
+    pack_header h;
+    if (!buf || len < sizeof h) return;
+    memcpy(&h, buf, sizeof h);
+    if (h.n_sections > PACK_MAX_SECTIONS || (uint64_t)h.n_sections * sizeof(pack_entry) > len - sizeof h) return;
+    uint8_t *table = (uint8_t *)buf + sizeof h;
+    for (uint32_t i = 0; i < h.n_sections; i++) {
+        pack_entry e;
+        memcpy(&e, table + (size_t)i * sizeof e, sizeof e);
+        if (e.offset > len || e.bytes > len - e.offset) continue;
+        e.checksum = XXH3_64bits((const uint8_t *)buf + e.offset, (size_t)e.bytes);
+        memcpy(table + (size_t)i * sizeof e, &e, sizeof e);
+    }
+    h.meta_checksum = hm_pack_meta_checksum(&h, table, (size_t)h.n_sections * sizeof(pack_entry));
+    memcpy(buf, &h, sizeof h);
+}

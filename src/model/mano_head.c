@@ -1,0 +1,149 @@
+/* mano_head.c - the MANO transformer-decoder head and its readout.
+ *
+ * One query token cross-attends to the 192 backbone tokens through 6 layers
+ *   x += SA(LN(x)); x += CA(LN(x), ctx); x += FF(LN(x))      (LN eps 1e-5)
+ * then decpose / decshape / deccam are added to the init_* buffers and the
+ * 6D pose becomes 16 rotation matrices.
+ *
+ * Exact shortcuts (each checked against the textbook form, s->plain):
+ *  - the input token is constant (Linear(1,.) of a zero), and so is layer 0's
+ *    self-attention and layer 0's cross-attention query: precomputed at load;
+ *  - with one token, softmax over one score is exactly 1, so SA(h) is
+ *    to_out(h . Wv^T): the q and k projections are dead work;
+ *  - the context is the same for every layer, so the K/V projections of all
+ *    layers are one [T, dim] x [dim, 6*2*inner] GEMM.
+ */
+#include <math.h>
+#include <string.h>
+#include "model/model.h"
+
+#define LN_EPS 1e-5f
+
+typedef struct {
+    hm_state *s;
+    const float *kv;   /* K of this layer at kv[t*ldkv], V at kv[t*ldkv + inner] */
+    int ldkv;
+} ca_job;
+
+/* One (crop, head) of cross-attention: softmax(q.K^T / 8) . V over ntok. */
+static void ca_task(void *ctx, int task, int tid) {
+    ca_job *j = ctx;
+    hm_state *s = j->s;
+    const hm_config *c = &s->m->cfg;
+    int b = task / c->hheads, hd = task % c->hheads, n = c->ntok;
+    const float *q = s->hq + (size_t)b * c->hinner + hd * HM_DEC_HEAD_DIM;
+    const float *K = j->kv + (size_t)b * n * j->ldkv + hd * HM_DEC_HEAD_DIM;
+    const float *V = K + c->hinner;
+    float *sc = s->hscore + (size_t)tid * n;
+    float *o = s->ha + (size_t)b * c->hinner + hd * HM_DEC_HEAD_DIM;
+    float scale = 1.0f / sqrtf((float)HM_DEC_HEAD_DIM);
+    hm_sgemm_nt(1, n, HM_DEC_HEAD_DIM, scale, q, HM_DEC_HEAD_DIM, K, j->ldkv, 0.0f, sc, n);
+    hm_softmax(sc, n);
+    hm_sgemm_nn(1, HM_DEC_HEAD_DIM, n, 1.0f, sc, n, V, j->ldkv, 0.0f, o, HM_DEC_HEAD_DIM);
+}
+
+/* Textbook single-token self-attention: q, k, v, softmax over one score. */
+static void sa_plain(hm_state *s, const hm_head_layer *L, int B) {
+    const hm_config *c = &s->m->cfg;
+    int in = c->hinner, hd = HM_DEC_HEAD_DIM;
+    for (int b = 0; b < B; b++) {
+        const float *h = s->hh + (size_t)b * c->hdim;
+        float *qkv = s->hsa + (size_t)b * 3 * in;
+        hm_sgemm_nt(1, 3 * in, c->hdim, 1.0f, h, c->hdim, L->sa_qkv_full, c->hdim, 0.0f, qkv, 3 * in);
+        for (int head = 0; head < c->hheads; head++) {
+            const float *q = qkv + head * hd, *k = qkv + in + head * hd, *v = qkv + 2 * in + head * hd;
+            float score = 0;
+            for (int i = 0; i < hd; i++) score += q[i] * k[i];
+            score /= sqrtf((float)hd);
+            hm_softmax(&score, 1);
+            for (int i = 0; i < hd; i++) s->ha[(size_t)b * in + head * hd + i] = score * v[i];
+        }
+    }
+}
+
+void hm_head_forward(hm_state *s, int B, float *params) {
+    const hm_model *m = s->m;
+    const hm_config *c = &m->cfg;
+    int T = B * c->ntok, in = c->hinner, d = c->hdim;
+    const float *kv;
+    int ldkv;
+    if (!s->plain) {
+        hm_gemm(s->pool, T, s->x, c->dim, &m->kv_all, s->kv, c->hdepth * 2 * in, HM_EPI_STORE);
+        ldkv = c->hdepth * 2 * in;
+    } else {
+        ldkv = 2 * in;
+    }
+    for (int b = 0; b < B; b++) memcpy(s->hx + (size_t)b * d, s->plain ? m->token0 : m->x1, d * sizeof(float));
+
+    for (int l = 0; l < c->hdepth; l++) {
+        const hm_head_layer *L = &m->layers[l];
+        int first = l == 0 && !s->plain;
+        if (!first) {
+            hm_layernorm(s->hx, s->hh, B, d, L->sa_norm_w, L->sa_norm_b, LN_EPS);
+            if (s->plain) {
+                sa_plain(s, L, B);
+                hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM);
+            } else {
+                hm_gemm(s->pool, B, s->hh, d, &L->sa_v, s->ha, in, HM_EPI_STORE);
+                hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM);
+            }
+        }
+        if (first) {
+            for (int b = 0; b < B; b++) memcpy(s->hq + (size_t)b * in, m->q1, in * sizeof(float));
+        } else {
+            hm_layernorm(s->hx, s->hh, B, d, L->ca_norm_w, L->ca_norm_b, LN_EPS);
+            hm_gemm(s->pool, B, s->hh, d, &L->ca_q, s->hq, in, HM_EPI_STORE);
+        }
+        if (s->plain) {
+            hm_gemm(s->pool, T, s->x, c->dim, &L->ca_kv, s->hkv1, 2 * in, HM_EPI_STORE);
+            kv = s->hkv1;
+        } else {
+            kv = s->kv + (size_t)l * 2 * in;
+        }
+        ca_job cj = {s, kv, ldkv};
+        hm_pool_run(s->pool, ca_task, &cj, B * c->hheads);
+        hm_gemm(s->pool, B, s->ha, in, &L->ca_out, s->hx, d, HM_EPI_ACCUM);
+
+        hm_layernorm(s->hx, s->hh, B, d, L->ff_norm_w, L->ff_norm_b, LN_EPS);
+        hm_gemm(s->pool, B, s->hh, d, &L->ff1, s->hf, c->hmlp, HM_EPI_GELU);
+        hm_gemm(s->pool, B, s->hf, c->hmlp, &L->ff2, s->hx, d, HM_EPI_ACCUM);
+    }
+
+    /* Readout: [pose 96 | betas 10 | cam 3] per crop. */
+    const int ld = HM_NJ * 6 + HM_NB + 3;
+    hm_gemm(s->pool, B, s->hx, d, &m->decpose, s->pose6d, ld, HM_EPI_STORE);
+    hm_gemm(s->pool, B, s->hx, d, &m->decshape, s->pose6d + HM_NJ * 6, ld, HM_EPI_STORE);
+    hm_gemm(s->pool, B, s->hx, d, &m->deccam, s->pose6d + HM_NJ * 6 + HM_NB, ld, HM_EPI_STORE);
+    for (int b = 0; b < B; b++) {
+        float *r = s->pose6d + (size_t)b * ld, *p = params + (size_t)b * 157;
+        for (int i = 0; i < HM_NJ * 6; i++) r[i] += m->init_pose[i];
+        for (int i = 0; i < HM_NB; i++) r[HM_NJ * 6 + i] += m->init_betas[i];
+        for (int i = 0; i < 3; i++) r[HM_NJ * 6 + HM_NB + i] += m->init_cam[i];
+        for (int k = 0; k < HM_NJ; k++) hm_rot6d_to_rotmat(r + 6 * k, p + 9 * k);
+        memcpy(p + 9 * HM_NJ, r + HM_NJ * 6, (HM_NB + 3) * sizeof(float));
+    }
+}
+
+/* 6D -> rotation: a1 = x[0:3], a2 = x[3:6]; Gram-Schmidt; R = [b1 b2 b3]
+ * as COLUMNS, written row-major (R[i][j] at 3i+j). normalize divides by
+ * max(norm, 1e-12) like torch.nn.functional.normalize. */
+void hm_rot6d_to_rotmat(const float *x, float *R) {
+    float a1[3] = {x[0], x[1], x[2]}, a2[3] = {x[3], x[4], x[5]}, b1[3], b2[3], b3[3];
+    float n1 = sqrtf(a1[0] * a1[0] + a1[1] * a1[1] + a1[2] * a1[2]);
+    n1 = n1 > 1e-12f ? n1 : 1e-12f;
+    for (int i = 0; i < 3; i++) b1[i] = a1[i] / n1;
+    float dot = b1[0] * a2[0] + b1[1] * a2[1] + b1[2] * a2[2];
+    float u[3];
+    for (int i = 0; i < 3; i++) u[i] = a2[i] - dot * b1[i];
+    float n2 = sqrtf(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+    n2 = n2 > 1e-12f ? n2 : 1e-12f;
+    for (int i = 0; i < 3; i++) b2[i] = u[i] / n2;
+    b3[0] = b1[1] * b2[2] - b1[2] * b2[1];
+    b3[1] = b1[2] * b2[0] - b1[0] * b2[2];
+    b3[2] = b1[0] * b2[1] - b1[1] * b2[0];
+    for (int i = 0; i < 3; i++) {
+        R[3 * i + 0] = b1[i];
+        R[3 * i + 1] = b2[i];
+        R[3 * i + 2] = b3[i];
+    }
+}

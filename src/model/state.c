@@ -1,0 +1,72 @@
+/* state.c - per-request buffers: everything a forward writes, allocated once. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "model/model.h"
+#include "core/util.h"
+
+int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
+    memset(s, 0, sizeof *s);
+    const hm_config *c = &m->cfg;
+    s->m = m;
+    s->max_batch = max_batch;
+    s->nthreads = nthreads;
+    size_t T = (size_t)max_batch * c->ntok, B = max_batch;
+    /* A row stride that is a multiple of 2 KiB (5120 floats = 5 x 4 KiB)
+     * puts the same k of every row of a 12-row GEMM tile in one L1 set,
+     * more rows than the cache has ways: fc2 ran ~10% slower for it. */
+    s->mlp_ld = c->mlp % 512 == 0 ? c->mlp + 16 : c->mlp;
+    struct {
+        float **p;
+        size_t n;
+    } bufs[] = {
+        {&s->cols, T * 3 * HM_PATCH * HM_PATCH},
+        {&s->x, T * c->dim},
+        {&s->h, T * c->dim},
+        {&s->qkv, T * 3 * c->dim},
+        {&s->att, T * c->dim},
+        {&s->mlp, T * s->mlp_ld},
+        {&s->scores, (size_t)nthreads * c->ntok * c->ntok},
+        {&s->kv, T * c->hdepth * 2 * c->hinner},
+        {&s->hx, B * c->hdim},
+        {&s->hh, B * c->hdim},
+        {&s->hq, B * c->hinner},
+        {&s->ha, B * c->hinner},
+        {&s->hf, B * c->hmlp},
+        {&s->hscore, (size_t)nthreads * c->ntok},
+        {&s->hkv1, T * 2 * c->hinner},
+        {&s->hsa, B * 3 * c->hinner},
+        {&s->pose6d, B * (HM_NJ * 6 + HM_NB + 3)},
+        {&s->img, B * 3 * HM_IMG_H * HM_IMG_W},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (!(*bufs[i].p = hm_alloc(bufs[i].n * sizeof(float)))) {
+            hm_state_release(s);
+            return HM_E_NOMEM;
+        }
+        memset(*bufs[i].p, 0, bufs[i].n * sizeof(float));
+    }
+    if (!(s->pool = hm_pool_create(nthreads))) {
+        hm_state_release(s);
+        return HM_E_NOMEM;
+    }
+    return HM_OK;
+}
+
+void hm_state_release(hm_state *s) {
+    float *bufs[] = {s->cols, s->x, s->h, s->qkv, s->att, s->mlp, s->scores, s->kv, s->hx, s->hh,
+                     s->hq, s->ha, s->hf, s->hscore, s->hkv1, s->hsa, s->pose6d, s->img};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hm_free(bufs[i]);
+    hm_pool_destroy(s->pool);
+    memset(s, 0, sizeof *s);
+}
+
+const char *const hm_stage_names[HM_ST_COUNT] = {
+    "patch_embed", "layernorm", "qkv", "attention", "proj", "fc1_gelu", "fc2", "head", "mano", "finalise",
+};
+
+double hm_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}

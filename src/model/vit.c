@@ -1,0 +1,84 @@
+/* vit.c - the ViT-H/16 backbone blocks (pre-norm), then last_norm.
+ *
+ *   x += proj(attn(LN1(x)))       attn: 16 heads of 80, softmax(q k^T / sqrt 80) v
+ *   x += fc2(GELU(fc1(LN2(x))))   exact erf GELU, fused into fc1's epilogue
+ *
+ * The residual adds are fused into the proj and fc2 GEMM epilogues. The
+ * output (192 tokens x dim per crop, after last_norm) is left in s->x: it is
+ * the context the MANO head cross-attends to.
+ */
+#include <math.h>
+#include "model/model.h"
+
+typedef struct {
+    hm_state *s;
+    const float *w, *b;
+    const float *in;
+    float *out;
+    int rows, d;
+    float eps;
+} ln_job;
+
+#define LN_CHUNK 16
+
+static void ln_task(void *ctx, int task, int tid) {
+    ln_job *j = ctx;
+    int r0 = task * LN_CHUNK, n = j->rows - r0 < LN_CHUNK ? j->rows - r0 : LN_CHUNK;
+    hm_layernorm(j->in + (size_t)r0 * j->d, j->out + (size_t)r0 * j->d, n, j->d, j->w, j->b, j->eps);
+}
+
+/* LayerNorm of `rows` rows, spread over the pool. */
+static void layernorm_par(hm_state *s, const float *in, float *out, int rows, int d,
+                          const float *w, const float *b, float eps) {
+    ln_job j = {s, w, b, in, out, rows, d, eps};
+    hm_pool_run(s->pool, ln_task, &j, (rows + LN_CHUNK - 1) / LN_CHUNK);
+}
+
+typedef struct {
+    hm_state *s;
+    int B;
+} attn_job;
+
+/* One (crop, head): S = (q k^T) / sqrt(80); softmax rows; out = S v. */
+static void attn_task(void *ctx, int task, int tid) {
+    attn_job *j = ctx;
+    hm_state *s = j->s;
+    const hm_config *c = &s->m->cfg;
+    int b = task / c->heads, hd = task % c->heads;
+    int n = c->ntok, ld = 3 * c->dim;
+    const float *q = s->qkv + (size_t)b * n * ld + hd * HM_VIT_HEAD_DIM;
+    const float *k = q + c->dim, *v = q + 2 * c->dim;
+    float *S = s->scores + (size_t)tid * n * n;
+    float *o = s->att + (size_t)b * n * c->dim + hd * HM_VIT_HEAD_DIM;
+    float scale = 1.0f / sqrtf((float)HM_VIT_HEAD_DIM);
+    hm_sgemm_nt(n, n, HM_VIT_HEAD_DIM, scale, q, ld, k, ld, 0.0f, S, n);
+    for (int r = 0; r < n; r++) hm_softmax(S + (size_t)r * n, n);
+    hm_sgemm_nn(n, HM_VIT_HEAD_DIM, n, 1.0f, S, n, v, ld, 0.0f, o, c->dim);
+}
+
+void hm_vit_forward(hm_state *s, int B) {
+    const hm_model *m = s->m;
+    const hm_config *c = &m->cfg;
+    int T = B * c->ntok;
+    HM_TIC(s);
+    for (int l = 0; l < c->depth; l++) {
+        const hm_vit_block *bl = &m->blocks[l];
+        layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
+        HM_TOC(s, HM_ST_NORM);
+        hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE);
+        HM_TOC(s, HM_ST_QKV);
+        attn_job aj = {s, B};
+        hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
+        HM_TOC(s, HM_ST_ATTN);
+        hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM);
+        HM_TOC(s, HM_ST_PROJ);
+        layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
+        HM_TOC(s, HM_ST_NORM);
+        hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU);
+        HM_TOC(s, HM_ST_FC1);
+        hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM);
+        HM_TOC(s, HM_ST_FC2);
+    }
+    layernorm_par(s, s->x, s->x, T, c->dim, m->last_norm_w, m->last_norm_b, 1e-6f);
+    HM_TOC(s, HM_ST_NORM);
+}

@@ -1,0 +1,184 @@
+/* cli_regress.c - `hamer regress`: crops (.npy) in, parameters and mesh (.npz) out.
+ *
+ *   hamer regress --model CKPT --input CROPS.npy --output OUT.npz
+ *                 [--threads N] [--mano FILE.npz] [--params-only] [--plain] [--timings]
+ *
+ * Errors: one line on stderr ("hamer: ..."), exit 1 (2 for usage errors);
+ * the output file is only created once everything has succeeded.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "hamer.h"
+#include "format/npy.h"
+#include "core/util.h"
+
+static const char *USAGE_REGRESS =
+    "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
+    "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
+    "                     [--precision fp32|fast] [--timings]\n"
+    "\n"
+    "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
+    "on hand crops.\n"
+    "\n"
+    "  --model CKPT      the released hamer.ckpt (PyTorch Lightning checkpoint)\n"
+    "  --input CROPS     .npy, either float32 [B,3,256,192] crops normalised as\n"
+    "                    (x/255 - mean)/std (RGB, mean 0.485,0.456,0.406, std\n"
+    "                    0.229,0.224,0.225), or uint8 [B,256,192,3] RGB crops\n"
+    "  --output OUT.npz  float32 arrays:\n"
+    "                      params [B,157]        16 row-major 3x3 rotations (global\n"
+    "                                            orient first), 10 betas, 3 pred_cam\n"
+    "                      pred_cam [B,3]        (s, tx, ty)\n"
+    "                      pred_cam_t [B,3]      (tx, ty, 2*5000/(256*s))\n"
+    "                      vertices [B,778,3]    metres, root-relative MANO frame\n"
+    "                      keypoints_3d [B,21,3] OpenPose order\n"
+    "                      keypoints_2d [B,21,2] normalised crop units\n"
+    "                                            (pixels = 256*k + 128)\n"
+    "  --threads N       worker threads (default: online CPUs)\n"
+    "  --mano FILE.npz   MANO buffers (v_template, shapedirs, posedirs, J_regressor,\n"
+    "                    parents, lbs_weights, faces_tensor) when the checkpoint\n"
+    "                    has no mano.* entries\n"
+    "  --params-only     write only params, pred_cam, pred_cam_t (no MANO needed)\n"
+    "  --precision P     fp32 (default, exact) or fast (the gated low-precision\n"
+    "                    scheme for the backbone matmuls; 'hamer --version' names it)\n"
+    "  --plain           verification mode: the textbook formulation (slower)\n"
+    "  --timings         print load and forward times to stderr\n"
+    "\n"
+    "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
+    "stderr saying what was wrong.\n";
+
+int hm_cli_regress(int argc, char **argv) {
+    const char *model = NULL, *input = NULL, *output = NULL, *mano = NULL;
+    int threads = 0, params_only = 0, plain = 0, timings = 0, precision = HAMER_PRECISION_FP32;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE_REGRESS, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--params-only")) { params_only = 1; continue; }
+        if (!strcmp(a, "--plain")) { plain = 1; continue; }
+        if (!strcmp(a, "--timings")) { timings = 1; continue; }
+        if (!strcmp(a, "--model")) dst = &model;
+        else if (!strcmp(a, "--input")) dst = &input;
+        else if (!strcmp(a, "--output")) dst = &output;
+        else if (!strcmp(a, "--mano")) dst = &mano;
+        else if (!strcmp(a, "--precision")) {
+            if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
+            else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
+            else return hm_cli_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
+            continue;
+        } else if (strcmp(a, "--threads")) return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", a);
+        if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
+        const char *v = argv[++i];
+        if (dst) *dst = v;
+        else if (hm_cli_parse_threads(v, &threads)) return hm_cli_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
+    }
+    if (!model) return hm_cli_fail(2, "regress: missing --model%s", "");
+    if (!input) return hm_cli_fail(2, "regress: missing --input%s", "");
+    if (!output) return hm_cli_fail(2, "regress: missing --output%s", "");
+
+    hm_array crops;
+    if (hm_npy_load(input, &crops)) return hm_cli_fail(1, "%s", hm_errmsg());
+    int u8 = crops.dtype == HM_DT_U8;
+    int ok_shape = crops.ndim == 4 && crops.shape[0] >= 1 && crops.shape[0] <= 1000000 &&
+                   (u8 ? (crops.shape[1] == HAMER_CROP_H && crops.shape[2] == HAMER_CROP_W && crops.shape[3] == 3)
+                       : (crops.shape[1] == 3 && crops.shape[2] == HAMER_CROP_H && crops.shape[3] == HAMER_CROP_W));
+    if (crops.dtype != HM_DT_F32 && !u8) {
+        hm_dtype dt = crops.dtype;
+        hm_array_free(&crops);
+        fprintf(stderr, "hamer: %s: crops must be float32 [B,3,256,192] or uint8 [B,256,192,3], got %s\n", input,
+                hm_dtype_name(dt));
+        return 1;
+    }
+    if (!ok_shape) {
+        char sh[128] = "";
+        for (int i = 0, n = 0; i < crops.ndim && n < 100; i++) n += snprintf(sh + n, sizeof sh - n, i ? ",%lld" : "%lld", (long long)crops.shape[i]);
+        hm_array_free(&crops);
+        fprintf(stderr, "hamer: %s: %s crops must have shape %s, got [%s]\n", input, u8 ? "uint8" : "float32",
+                u8 ? "[B,256,192,3]" : "[B,3,256,192]", sh);
+        return 1;
+    }
+    int B = (int)crops.shape[0];
+
+    double t0 = hm_cli_now();
+    hamer_model *hm = hm_cli_load_model(model, mano, precision);
+    double t_load = hm_cli_now() - t0;
+    if (!hm) {
+        hm_array_free(&crops);
+        return hm_cli_fail(1, "%s", hamer_last_error());
+    }
+    hamer_model_info info;
+    hamer_model_get_info(hm, &info);
+    if (!info.has_mano && !params_only) {
+        hm_array_free(&crops);
+        hamer_model_free(hm);
+        return hm_cli_fail(1, "%s: checkpoint has no MANO buffers (mano.*): pass --mano FILE.npz, or --params-only", model);
+    }
+    hamer_state *st = hamer_state_new(hm, B < 16 ? B : 16, threads);
+    float *buf = st ? malloc((size_t)B * (157 + 3 + 3 + 778 * 3 + 21 * 3 + 21 * 2) * sizeof(float)) : NULL;
+    if (!st || !buf) {
+        free(buf);
+        hamer_state_free(st);
+        hamer_model_free(hm);
+        hm_array_free(&crops);
+        return hm_cli_fail(1, "%s", st ? "out of memory" : hamer_last_error());
+    }
+    hamer_output out = {0};
+    out.params = buf;
+    out.pred_cam = out.params + (size_t)B * 157;
+    out.pred_cam_t = out.pred_cam + (size_t)B * 3;
+    if (!params_only) {
+        out.vertices = out.pred_cam_t + (size_t)B * 3;
+        out.keypoints_3d = out.vertices + (size_t)B * 778 * 3;
+        out.keypoints_2d = out.keypoints_3d + (size_t)B * 21 * 3;
+    }
+    hamer_state_set_plain(st, plain);
+    t0 = hm_cli_now();
+    int rc = u8 ? hamer_regress_u8(st, crops.data, B, &out) : hamer_regress_f32(st, crops.data, B, &out);
+    double t_fwd = hm_cli_now() - t0;
+    if (timings && rc == 0)
+        fprintf(stderr, "hamer: load %.3f s, forward %.3f s for %d crop(s) = %.1f ms/crop\n", t_load, t_fwd, B, 1e3 * t_fwd / B);
+    hm_array_free(&crops);
+    hamer_state_free(st);
+    hamer_model_free(hm);
+    if (rc) {
+        free(buf);
+        return hm_cli_fail(1, "%s", hamer_last_error());
+    }
+
+    hm_npz_writer *w;
+    struct {
+        const char *name;
+        int ndim;
+        int64_t shape[3];
+        const float *data;
+    } arrays[] = {
+        {"params", 2, {B, 157}, out.params},
+        {"pred_cam", 2, {B, 3}, out.pred_cam},
+        {"pred_cam_t", 2, {B, 3}, out.pred_cam_t},
+        {"vertices", 3, {B, 778, 3}, out.vertices},
+        {"keypoints_3d", 3, {B, 21, 3}, out.keypoints_3d},
+        {"keypoints_2d", 3, {B, 21, 2}, out.keypoints_2d},
+    };
+    if (hm_npz_write_begin(output, &w)) {
+        free(buf);
+        return hm_cli_fail(1, "%s", hm_errmsg());
+    }
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        if (!arrays[i].data) continue;
+        if (hm_npz_write_add(w, arrays[i].name, HM_DT_F32, arrays[i].ndim, arrays[i].shape, arrays[i].data)) {
+            hm_npz_write_abort(w);
+            free(buf);
+            return hm_cli_fail(1, "%s", hm_errmsg());
+        }
+    }
+    free(buf);
+    if (hm_npz_write_finish(w)) return hm_cli_fail(1, "%s", hm_errmsg());
+    return 0;
+}
+

@@ -1,0 +1,59 @@
+/* hamer_cli.c - the `hamer` command: dispatch to the subcommands (cli_*.c). */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "hamer.h"
+#include "kernels/gemm.h"
+
+static const char *USAGE_MAIN =
+    "usage: hamer <command> [options]\n"
+    "\n"
+    "HaMeR 3D hand-mesh recovery (CVPR 2024) in C.\n"
+    "\n"
+    "commands:\n"
+    "  run       image + hand boxes in: RESULT.json, meshes (.obj), overlay pictures\n"
+    "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
+    "  crop      cut hand crops (.npy) from an image and boxes\n"
+    "  bench     time the regressor (per stage) and check a precision against fp32\n"
+    "  serve     HTTP server: POST an image + boxes, get RESULT.json or the overlay PNG\n"
+    "  convert   write a packed model file (weights in kernel layout; loads in < 1 s)\n"
+    "\n"
+    "main job:\n"
+    "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
+    "  hamer run --model hamer.ckpt --image IMG --box x1,y1,x2,y2[:left] --output RESULT.json\n"
+    "\n"
+    "options:\n"
+    "  -h, --help      this help; 'hamer <command> --help' for a command\n"
+    "  --version       print the version and the kernel ISA\n";
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} commands[] = {
+    {"run", hm_cli_run},
+    {"regress", hm_cli_regress},
+    {"crop", hm_cli_crop},
+    {"bench", hm_cli_bench},
+    {"serve", hm_cli_serve},
+    {"convert", hm_cli_convert},
+};
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(USAGE_MAIN, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(USAGE_MAIN, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("hamer %s (kernels: %s; precision fp32: %s; fast: %s)\n", hamer_version(), hm_isa_name(hm_gemm_isa()),
+               hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST));
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
+    return hm_cli_fail(2, "unknown command '%s' (see 'hamer --help')", cmd);
+}

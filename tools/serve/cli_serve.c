@@ -1,0 +1,243 @@
+/* cli_serve.c - `hamer serve`: HaMeR inference over HTTP (libmicrohttpd).
+ *
+ * This file holds the command line and the process lifecycle: listen at
+ * once (so /healthz answers while the model loads), warm up on a helper
+ * thread, wait for SIGTERM/SIGINT, then drain and exit 0. The design of
+ * the server is described in server.h; its parts are server_*.c.
+ *
+ * Exit status: 0 after a clean shutdown; 1 if the server could not start
+ * (port taken, model unreadable, no MANO buffers); 2 bad usage.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli/cli.h"
+#include "serve/server.h"
+
+static const char *USAGE_SERVE =
+    "usage: hamer serve --model M [--host 127.0.0.1] [--port 8080] [--threads N] [--workers K]\n"
+    "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast]\n"
+    "                   [--mano FILE.npz] [--cache N] [--cache-ttl-s 60] [--quiet]\n"
+    "\n"
+    "Serves HaMeR over HTTP/1.1:\n"
+    "  GET  /healthz        200 while the process lives\n"
+    "  GET  /readyz         200 once loaded, warmed up and self-checked; else 503 and why\n"
+    "  GET  /info           model dimensions, precision, threads, workers, kernel ISA, CPU, version\n"
+    "  GET  /metrics        Prometheus text: requests, latencies, queue depth, hands, load time\n"
+    "  GET  /openapi.json   OpenAPI 3 description of the endpoints\n"
+    "  POST /v1/predict     RESULT.json of `hamer run` (?vertices=1); body: an image/jpeg or\n"
+    "                       image/png with ?boxes=x1,y1,x2,y2[:left];..., or multipart/form-data\n"
+    "                       with an 'image' part and a 'hands' part ([{\"bbox\":[..],\"is_right\":..}])\n"
+    "  POST /v1/render      same input; the overlay PNG (?side_view=1: the side view)\n"
+    "  Both POSTs take ?rescale=S and ?crop_mode=warp|pad as `hamer run` does.\n"
+    "\n"
+    "  --model M         HaMeR checkpoint (loaded once, shared read-only by the workers)\n"
+    "  --host ADDR       numeric IPv4/IPv6 address to listen on (default 127.0.0.1)\n"
+    "  --port P          TCP port (default 8080; 0: any free port, see the startup line)\n"
+    "  --workers K       inference workers, each with its own state (default 1)\n"
+    "  --threads N       threads per worker (default: online CPUs / K)\n"
+    "  --queue Q         requests waiting for a worker at most (default 64); when full,\n"
+    "                    POSTs get 503 with Retry-After at once\n"
+    "  --max-body-mb MB  request body limit (default 20): a larger Content-Length gets 413\n"
+    "                    unread; a chunked body is cut off (connection closed) at the limit\n"
+    "  --timeout-s T     per-request limit, default 30. It covers queue wait + inference:\n"
+    "                    a request still queued at the deadline gets 504 and never runs; a\n"
+    "                    running inference cannot be interrupted, so its request gets 504 at\n"
+    "                    the deadline while the worker finishes it and discards the result.\n"
+    "                    The body upload must also finish within T, and a connection idle\n"
+    "                    for T is closed.\n"
+    "  --precision P     fp32 (default) or fast; either is self-checked before /readyz is 200\n"
+    "  --reference M     the model fast is self-checked against, loaded in fp32 for that\n"
+    "                    once (default: --model; needed when --model is a packed fast file)\n"
+    "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
+    "  --cache N         serve repeats of an identical request (same body and query) from\n"
+    "                    a cache of N answers (default 0: off), each kept --cache-ttl-s\n"
+    "  --quiet           no per-request log lines (startup and shutdown lines stay)\n"
+    "\n"
+    "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
+    "SIGTERM or SIGINT: stop accepting, finish the requests in flight, exit 0.\n";
+
+/* Real option in (lo, hi]; -1 if malformed. */
+static int parse_real(const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > lo && x <= hi)) return -1;
+    *out = x;
+    return 0;
+}
+
+/* Fill cfg from argv; 0 ok, 1 help printed, 2 usage error (reported). */
+static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
+    double mb = 20;
+    cfg->host = "127.0.0.1";
+    cfg->port = 8080;
+    cfg->workers = 1;
+    cfg->queue = 64;
+    cfg->timeout_s = 30;
+    cfg->cache_ttl_s = 60;
+    cfg->precision = HAMER_PRECISION_FP32;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE_SERVE, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) {
+            cfg->quiet = 1;
+            continue;
+        }
+        if (a[0] != '-' || a[1] != '-') return hm_cli_fail(2, "serve: unexpected argument '%s'", a);
+        if (i + 1 >= argc) return hm_cli_fail(2, "serve: option '%s' needs a value (or is unknown)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model")) cfg->model_path = v;
+        else if (!strcmp(a, "--mano")) cfg->mano_path = v;
+        else if (!strcmp(a, "--reference")) cfg->reference_path = v;
+        else if (!strcmp(a, "--host")) cfg->host = v;
+        else if (!strcmp(a, "--port")) {
+            if (hm_cli_parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);
+        } else if (!strcmp(a, "--threads")) {
+            if (hm_cli_parse_threads(v, &cfg->threads))
+                return hm_cli_fail(2, "serve: --threads must be an integer in 1..1024, got '%s'", v);
+        } else if (!strcmp(a, "--workers")) {
+            if (hm_cli_parse_int(v, 1, 256, &cfg->workers)) return hm_cli_fail(2, "serve: --workers must be 1..256, got '%s'", v);
+        } else if (!strcmp(a, "--queue")) {
+            if (hm_cli_parse_int(v, 1, 100000, &cfg->queue)) return hm_cli_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
+        } else if (!strcmp(a, "--cache")) {
+            if (hm_cli_parse_int(v, 0, 100000, &cfg->cache_n)) return hm_cli_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
+        } else if (!strcmp(a, "--max-body-mb")) {
+            if (parse_real(v, 0, 4096, &mb)) return hm_cli_fail(2, "serve: --max-body-mb must be in (0, 4096], got '%s'", v);
+        } else if (!strcmp(a, "--timeout-s")) {
+            if (parse_real(v, 0, 86400, &cfg->timeout_s))
+                return hm_cli_fail(2, "serve: --timeout-s must be in (0, 86400], got '%s'", v);
+        } else if (!strcmp(a, "--cache-ttl-s")) {
+            if (parse_real(v, 0, 86400, &cfg->cache_ttl_s))
+                return hm_cli_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
+        } else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "fp32")) cfg->precision = HAMER_PRECISION_FP32;
+            else if (!strcmp(v, "fast")) cfg->precision = HAMER_PRECISION_FAST;
+            else return hm_cli_fail(2, "serve: --precision must be fp32 or fast, got '%s'", v);
+        } else {
+            return hm_cli_fail(2, "serve: unknown option '%s' (see 'hamer serve --help')", a);
+        }
+    }
+    if (!cfg->model_path) return hm_cli_fail(2, "serve: --model is required%s", "");
+    cfg->max_body = (size_t)(mb * 1048576.0);
+    if (cfg->max_body < 1) cfg->max_body = 1;
+    if (!cfg->threads) {
+        /* Split the CPUs between the workers: they run concurrently. */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->threads = n > cfg->workers ? (int)(n / cfg->workers) : 1;
+    }
+    return 0;
+}
+
+/* Mutexes and condition variables; the reaper's waits use the monotonic
+ * clock so wall-clock jumps cannot stretch or cut a timeout. */
+static int server_init(hm_srv *s) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int bad = pthread_mutex_init(&s->mu, NULL) | pthread_mutex_init(&s->qmu, NULL) |
+              pthread_cond_init(&s->qcv, &ca) | pthread_cond_init(&s->rcv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&s->phase, HM_SRV_LOADING);
+    atomic_init(&s->draining, 0);
+    atomic_init(&s->fatal, 0);
+    atomic_init(&s->inflight, 0);
+    hm_srv_metrics_init(&s->metrics);
+    s->states = calloc((size_t)s->cfg.workers, sizeof *s->states);
+    if (s->cfg.cache_n > 0 && !(s->cache = hm_srv_cache_new(s->cfg.cache_n, s->cfg.cache_ttl_s))) bad = 1;
+    return bad || !s->states ? -1 : 0;
+}
+
+/* Free what server_init and the warm-up made (threads already joined). */
+static void server_free(hm_srv *s) {
+    for (int i = 0; s->states && i < s->cfg.workers; i++) hamer_state_free(s->states[i]);
+    free(s->states);
+    hamer_model_free(s->model);
+    hm_srv_cache_free(s->cache);
+    hm_srv_metrics_destroy(&s->metrics);
+    pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->rcv);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* Wait until no request is in flight or the deadline passes; 0 drained. */
+static int wait_drained(hm_srv *s, double deadline) {
+    while (atomic_load(&s->inflight) > 0) {
+        if (hm_srv_now() >= deadline) return -1;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* `hamer serve ARGS`: runs until SIGTERM/SIGINT; returns the exit status. */
+int hm_cli_serve(int argc, char **argv) {
+    static hm_srv srv;      /* static: large, and zero-initialised */
+    hm_srv *s = &srv;
+    int rc = parse_args(argc, argv, &s->cfg);
+    if (rc) return rc == 1 ? 0 : rc;
+
+    /* SIGTERM/SIGINT are taken with sigtimedwait below; blocking them before
+     * any thread starts makes every thread (libmicrohttpd's, the workers'
+     * pools) inherit the mask, so the signal is never delivered elsewhere. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);   /* a client closing early must not kill the server */
+
+    if (server_init(s)) {
+        hm_srv_log("out of memory");
+        return 1;
+    }
+    if (hm_srv_http_start(s)) {
+        server_free(s);
+        return 1;
+    }
+    int v6 = strchr(s->cfg.host, ':') != NULL;
+    hm_srv_log("listening on http://%s%s%s:%d (workers %d, threads %d per worker, queue %d, timeout %g s, "
+               "max body %.1f MB, cache %d)",
+               v6 ? "[" : "", s->cfg.host, v6 ? "]" : "", s->port, s->cfg.workers, s->cfg.threads, s->cfg.queue,
+               s->cfg.timeout_s, (double)s->cfg.max_body / 1048576.0, s->cfg.cache_n);
+
+    pthread_t warm;
+    int warm_started = pthread_create(&warm, NULL, hm_srv_warmup_main, s) == 0;
+    if (!warm_started) {
+        hm_srv_log("cannot start the warm-up thread");
+        atomic_store(&s->fatal, 1);
+    }
+    int sig = 0;
+    while (!atomic_load(&s->fatal)) {
+        struct timespec tick = {0, 200 * 1000 * 1000};
+        sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig > 0) break;
+    }
+    int fatal = atomic_load(&s->fatal);
+    if (sig > 0) hm_srv_log("%s: draining %ld request(s) in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                            atomic_load(&s->inflight));
+
+    /* Stop taking connections, then let every request begun finish: each is
+     * bounded by --timeout-s for its upload and again for queue + inference. */
+    atomic_store(&s->draining, 1);
+    hm_srv_http_quiesce(s);
+    if (wait_drained(s, hm_srv_now() + 2 * s->cfg.timeout_s + 5)) {
+        hm_srv_log("drain grace expired: answering %ld request(s) 503", atomic_load(&s->inflight));
+        hm_srv_work_flush(s, "shutting down");
+        wait_drained(s, hm_srv_now() + 5);
+    }
+    if (warm_started) pthread_join(warm, NULL);
+    hm_srv_work_stop(s);
+    hm_srv_http_stop(s);
+    server_free(s);
+    hm_srv_log("%s", fatal ? "stopped (startup failed)" : "stopped");
+    return fatal ? 1 : 0;
+}

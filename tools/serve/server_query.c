@@ -1,0 +1,150 @@
+/* server_query.c - the query string of POST /v1/predict and /v1/render:
+ * which keys an endpoint takes, and their values (boxes, rescale,
+ * crop_mode, vertices, side_view).
+ *
+ * Separate from server_http.c so that it takes plain strings and can be
+ * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
+ * %-decoded by libmicrohttpd, so they may hold any byte but NUL.
+ *
+ * The boxes are only parsed here (finite coordinates); whether a box has a
+ * positive size and touches the image is decided per hand once the image is
+ * decoded (hm_box_check), as `hamer run` does, so that one bad box fails its
+ * hand rather than the request.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "format/result_json.h"
+#include "serve/server.h"
+#include "core/util.h"
+
+enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW };
+const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes", "vertices", "rescale", "crop_mode", "side_view"};
+
+void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
+    memset(a, 0, sizeof *a);
+    a->endpoint = endpoint;
+}
+
+int hm_srv_query_add(hm_srv_query_args *a, const char *key, const char *value) {
+    int k = -1;
+    for (int i = 0; i < HM_SRV_QUERY_NKEYS; i++)
+        if (!strcmp(key, hm_srv_query_keys[i])) k = i;
+    /* vertices only makes sense for JSON answers, side_view only for pictures */
+    if (k == QUERY_VERTICES && a->endpoint != HM_SRV_EP_PREDICT) k = -1;
+    if (k == QUERY_SIDE_VIEW && a->endpoint != HM_SRV_EP_RENDER) k = -1;
+    if (k < 0 || a->value[k] || !value) {
+        if (!a->bad) a->bad = key;
+        return -1;
+    }
+    a->value[k] = value;
+    return 0;
+}
+
+/* Messages quote client bytes (keys, values, boxes; %0A and the like
+ * decoded): keep them one line of printable ASCII, the same bytes
+ * hm_srv_error_json would replace, so answers are unchanged. */
+static int query_fail(int status, char *msg) {
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
+    return status;
+}
+
+int hm_srv_query_check_keys(const hm_srv_query_args *a, char *msg, size_t msglen) {
+    if (!a->bad) return 0;
+    snprintf(msg, msglen, "unknown, repeated or valueless query parameter '%.40s' for %s", a->bad,
+             a->endpoint == HM_SRV_EP_PREDICT ? "/v1/predict" : "/v1/render");
+    return query_fail(400, msg);
+}
+
+/* Parse a 0/1 flag; -1 if malformed. */
+static int query_flag(const char *v) {
+    if (!strcmp(v, "1") || !strcasecmp(v, "true")) return 1;
+    if (!strcmp(v, "0") || !strcasecmp(v, "false")) return 0;
+    return -1;
+}
+
+/* `x1,y1,x2,y2[:left];...` into boxes; count or -1 with msg. */
+static int query_boxes(const char *v, hamer_box *boxes, char *msg, size_t msglen) {
+    int n = 0;
+    const char *p = v;
+    while (*p) {
+        size_t len = strcspn(p, ";");
+        if (len == 0) {
+            snprintf(msg, msglen, "boxes: empty box in '%.80s'", v);
+            return -1;
+        }
+        if (n == HAMER_MAX_HANDS) {
+            snprintf(msg, msglen, "boxes: more than %d boxes (at most %d hands per image)", HAMER_MAX_HANDS,
+                     HAMER_MAX_HANDS);
+            return -1;
+        }
+        char one[128];
+        if (len >= sizeof one) {
+            snprintf(msg, msglen, "boxes: box %d is too long", n);
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (hm_box_parse(one, &boxes[n])) {
+            snprintf(msg, msglen, "boxes: box %d: %s", n, hm_errmsg());
+            return -1;
+        }
+        n++;
+        p += len;
+        if (*p == ';') p++;
+    }
+    if (n == 0) snprintf(msg, msglen, "boxes: no box given (?boxes=x1,y1,x2,y2[:left];...)");
+    return n ? n : -1;
+}
+
+/* The checks in the order the server has always made them, so that a
+ * request with several faults keeps getting the same answer. */
+static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen) {
+    const char *v;
+    if ((v = a->value[QUERY_RESCALE])) {
+        char *end;
+        q->pp.rescale = strtod(v, &end);
+        if (*end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= 100)) {
+            snprintf(msg, msglen, "rescale must be a number in (0, 100], got '%.40s'", v);
+            return 400;
+        }
+    }
+    if ((v = a->value[QUERY_CROP_MODE])) {
+        if (!strcmp(v, "warp")) q->pp.crop_mode = HAMER_CROP_WARP;
+        else if (!strcmp(v, "pad")) q->pp.crop_mode = HAMER_CROP_PAD;
+        else {
+            snprintf(msg, msglen, "crop_mode must be warp or pad, got '%.40s'", v);
+            return 400;
+        }
+    }
+    if ((v = a->value[QUERY_VERTICES]) && (q->with_vertices = query_flag(v)) < 0) {
+        snprintf(msg, msglen, "vertices must be 0 or 1, got '%.40s'", v);
+        return 400;
+    }
+    if ((v = a->value[QUERY_SIDE_VIEW]) && (q->side_view = query_flag(v)) < 0) {
+        snprintf(msg, msglen, "side_view must be 0 or 1, got '%.40s'", v);
+        return 400;
+    }
+    const char *boxes = a->value[QUERY_BOXES];
+    if (image_body) {
+        if (!boxes) {
+            snprintf(msg, msglen, "an image body needs ?boxes=x1,y1,x2,y2[:left];...");
+            return 400;
+        }
+        if ((q->nbox = query_boxes(boxes, q->boxes, msg, msglen)) < 0) return 400;
+    } else if (boxes) {
+        snprintf(msg, msglen, "multipart: give the boxes in the 'hands' part, not in ?boxes=");
+        return 400;
+    }
+    return 0;
+}
+
+int hm_srv_query_parse(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen) {
+    memset(q, 0, sizeof *q);
+    q->pp = hamer_predict_default_params();
+    int status = hm_srv_query_check_keys(a, msg, msglen);
+    if (!status) status = query_values(a, image_body, q, msg, msglen);
+    return status ? query_fail(status, msg) : 0;
+}

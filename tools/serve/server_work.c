@@ -1,0 +1,363 @@
+/* server_work.c - `hamer serve`: the bounded job queue, the worker threads
+ * (one hamer_state each) and the reaper that enforces --timeout-s.
+ *
+ * A job is on two lists under s->qmu: the waiting FIFO until a worker takes
+ * it, and the pending list (ordered by deadline, since every job gets the
+ * same timeout) until it is answered. Exactly one party answers a job: the
+ * worker when its inference ends, or the reaper when the deadline passes
+ * first (504; a running inference cannot be interrupted, so the worker
+ * finishes it, then discards the result). The answerer writes the response
+ * into the job and resumes its suspended connection; libmicrohttpd then
+ * calls the access handler again, which sends it.
+ *
+ * References: the connection holds one (dropped when the request completes),
+ * the queue/worker holds one from submit until the worker is done with it.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "serve/server.h"
+
+/* Drop one reference; the last one frees the job, its body and any unsent answer. */
+void hm_srv_job_unref(hm_srv_job *job) {
+    if (!job || atomic_fetch_sub(&job->refs, 1) != 1) return;
+    free(job->body);
+    free(job->out);
+    free(job);
+}
+
+/* {"error": msg} as a malloc'd string (*len set); NULL only when out of memory. */
+char *hm_srv_error_json(const char *msg, size_t *len) {
+    /* Messages may quote client input cut at any byte: keep printable ASCII
+     * only, so the JSON string is always valid UTF-8 (jansson refuses
+     * anything else). */
+    char clean[512];
+    size_t n = 0;
+    for (const char *p = msg ? msg : "unknown error"; *p && n + 1 < sizeof clean; p++)
+        clean[n++] = (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? *p : '?';
+    clean[n] = 0;
+    json_t *o = json_pack("{s:s}", "error", clean);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) {
+        /* Out of memory: a constant body still tells the client. */
+        s = strdup("{\"error\":\"out of memory\"}");
+    }
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
+/* Set the job's answer to a JSON error (the job is already claimed). */
+static void set_error(hm_srv_job *job, int status, const char *msg) {
+    free(job->out);
+    job->status = status;
+    job->out = (uint8_t *)hm_srv_error_json(msg, &job->out_len);
+    job->out_type = "application/json";
+}
+
+/* ---- list helpers (caller holds s->qmu) ---- */
+
+/* Take a job off the waiting FIFO. */
+static void waiting_unlink(hm_srv *s, hm_srv_job *j) {
+    if (j->wprev) j->wprev->wnext = j->wnext;
+    else s->whead = j->wnext;
+    if (j->wnext) j->wnext->wprev = j->wprev;
+    else s->wtail = j->wprev;
+    j->wprev = j->wnext = NULL;
+    s->nwaiting--;
+}
+
+/* Take a job off the unanswered list. */
+static void pending_unlink(hm_srv *s, hm_srv_job *j) {
+    if (j->pprev) j->pprev->pnext = j->pnext;
+    else s->phead = j->pnext;
+    if (j->pnext) j->pnext->pprev = j->pprev;
+    else s->ptail = j->pprev;
+    j->pprev = j->pnext = NULL;
+}
+
+/* Claim the right to answer: 1 if this caller moved the job to ANSWERED
+ * (it must then write the answer and resume the connection), 0 if someone
+ * else already did. A job still waiting leaves the FIFO; *was_waiting then
+ * tells the caller to drop the queue's reference after resuming. */
+static int claim(hm_srv *s, hm_srv_job *j, int *was_waiting) {
+    *was_waiting = 0;
+    if (j->state == HM_SRV_JOB_ANSWERED) return 0;
+    if (j->state == HM_SRV_JOB_QUEUED) {
+        waiting_unlink(s, j);
+        *was_waiting = 1;
+    }
+    pending_unlink(s, j);
+    j->state = HM_SRV_JOB_ANSWERED;
+    return 1;
+}
+
+/* Jobs waiting for a worker (not counting running ones). */
+int hm_srv_work_waiting(hm_srv *s) {
+    pthread_mutex_lock(&s->qmu);
+    int n = s->nwaiting;
+    pthread_mutex_unlock(&s->qmu);
+    return n;
+}
+
+/* Append to the FIFO and the deadline list; -1 when full or stopping. */
+int hm_srv_work_submit(hm_srv *s, hm_srv_job *job) {
+    pthread_mutex_lock(&s->qmu);
+    if (s->nwaiting >= s->cfg.queue || s->stopping) {
+        pthread_mutex_unlock(&s->qmu);
+        return -1;
+    }
+    atomic_fetch_add(&job->refs, 1);
+    job->state = HM_SRV_JOB_QUEUED;
+    job->t_enqueue = hm_srv_now();
+    job->deadline = job->t_enqueue + s->cfg.timeout_s;
+    job->wprev = s->wtail, job->wnext = NULL;
+    if (s->wtail) s->wtail->wnext = job;
+    else s->whead = job;
+    s->wtail = job;
+    s->nwaiting++;
+    job->pprev = s->ptail, job->pnext = NULL;
+    if (s->ptail) s->ptail->pnext = job;
+    else {
+        s->phead = job;
+        pthread_cond_signal(&s->rcv);   /* the reaper may be waiting with no deadline */
+    }
+    s->ptail = job;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    return 0;
+}
+
+/* ---- inference ---- */
+
+/* 400 for what the client sent, 500 for the server's own trouble. */
+static int status_of(int rc) { return rc == HAMER_E_NOMEM || rc == HAMER_E_NOMANO ? 500 : 400; }
+
+/* Run one job on a state; fills status/out/out_len/out_type (malloc'd). */
+static void run_job(hm_srv *s, hamer_state *st, hm_srv_job *job, int *status, uint8_t **out, size_t *out_len,
+                    const char **out_type, double *infer_s) {
+    uint8_t *rgb = NULL;
+    int w = 0, h = 0;
+    char msg[512];
+    hamer_hand *hands = NULL;
+    hamer_timings tm = {0};
+    double t0 = hm_srv_now();
+    *out = NULL;
+    int rc = hamer_image_decode(job->image, job->image_len, &rgb, &w, &h);
+    if (rc) {
+        snprintf(msg, sizeof msg, "%s", hamer_last_error());
+        goto fail;
+    }
+    tm.decode_ms = 1e3 * (hm_srv_now() - t0);
+    hands = calloc(job->nbox > 0 ? (size_t)job->nbox : 1, sizeof *hands);
+    if (!hands) {
+        rc = HAMER_E_NOMEM;
+        snprintf(msg, sizeof msg, "out of memory");
+        goto fail;
+    }
+    double decode_ms = tm.decode_ms;
+    rc = hamer_predict(st, rgb, w, h, job->boxes, job->nbox, &job->pp, hands, &tm);
+    /* hamer_predict fills the other timings; keep `hamer run`'s decode figure. */
+    tm.decode_ms = decode_ms;
+    if (rc) {
+        snprintf(msg, sizeof msg, "%s", hamer_last_error());
+        goto fail;
+    }
+    int ok = 0;
+    for (int i = 0; i < job->nbox; i++) ok += hands[i].ok;
+    atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)ok);
+    atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)(job->nbox - ok));
+    if (job->kind == HM_SRV_JOB_PREDICT) {
+        char *json = hamer_result_json(w, h, hands, job->nbox, job->with_vertices, &tm);
+        if (!json) {
+            rc = HAMER_E_NOMEM;
+            snprintf(msg, sizeof msg, "%s", hamer_last_error());
+            goto fail;
+        }
+        /* Copy into malloc'd memory the job owns (hamer_free may differ from free). */
+        *out_len = strlen(json);
+        *out = malloc(*out_len + 1);
+        if (*out) memcpy(*out, json, *out_len + 1);
+        hamer_free(json);
+        *out_type = "application/json";
+    } else {
+        uint8_t *png = NULL;
+        size_t len = 0;
+        rc = hamer_render_png(s->model, rgb, w, h, hands, job->nbox, job->side_view, &png, &len);
+        if (rc) {
+            snprintf(msg, sizeof msg, "render: %s", hamer_last_error());
+            goto fail;
+        }
+        *out_len = len;
+        *out = malloc(len ? len : 1);
+        if (*out) memcpy(*out, png, len);
+        hamer_free(png);
+        *out_type = "image/png";
+    }
+    if (!*out) {
+        rc = HAMER_E_NOMEM;
+        snprintf(msg, sizeof msg, "out of memory");
+        goto fail;
+    }
+    *status = 200;
+    goto done;
+fail:
+    *status = status_of(rc);
+    *out = (uint8_t *)hm_srv_error_json(msg, out_len);
+    *out_type = "application/json";
+done:
+    *infer_s = hm_srv_now() - t0;
+    free(hands);
+    hamer_free(rgb);
+}
+
+typedef struct {
+    hm_srv *s;
+    int index;
+} worker_arg;
+
+/* Worker: take the oldest waiting job, run it, answer it unless the reaper
+ * already did. Exits when stopping and the FIFO is empty. */
+static void *worker_main(void *p) {
+    worker_arg a = *(worker_arg *)p;
+    free(p);
+    hm_srv *s = a.s;
+    hamer_state *st = s->states[a.index];
+    for (;;) {
+        pthread_mutex_lock(&s->qmu);
+        while (!s->whead && !s->stopping) pthread_cond_wait(&s->qcv, &s->qmu);
+        hm_srv_job *job = s->whead;
+        if (!job) {
+            pthread_mutex_unlock(&s->qmu);
+            break;
+        }
+        waiting_unlink(s, job);
+        job->state = HM_SRV_JOB_RUNNING;
+        s->nrunning++;
+        pthread_mutex_unlock(&s->qmu);
+        hm_srv_hist_observe(&s->metrics.queue_wait, hm_srv_now() - job->t_enqueue);
+
+        int status = 500;
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        const char *type = NULL;
+        double infer_s = 0;
+        run_job(s, st, job, &status, &out, &out_len, &type, &infer_s);
+        hm_srv_hist_observe(&s->metrics.inference, infer_s);
+        if (status == 200 && job->cacheable && s->cache) hm_srv_cache_put(s->cache, job->key, out, out_len, type);
+
+        int was_waiting;
+        pthread_mutex_lock(&s->qmu);
+        s->nrunning--;
+        int won = claim(s, job, &was_waiting);
+        pthread_mutex_unlock(&s->qmu);
+        if (won) {
+            job->status = status, job->out = out, job->out_len = out_len, job->out_type = type;
+            MHD_resume_connection(job->conn);
+        } else {
+            /* Answered 504 by the reaper meanwhile: the result has no taker. */
+            free(out);
+            atomic_fetch_add(&s->metrics.late_results, 1);
+        }
+        hm_srv_job_unref(job);
+    }
+    return NULL;
+}
+
+/* Reaper: answer 504 for the job with the earliest deadline once it passes.
+ * Sleeps until that deadline, or until a job arrives on an empty list. */
+static void *reaper_main(void *p) {
+    hm_srv *s = p;
+    pthread_mutex_lock(&s->qmu);
+    for (;;) {
+        hm_srv_job *j = s->phead;
+        if (!j) {
+            if (s->stopping) break;
+            pthread_cond_wait(&s->rcv, &s->qmu);
+            continue;
+        }
+        double now = hm_srv_now();
+        if (now < j->deadline) {
+            double wait = j->deadline - now;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += (time_t)wait;
+            ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&s->rcv, &s->qmu, &ts);
+            continue;
+        }
+        int was_waiting;
+        int running = j->state == HM_SRV_JOB_RUNNING;
+        claim(s, j, &was_waiting);
+        pthread_mutex_unlock(&s->qmu);
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 running ? "timed out after %g s (inference still running; its result will be discarded)"
+                         : "timed out after %g s waiting in the queue",
+                 s->cfg.timeout_s);
+        set_error(j, 504, msg);
+        MHD_resume_connection(j->conn);
+        if (was_waiting) hm_srv_job_unref(j);
+        pthread_mutex_lock(&s->qmu);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    return NULL;
+}
+
+/* Answer every unanswered job 503 at once (shutdown grace expired). */
+void hm_srv_work_flush(hm_srv *s, const char *why) {
+    pthread_mutex_lock(&s->qmu);
+    hm_srv_job *j;
+    while ((j = s->phead)) {
+        int was_waiting;
+        claim(s, j, &was_waiting);
+        pthread_mutex_unlock(&s->qmu);
+        set_error(j, 503, why);
+        MHD_resume_connection(j->conn);
+        if (was_waiting) hm_srv_job_unref(j);
+        pthread_mutex_lock(&s->qmu);
+    }
+    pthread_mutex_unlock(&s->qmu);
+}
+
+/* Start the reaper and k workers (worker i uses states[i]); -1 if a thread cannot start
+ * (hm_srv_work_stop then joins those that did). */
+int hm_srv_work_start(hm_srv *s, hamer_state **states, int k) {
+    s->states = states;
+    s->worker_threads = calloc((size_t)k, sizeof *s->worker_threads);
+    if (!s->worker_threads) return -1;
+    if (pthread_create(&s->reaper, NULL, reaper_main, s)) return -1;
+    s->work_started = 1;
+    for (int i = 0; i < k; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (!a) return -1;
+        a->s = s, a->index = i;
+        if (pthread_create(&s->worker_threads[i], NULL, worker_main, a)) {
+            free(a);
+            return -1;
+        }
+        s->nworkers = i + 1;
+    }
+    return 0;
+}
+
+/* Let the workers empty the FIFO, then join them and the reaper. */
+void hm_srv_work_stop(hm_srv *s) {
+    pthread_mutex_lock(&s->qmu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->qcv);
+    pthread_cond_broadcast(&s->rcv);
+    pthread_mutex_unlock(&s->qmu);
+    for (int i = 0; i < s->nworkers; i++) pthread_join(s->worker_threads[i], NULL);
+    s->nworkers = 0;
+    /* With the workers gone nothing is left running; the reaper exits once
+     * the pending list is empty (every job answered). */
+    if (s->work_started) pthread_join(s->reaper, NULL);
+    s->work_started = 0;
+    free(s->worker_threads);
+    s->worker_threads = NULL;
+}
