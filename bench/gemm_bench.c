@@ -1,10 +1,12 @@
 /* gemm_bench.c - GFLOP/s of hm_gemm on the model's shapes, 1 and 2 threads.
  * Not part of the build or the tests. Build from the repository root:
  *
- *   gcc -std=c11 -O2 -fno-math-errno -Isrc -Isrc/kernels bench/gemm_bench.c \
- *       src/core/util.c src/core/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c \
+ *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/gemm_bench.c \
+ *       src/core/util.c src/core/pool.c src/core/cpu.c src/kernels/gemm.c src/kernels/gemm_fp32.c \
+ *       src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
  *       -mavx2 -mfma src/kernels/gemm_avx2.c \
  *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
+ *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \
  *       -x none -o /tmp/gemm_bench -lpthread -lm
  *
  * (gcc applies -m flags to the whole command line; that is harmless for a
@@ -36,7 +38,7 @@ static float *rnd(size_t n) {
 int main(int argc, char **argv) {
     if (argc > 1) {
         hm_isa want = !strcmp(argv[1], "avx512") ? HM_ISA_AVX512 : !strcmp(argv[1], "avx2") ? HM_ISA_AVX2 : HM_ISA_SCALAR;
-        if (hm_gemm_force_isa(want) != HM_OK) {
+        if (hm_isa_force(want) != HM_OK) {
             fprintf(stderr, "%s\n", hm_errmsg());
             return 1;
         }
@@ -51,7 +53,7 @@ int main(int argc, char **argv) {
         {"head 1x1024x1024", 1, 1024, 1024, HM_EPI_STORE},
     };
     hm_pool *pools[2] = {hm_pool_create(1), hm_pool_create(2)};
-    printf("isa %s\n", hm_isa_name(hm_gemm_isa()));
+    printf("isa %s\n", hm_isa_name(hm_isa_active()));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int M = cases[c].M, N = cases[c].N, K = cases[c].K;
         float *A = rnd((size_t)M * K), *W = rnd((size_t)N * K), *b = rnd(N), *C = rnd((size_t)M * N);

@@ -3,8 +3,8 @@
  * threads; time includes the per-call activation quantisation. Not part of
  * the build or the tests. Build from the repository root:
  *
- *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Isrc/kernels bench/lowp_bench.c \
- *       src/core/util.c src/core/pool.c src/kernels/gemm.c src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
+ *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/lowp_bench.c \
+ *       src/core/util.c src/core/pool.c src/core/cpu.c src/kernels/gemm.c src/kernels/gemm_fp32.c src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
  *       -mavx2 -mfma src/kernels/gemm_avx2.c \
  *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
  *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "format/ckpt.h"
 #include "fuzz_util.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "core/util.h"
 

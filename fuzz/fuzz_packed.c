@@ -19,6 +19,8 @@
 #include <string.h>
 #include "fuzz_util.h"
 #include "hamer.h"
+#include "api.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "core/util.h"
 

@@ -19,22 +19,22 @@
 #include <string.h>
 #include <zlib.h>
 
-static uint8_t *fz_copy(const uint8_t *data, size_t size) {
+static inline uint8_t *fz_copy(const uint8_t *data, size_t size) {
     void *p = NULL;
     if (posix_memalign(&p, 64, size ? size : 1)) return NULL;
     if (size) memcpy(p, data, size);
     return p;
 }
 
-static uint32_t fz_rd32(const uint8_t *p) {
+static inline uint32_t fz_rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t fz_rd64(const uint8_t *p) { return fz_rd32(p) | (uint64_t)fz_rd32(p + 4) << 32; }
-static unsigned fz_rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
+static inline uint64_t fz_rd64(const uint8_t *p) { return fz_rd32(p) | (uint64_t)fz_rd32(p + 4) << 32; }
+static inline unsigned fz_rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
 
 /* Best effort: any inconsistency just leaves the rest untouched (the reader
  * then reports it). Mirrors zip.c's EOCD / zip64 / central-directory walk. */
-static void fz_fix_crcs(uint8_t *b, size_t n) {
+static inline void fz_fix_crcs(uint8_t *b, size_t n) {
     if (n < 22) return;
     size_t lo = n - 22 > 65535 ? n - 22 - 65535 : 0, eocd = (size_t)-1;
     for (size_t p = n - 22 + 1; p-- > lo;)

@@ -1,13 +1,27 @@
 /* hamer.h - HaMeR 3D hand-mesh recovery in C: the one public header.
  *
  * A hamer_model is loaded once from the released checkpoint (hamer.ckpt,
- * a PyTorch Lightning torch.save zip) and is read-only afterwards: any
- * number of threads may share it. Each thread doing inference owns a
- * hamer_state (activation buffers + thread pool), created once; a forward
- * allocates nothing.
+ * a PyTorch Lightning torch.save zip) or a packed model file and is
+ * read-only afterwards. Each thread doing inference owns a hamer_state
+ * (activation buffers + thread pool), created once; a forward allocates
+ * nothing.
  *
- * Functions return HAMER_OK (0) or a negative error code, or NULL; the
- * one-line reason is in hamer_last_error() (per calling thread).
+ * Lifetimes and threads:
+ *   - a model outlives every state made from it: free the states first,
+ *     then the model (hamer_model_free does not free states);
+ *   - a model may be used from any number of threads at once (it is never
+ *     written after loading); a state by one thread at a time (each
+ *     thread its own state, or a lock around a shared one);
+ *   - functions without a model or state (image decoding, JSON, version,
+ *     strerror) are thread-safe; hamer_log_set is not: call it before
+ *     other threads use the library;
+ *   - memory returned by the library is freed with hamer_free.
+ *
+ * Errors: functions return HAMER_OK (0) or a negative hamer_status, or
+ * NULL; the one-line reason is in hamer_last_error() and the code in
+ * hamer_last_error_code() (per calling thread). Every function checks its
+ * handles and pointers: NULL where a handle is required is HAMER_E_ARG,
+ * never a crash.
  */
 #ifndef HAMER_H
 #define HAMER_H
@@ -15,8 +29,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hamer_version.h"
+
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Symbols of the shared library: only the functions declared here are
+ * exported (it is built with -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define HAMER_API __attribute__((visibility("default")))
+#else
+#define HAMER_API
 #endif
 
 #define HAMER_CROP_H 256
@@ -27,7 +51,7 @@ extern "C" {
 #define HAMER_N_PARAMS 157    /* 16 row-major 3x3 rotations, 10 betas, 3 cam */
 #define HAMER_FOCAL 5000.0f   /* pixels, for a 256-pixel crop */
 
-enum {
+typedef enum hamer_status {
     HAMER_OK = 0,
     HAMER_E_ARG = -1,         /* bad argument (shape, batch, NULL, ...) */
     HAMER_E_IO = -2,          /* file missing or unreadable */
@@ -36,7 +60,12 @@ enum {
     HAMER_E_NOMEM = -5,
     HAMER_E_UNSUPPORTED = -6, /* valid request this build/CPU cannot do */
     HAMER_E_NOMANO = -7,      /* mesh output requested but no MANO buffers */
-};
+} hamer_status;
+#define HAMER_N_STATUS 8          /* codes 0 .. -7 */
+
+/* Largest box scale factor (hamer_predict_params.rescale): the crop then
+ * covers 16 times the box, already far beyond any use. */
+#define HAMER_MAX_RESCALE 16.0
 
 typedef struct hamer_model hamer_model;
 typedef struct hamer_state hamer_state;
@@ -44,7 +73,7 @@ typedef struct hamer_state hamer_state;
 typedef struct {
     const char *mano_path;  /* optional .npz with MANO buffers (no "mano." prefix);
                                used when the checkpoint lacks mano.* */
-    int progress;           /* 1: print load progress to stderr (if a terminal) */
+    int progress;           /* 1: report load progress (HAMER_LOG_PROGRESS messages) */
     int precision;          /* HAMER_PRECISION_FP32 (default) or HAMER_PRECISION_FAST */
 } hamer_model_params;
 
@@ -74,7 +103,7 @@ typedef struct {
     float *keypoints_2d;  /* [B,21,2] normalised crop units (pixels = 256*k + 128) */
 } hamer_output;
 
-hamer_model_params hamer_model_default_params(void);
+HAMER_API hamer_model_params hamer_model_default_params(void);
 
 /* Load a checkpoint, or a packed model file (hamer_model_save_packed; told
  * apart by its first bytes). A packed file is mmapped read-only and used
@@ -82,28 +111,29 @@ hamer_model_params hamer_model_default_params(void);
  * active ISA (HAMER_ISA) and low-precision variant (HAMER_LOWP) matching
  * the ones it was packed for, otherwise the error says to convert again.
  * NULL on failure (see hamer_last_error()). */
-hamer_model *hamer_model_load(const char *path, const hamer_model_params *params);
+HAMER_API hamer_model *hamer_model_load(const char *path, const hamer_model_params *params);
 /* Write the loaded model as a packed model file at path: its weights as
  * they are in memory (kernel layout of this machine's ISA, in the model's
  * precision), 64-byte aligned sections with XXH3 checksums, a versioned
  * header. Written to a temporary file beside path and renamed, so path is
  * either the complete new file or untouched. HAMER_OK or a negative code. */
-int hamer_model_save_packed(const hamer_model *model, const char *path);
-void hamer_model_free(hamer_model *model);
-void hamer_model_get_info(const hamer_model *model, hamer_model_info *info);
+HAMER_API int hamer_model_save_packed(const hamer_model *model, const char *path);
+HAMER_API void hamer_model_free(hamer_model *model);
+/* HAMER_OK, or HAMER_E_ARG when model or info is NULL. */
+HAMER_API int hamer_model_get_info(const hamer_model *model, hamer_model_info *info);
 /* The MANO triangle list [1538*3] (right hand winding), or NULL without MANO. */
-const int32_t *hamer_model_faces(const hamer_model *model);
+HAMER_API const int32_t *hamer_model_faces(const hamer_model *model);
 
 /* Per-thread inference state for up to max_batch crops per internal pass
  * (larger batches are processed in passes) and n_threads worker threads
  * (0 = number of online CPUs). NULL on failure. */
-hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads);
-void hamer_state_free(hamer_state *state);
+HAMER_API hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads);
+HAMER_API void hamer_state_free(hamer_state *state);
 
 /* Regress B crops. float: [B,3,256,192] normalised ((x/255-mean)/std, RGB).
  * uint8: [B,256,192,3] RGB (normalisation folded into the patch weights). */
-int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
-int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);
+HAMER_API int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
+HAMER_API int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);
 
 /* ---- Image in, hands out ---- */
 
@@ -143,51 +173,86 @@ typedef struct {
     double decode_ms, crop_ms, regress_ms, finalise_ms;
 } hamer_timings;
 
-hamer_predict_params hamer_predict_default_params(void);
+HAMER_API hamer_predict_params hamer_predict_default_params(void);
 
 /* Regress every box of an RGB image (w x h, interleaved, 8-bit). A bad box
  * (NaN, empty, outside the image, ...) fails only its own hand (ok = 0 with
  * the reason); the call fails (negative code) for bad arguments, more than
  * HAMER_MAX_HANDS boxes, or a model without MANO buffers. */
-int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
+HAMER_API int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
                   const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings);
 
 /* Decode a JPEG or PNG file / buffer into 8-bit RGB (EXIF orientation
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
-int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
-int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
+HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
+HAMER_API int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
 
 /* The RESULT.json document of `hamer run` for these hands (timings may be
  * NULL: then no "timings_ms" key). NULL on failure. Free with hamer_free. */
-char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *timings);
+HAMER_API char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *timings);
 
 /* PNG (in memory) of the hands drawn over the image (side_view 0), or of
  * the meshes turned 90 degrees on white (side_view 1). *png is freed with
  * hamer_free. */
-int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,
+HAMER_API int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,
                      int side_view, uint8_t **png, size_t *len);
 
+/* The hand's mesh as the official demo's --save_mesh writes it (OBJ text:
+ * vertices + cam_t_full turned 180 degrees about x, the 1538 faces plus
+ * the 14 that close the wrist, winding reversed for left hands). *obj is
+ * freed with hamer_free. HAMER_E_ARG for a hand without a result. */
+HAMER_API int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj, size_t *len);
+
+/* Hand boxes: a JSON document [{"bbox":[x1,y1,x2,y2],"is_right":true},
+ * ...] (is_right optional, default true; what `hamer detect` writes and
+ * `hamer run --boxes` reads) into at most max boxes: the count, or a
+ * negative code with a message naming the entry. hamer_box_parse reads
+ * one "x1,y1,x2,y2[:left|:right]". */
+HAMER_API int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max);
+HAMER_API int hamer_box_parse(const char *text, hamer_box *box);
+
 /* Free memory returned by this library. */
-void hamer_free(void *p);
+HAMER_API void hamer_free(void *p);
 
 /* Verification mode: 1 runs the textbook formulation (full single-token
  * self-attention, per-layer K/V projections, no constant folding, uint8
  * normalised before the patch embedding). Slower; for checking the default
  * path, which computes the same function. */
-int hamer_state_set_plain(hamer_state *state, int plain);
+HAMER_API int hamer_state_set_plain(hamer_state *state, int plain);
 
 /* Per-stage profiling: set_profile(1) zeroes and starts the counters;
  * hamer_state_profile copies up to max accumulated seconds per stage and
  * their names ("patch_embed", "layernorm", "qkv", "attention", "proj",
  * "fc1_gelu", "fc2", "head", "mano", "finalise") and returns the count. */
 #define HAMER_N_STAGES 10
-int hamer_state_set_profile(hamer_state *state, int on);
-int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);
+HAMER_API int hamer_state_set_profile(hamer_state *state, int on);
+HAMER_API int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);
 
 /* This thread's last error message, and its code (HAMER_E_*, 0 if none). */
-const char *hamer_last_error(void);
-int hamer_last_error_code(void);
-const char *hamer_version(void);
+HAMER_API const char *hamer_last_error(void);
+HAMER_API int hamer_last_error_code(void);
+/* A short constant description of a code ("bad argument", ...); "unknown
+ * error" for a value that is not a hamer_status. */
+HAMER_API const char *hamer_strerror(int code);
+/* The library's version, "MAJOR.MINOR.PATCH" (the header's is
+ * HAMER_VERSION_STRING; they differ when a program runs against another
+ * build of the library than it was compiled with). */
+HAMER_API const char *hamer_version(void);
+/* One line on the kernels this process runs: "kernels: avx512; precision
+ * fp32: fp32; fast: <scheme>; cpu: avx2 avx512 vnni bf16" (constant
+ * storage). */
+HAMER_API const char *hamer_system_info(void);
+
+/* ---- Logging ---- */
+
+typedef enum { HAMER_LOG_ERROR = 0, HAMER_LOG_WARN = 1, HAMER_LOG_INFO = 2, HAMER_LOG_PROGRESS = 3 } hamer_log_level;
+/* msg is one line without a newline; PROGRESS messages ("loading weights
+ * 42%") come in a series that a terminal may overwrite in place. */
+typedef void (*hamer_log_fn)(void *user, hamer_log_level level, const char *msg);
+/* Where the library's messages go (it never prints): fn(user, ...), or
+ * nowhere when fn is NULL (the default). Process-wide; not thread-safe
+ * against concurrent library calls. */
+HAMER_API void hamer_log_set(hamer_log_fn fn, void *user);
 
 #ifdef __cplusplus
 }

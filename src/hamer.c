@@ -1,20 +1,51 @@
-/* hamer.c - the public API (include/hamer.h) over the internal stages.
- *
- * A forward pass, per batch of crops:
- *   patch_embed -> vit (32 blocks + last_norm) -> mano_head (decoder,
- *   readout, rot6d) -> camera (pred_cam_t) -> mano (LBS, 21 keypoints)
- *   -> camera (2D projection).
- */
+/* hamer.c - the public API (include/hamer.h): argument and handle checks,
+ * then the internal stages (model/forward.c, pipeline/, render/). */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "hamer.h"
-#include "model/model.h"
-#include "format/image.h"
-#include "render/overlay.h"
-#include "pipeline/predict.h"
-#include "format/result_json.h"
+
+#include "api.h"
+#include "core/cpu.h"
+#include "core/log.h"
 #include "core/util.h"
+#include "format/image.h"
+#include "format/mesh_io.h"
+#include "hamer.h"
+#include "load/load.h"
+#include "model/model.h"
+#include "pipeline/predict.h"
+#include "pipeline/result_json.h"
+#include "render/overlay.h"
+
+/* The public constants are the internal ones. */
+#define SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " == " #b)
+SAME(HAMER_OK, HM_OK);
+SAME(HAMER_E_ARG, HM_E_ARG);
+SAME(HAMER_E_IO, HM_E_IO);
+SAME(HAMER_E_FORMAT, HM_E_FORMAT);
+SAME(HAMER_E_SHAPE, HM_E_SHAPE);
+SAME(HAMER_E_NOMEM, HM_E_NOMEM);
+SAME(HAMER_E_UNSUPPORTED, HM_E_UNSUPPORTED);
+SAME(HAMER_E_NOMANO, HM_E_NOMANO);
+SAME(HAMER_N_STATUS, 1 - HM_E_NOMANO);
+SAME(HAMER_N_PARAMS, HM_NPARAMS);
+SAME(HAMER_N_VERTS, HM_NV);
+SAME(HAMER_N_FACES, HM_NF);
+SAME(HAMER_N_KP, HM_NKP);
+SAME(HAMER_CROP_H, HM_IMG_H);
+SAME(HAMER_CROP_W, HM_IMG_W);
+SAME(HAMER_FOCAL, HM_FOCAL);
+SAME(HAMER_N_STAGES, HM_ST_COUNT);
+SAME(HAMER_PRECISION_FP32, HM_PREC_FP32);
+SAME(HAMER_PRECISION_FAST, HM_PREC_FAST);
+SAME(HAMER_LOG_ERROR, HM_LOG_ERROR);
+SAME(HAMER_LOG_WARN, HM_LOG_WARN);
+SAME(HAMER_LOG_INFO, HM_LOG_INFO);
+SAME(HAMER_LOG_PROGRESS, HM_LOG_PROGRESS);
+SAME(sizeof(hm_out), sizeof(hamer_output));
+#undef SAME
 
 struct hamer_model {
     hm_model *m;
@@ -22,10 +53,7 @@ struct hamer_model {
 
 struct hamer_state {
     hm_state s;
-    const hamer_model *model;
     hm_predict_ws pws;   /* image pipeline buffers (hamer_predict) */
-    float *params;   /* [max_batch, 157] when the caller does not want params */
-    float *verts;    /* [778*3] scratch for keypoints without vertices */
 };
 
 hamer_model_params hamer_model_default_params(void) {
@@ -33,9 +61,44 @@ hamer_model_params hamer_model_default_params(void) {
     return p;
 }
 
+hamer_predict_params hamer_predict_default_params(void) {
+    hamer_predict_params p = {2.0, HAMER_CROP_WARP};
+    return p;
+}
+
 const char *hamer_last_error(void) { return hm_errmsg(); }
 int hamer_last_error_code(void) { return hm_errcode(); }
-const char *hamer_version(void) { return HAMER_VERSION; }
+const char *hamer_version(void) { return HAMER_VERSION_STRING; }
+
+static char hm_sysinfo[512];
+static pthread_once_t hm_sysinfo_once = PTHREAD_ONCE_INIT;
+
+static void sysinfo_init(void) {
+    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s; precision fp32: %s; fast: %s; cpu: %s",
+             hm_isa_name(hm_isa_active()), hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
+             hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");
+}
+
+const char *hamer_system_info(void) {
+    pthread_once(&hm_sysinfo_once, sysinfo_init);
+    return hm_sysinfo;
+}
+
+const char *hamer_strerror(int code) {
+    switch (code) {
+    case HAMER_OK: return "success";
+    case HAMER_E_ARG: return "bad argument";
+    case HAMER_E_IO: return "file missing or unreadable";
+    case HAMER_E_FORMAT: return "malformed file";
+    case HAMER_E_SHAPE: return "tensor of the wrong shape, dtype or layout";
+    case HAMER_E_NOMEM: return "out of memory";
+    case HAMER_E_UNSUPPORTED: return "not supported by this build or CPU";
+    case HAMER_E_NOMANO: return "no MANO buffers";
+    }
+    return "unknown error";
+}
+
+void hamer_log_set(hamer_log_fn fn, void *user) { hm_log_set((hm_log_fn)fn, user); }
 
 hamer_model *hamer_model_load(const char *path, const hamer_model_params *params) {
     hamer_model_params p = params ? *params : hamer_model_default_params();
@@ -43,21 +106,13 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
         hm_err(HM_E_ARG, "%s: model path is NULL", __func__);
         return NULL;
     }
-    hamer_model *hm = calloc(1, sizeof *hm);
-    if (!hm) {
-        hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
-        return NULL;
-    }
     if (p.precision != HAMER_PRECISION_FP32 && p.precision != HAMER_PRECISION_FAST) {
         hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, p.precision);
-        free(hm);
         return NULL;
     }
-    if (hm_model_load(path, p.mano_path, p.progress, p.precision, &hm->m)) {
-        free(hm);
-        return NULL;
-    }
-    return hm;
+    hm_model *m;
+    if (hm_model_load(path, p.mano_path, p.progress, p.precision, &m)) return NULL;
+    return hm_model_handle(m);
 }
 
 int hamer_model_save_packed(const hamer_model *model, const char *path) {
@@ -82,25 +137,32 @@ void hamer_model_free(hamer_model *model) {
     free(model);
 }
 
-void hamer_model_get_info(const hamer_model *model, hamer_model_info *info) {
+int hamer_model_get_info(const hamer_model *model, hamer_model_info *info) {
+    if (!model || !info) return hm_err(HM_E_ARG, "%s: model or info is NULL", __func__);
     const hm_config *c = &model->m->cfg;
     info->vit_depth = c->depth, info->vit_dim = c->dim, info->vit_heads = c->heads;
     info->vit_mlp = c->mlp, info->n_tokens = c->ntok;
     info->head_depth = c->hdepth, info->head_dim = c->hdim, info->head_heads = c->hheads;
     info->head_dim_head = HM_DEC_HEAD_DIM, info->head_mlp = c->hmlp;
     info->has_mano = model->m->has_mano;
-    info->isa = hm_isa_name(hm_gemm_isa());
+    info->isa = hm_isa_name(hm_isa_active());
     info->precision = model->m->precision;
     info->scheme = hm_precision_scheme((hm_precision)model->m->precision);
+    return HAMER_OK;
 }
 
 const int32_t *hamer_model_faces(const hamer_model *model) {
-    return model && model->m->has_mano ? model->m->mano.faces : NULL;
+    if (!model) {
+        hm_err(HM_E_ARG, "%s: model is NULL", __func__);
+        return NULL;
+    }
+    return model->m->has_mano ? model->m->mano.faces : NULL;
 }
 
 hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads) {
     if (!model || max_batch < 1 || max_batch > 4096 || n_threads < 0 || n_threads > 1024) {
-        hm_err(HM_E_ARG, "%s: bad arguments (max_batch %d, n_threads %d)", __func__, max_batch, n_threads);
+        hm_err(HM_E_ARG, "%s: bad arguments (model %p, max_batch %d, n_threads %d)", __func__, (const void *)model,
+               max_batch, n_threads);
         return NULL;
     }
     if (n_threads == 0) {
@@ -112,13 +174,10 @@ hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_thre
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
         return NULL;
     }
-    if (hm_state_init(&st->s, model->m, max_batch, n_threads) ||
-        !(st->params = hm_alloc((size_t)max_batch * HAMER_N_PARAMS * sizeof(float))) ||
-        !(st->verts = hm_alloc(HM_NV * 3 * sizeof(float)))) {
-        hamer_state_free(st);
+    if (hm_state_init(&st->s, model->m, max_batch, n_threads)) {
+        free(st);
         return NULL;
     }
-    st->model = model;
     return st;
 }
 
@@ -126,65 +185,15 @@ void hamer_state_free(hamer_state *st) {
     if (!st) return;
     hm_state_release(&st->s);
     hm_predict_ws_free(&st->pws);
-    hm_free(st->params);
-    hm_free(st->verts);
     free(st);
-}
-
-/* Parameters -> camera, mesh and keypoints for crops [0, B). */
-static void finalise(hamer_state *st, const float *params, int B, hamer_output *out, int off) {
-    const hm_model *m = st->s.m;
-    for (int b = 0; b < B; b++) {
-        HM_TIC(&st->s);
-        const float *p = params + (size_t)b * HAMER_N_PARAMS;
-        const float *cam = p + 9 * HM_NJ + HM_NB;
-        int i = off + b;
-        float cam_t[3];
-        hm_camera_cam_t(cam, cam_t);
-        if (out->pred_cam) memcpy(out->pred_cam + 3 * i, cam, 3 * sizeof(float));
-        if (out->pred_cam_t) memcpy(out->pred_cam_t + 3 * i, cam_t, 3 * sizeof(float));
-        if (out->vertices || out->keypoints_3d || out->keypoints_2d) {
-            float kp[HM_NKP * 3];
-            float *v = out->vertices ? out->vertices + (size_t)i * HM_NV * 3 : st->verts;
-            HM_TOC(&st->s, HM_ST_FINALISE);
-            hm_mano_forward(&m->mano, p, v, kp);
-            HM_TOC(&st->s, HM_ST_MANO);
-            if (out->keypoints_3d) memcpy(out->keypoints_3d + (size_t)i * HM_NKP * 3, kp, sizeof kp);
-            if (out->keypoints_2d) hm_camera_project(kp, cam_t, out->keypoints_2d + (size_t)i * HM_NKP * 2);
-        }
-        HM_TOC(&st->s, HM_ST_FINALISE);
-    }
 }
 
 static int regress(hamer_state *st, const void *crops, int is_u8, int B, hamer_output *out, const char *fn) {
     if (!st || !crops || !out || B < 1)
-        return hm_err(HM_E_ARG, "%s: bad arguments (state %p, crops %p, out %p, B %d)", fn, (void *)st, crops, (void *)out, B);
-    if ((out->vertices || out->keypoints_3d || out->keypoints_2d) && !st->s.m->has_mano)
-        return hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers (checkpoint lacks mano.*; load them with a MANO .npz), so vertices and keypoints cannot be computed", fn);
-    hm_state *s = &st->s;
-    for (int b0 = 0; b0 < B; b0 += s->max_batch) {
-        int nb = B - b0 < s->max_batch ? B - b0 : s->max_batch;
-        HM_TIC(s);
-        if (is_u8) {
-            const uint8_t *c = (const uint8_t *)crops + (size_t)b0 * HAMER_CROP_H * HAMER_CROP_W * 3;
-            if (s->plain) {
-                hm_u8_to_normalised(c, s->img, nb);
-                hm_patch_embed_f32(s, s->img, nb);
-            } else {
-                hm_patch_embed_u8(s, c, nb);
-            }
-        } else {
-            hm_patch_embed_f32(s, (const float *)crops + (size_t)b0 * 3 * HAMER_CROP_H * HAMER_CROP_W, nb);
-        }
-        HM_TOC(s, HM_ST_PATCH);
-        hm_vit_forward(s, nb);
-        hm_tic_ = s->profile ? hm_now() : 0;
-        float *params = out->params ? out->params + (size_t)b0 * HAMER_N_PARAMS : st->params;
-        hm_head_forward(s, nb, params);
-        HM_TOC(s, HM_ST_HEAD);
-        finalise(st, params, nb, out, b0);
-    }
-    return HAMER_OK;
+        return hm_err(HM_E_ARG, "%s: bad arguments (state %p, crops %p, out %p, B %d)", fn, (void *)st, crops,
+                      (void *)out, B);
+    hm_out o = {out->params, out->pred_cam, out->pred_cam_t, out->vertices, out->keypoints_3d, out->keypoints_2d};
+    return hm_forward(&st->s, crops, is_u8, B, &o);
 }
 
 int hamer_regress_f32(hamer_state *st, const float *crops, int B, hamer_output *out) {
@@ -221,7 +230,8 @@ int hamer_state_profile(const hamer_state *st, double *seconds, const char **nam
 int hamer_predict(hamer_state *st, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
                   const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
-    return hm_predict(&st->pws, st, st->model->m, rgb, w, h, boxes, n, params, hands, timings);
+    hamer_predict_params p = params ? *params : hamer_predict_default_params();
+    return hm_predict(&st->pws, &st->s, rgb, w, h, boxes, n, &p, hands, timings);
 }
 
 int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h) {
@@ -260,6 +270,27 @@ int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h,
     rc = hm_image_encode_png(&out, png, len);
     hm_image_free(&out);
     return rc;
+}
+
+int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj, size_t *len) {
+    if (!model || !hand || !obj || !len) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    *obj = NULL, *len = 0;
+    if (!model->m->has_mano) return hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
+    if (!hand->ok) return hm_err(HM_E_ARG, "%s: the hand has no result (%s)", __func__, hand->error);
+    int32_t closed[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
+    int nf = hm_mesh_close_hand(model->m->mano.faces, HM_NF, HM_NV, closed);
+    if (nf < 0) return nf;
+    return hm_obj_text(hand->vertices, HM_NV, closed, nf, hand->cam_t_full, hand->box.is_right != 0, obj, len);
+}
+
+int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max) {
+    if (!json || (max > 0 && !boxes) || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    return hm_boxes_parse_json(json, len, boxes, max);
+}
+
+int hamer_box_parse(const char *text, hamer_box *box) {
+    if (!text || !box) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    return hm_box_parse(text, box);
 }
 
 void hamer_free(void *p) { free(p); }

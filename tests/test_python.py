@@ -192,7 +192,7 @@ def test_struct_layouts_match_the_header(tmp_path):
     src = tmp_path / "probe.c"
     src.write_text(LAYOUT_PROBE)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    subprocess.run([cc, "-std=c11", "-I", str(REPO / "include"), "-o", str(tmp_path / "probe"), str(src)],
+    subprocess.run([cc, "-std=c11", "-I", str(REPO / "include"), "-I", str(BUILD / "include"), "-o", str(tmp_path / "probe"), str(src)],
                    check=True, env=env, timeout=120)
     out = subprocess.run([str(tmp_path / "probe")], check=True, stdout=subprocess.PIPE, text=True,
                          env=env, timeout=60).stdout
@@ -341,10 +341,17 @@ def test_model_load_errors_match_cli(tmp_path, ckpt, hamer_bin, case):
         path = ckpt(case)
     with pytest.raises(hamer.HamerError) as e:
         hamer.Model(path)
-    assert isinstance(e.value, ValueError)
-    assert str(e.value) == cli_load_error(tmp_path, path)
+    # The code comes from hamer_last_error_code (hamer_model_load returns
+    # only NULL) and picks the subclass: I/O for a missing file, format for
+    # a file that is not what it claims.
     if case == "missing":
         assert "no_such_model.ckpt" in str(e.value)
+        assert isinstance(e.value, hamer.HamerIOError) and isinstance(e.value, OSError)
+        assert e.value.code == hamer.E_IO
+    else:
+        assert isinstance(e.value, hamer.HamerFormatError) and isinstance(e.value, ValueError)
+        assert e.value.code in (hamer.E_FORMAT, hamer.E_SHAPE)
+    assert str(e.value) == cli_load_error(tmp_path, path)
 
 
 def test_model_option_errors(ckpt):
@@ -388,6 +395,7 @@ def test_predict_bad_requests(small, tmp_path):
         (dict(image=np.zeros((0, 5, 3), np.uint8), boxes=good), "empty"),
         (dict(image=img, boxes=good, crop_mode="crop"), "crop_mode"),
         (dict(image=img, boxes=good, rescale=0), "rescale"),
+        (dict(image=img, boxes=good, rescale=20), "(0, 16]"),
         (dict(image=tmp_path / "missing.png", boxes=good), "missing.png"),
         (dict(image=b"\xff\xd8\xff\xe0garbage", boxes=good), ""),
     ]
@@ -399,6 +407,53 @@ def test_predict_bad_requests(small, tmp_path):
     with pytest.raises(hamer.HamerError) as e:
         hamer.read_image(tmp_path / "missing.png")
     assert e.value.code == hamer.E_IO and e.value.code_name == "HAMER_E_IO"
+    assert isinstance(e.value, hamer.HamerIOError)
+
+
+def test_error_classes_and_library_tables():
+    """Each HAMER_E_* code maps to one subclass (bad arguments stay
+    ValueErrors); descriptions come from the library's hamer_strerror."""
+    want = {hamer.E_ARG: (hamer.HamerArgumentError, ValueError), hamer.E_IO: (hamer.HamerIOError, OSError),
+            hamer.E_FORMAT: (hamer.HamerFormatError, ValueError), hamer.E_SHAPE: (hamer.HamerFormatError, ValueError),
+            hamer.E_NOMEM: (hamer.HamerMemoryError, MemoryError),
+            hamer.E_UNSUPPORTED: (hamer.HamerUnsupportedError, RuntimeError),
+            hamer.E_NOMANO: (hamer.HamerUnsupportedError, RuntimeError)}
+    texts = set()
+    for code, (cls, base) in want.items():
+        e = hamer.HamerError("m", code)
+        assert type(e) is cls and isinstance(e, base) and isinstance(e, hamer.HamerError)
+        assert str(e) == "m" and e.code == code
+        texts.add(hamer.strerror(code))
+    assert len(texts) == len(want) and "unknown error" not in texts
+    assert hamer.strerror(-99) == "unknown error"
+    assert hamer.system_info().startswith("kernels: ")
+
+
+def test_constants_match_the_header():
+    """The binding's copies of the header's macros (a shared library cannot
+    export them) equal include/hamer.h's."""
+    import re
+    from hamer import _lib
+    text = (REPO / "include" / "hamer.h").read_text()
+    defs = dict(re.findall(r"#define HAMER_(\w+) +([-0-9.]+)f?\b", text))
+    for name in ["CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "MAX_HANDS", "MAX_RESCALE",
+                 "FOCAL", "PRECISION_FP32", "PRECISION_FAST"]:
+        assert float(defs[name]) == float(getattr(_lib, name)), name
+    codes = dict(re.findall(r"HAMER_(E_\w+|OK) = (-?\d+)", text))
+    assert codes and all(int(v) == getattr(_lib, k) for k, v in codes.items()), codes
+
+
+def test_one_version_everywhere():
+    """CMakeLists.txt's project version is the library's, the header's
+    (hamer_version.h, generated), and the Python package's."""
+    import re
+    cmake = (REPO / "CMakeLists.txt").read_text()
+    v = re.search(r"project\(hamer VERSION ([0-9.]+)", cmake).group(1)
+    assert hamer.library_version() == v
+    assert hamer.__version__ == v
+    hdr = (BUILD / "include" / "hamer_version.h").read_text()
+    assert f'#define HAMER_VERSION_STRING "{v}"' in hdr
+    assert 'attr = "hamer._version.__version__"' in (REPO / "python" / "pyproject.toml").read_text()
 
 
 def test_bad_box_fails_only_its_hand(small):

@@ -224,6 +224,24 @@ def test_bad_box_syntax(tmp_path, ckpt, hamer_bin, args, needle):
     assert not out.exists()
 
 
+def test_rescale_limit_is_one_and_the_same(tmp_path, ckpt, hamer_bin):
+    """The documented limit (0, 16] holds at the command line: the largest
+    accepted value regresses its hand, anything above is a usage error
+    naming the limit (it used to be accepted and then fail every hand)."""
+    make_image(tmp_path / "p.png")
+    base = ["run", "--model", ckpt("d1h1"), "--image", tmp_path / "p.png", "--box", box_arg(RIGHT, "right")]
+    out = tmp_path / "r.json"
+    proc = run_hamer(base + ["--output", out, "--rescale", "16"])
+    assert proc.returncode == 0, describe(proc)
+    assert json.loads(out.read_text())["hands"][0].get("error") is None
+    for bad in ["20", "16.0001", "0", "-1", "0x10", "nan", "inf"]:
+        out = tmp_path / f"r_{bad}.json"
+        proc = run_hamer(base + ["--output", out, "--rescale", bad])
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and "(0, 16]" in lines[0], describe(proc)
+        assert not out.exists()
+
+
 def test_boxes_json_and_errors(tmp_path, ckpt, hamer_bin):
     make_image(tmp_path / "p.png")
     good = tmp_path / "boxes.json"

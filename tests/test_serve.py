@@ -438,6 +438,7 @@ def bad_requests(scene):
         ("side_view_on_predict", "/v1/predict" + box + "&side_view=1", "image/png", png, 400, "side_view"),
         ("bad_rescale", "/v1/predict" + box + "&rescale=abc", "image/png", png, 400, "rescale"),
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
+        ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
         ("bad_crop_mode", "/v1/predict" + box + "&crop_mode=diag", "image/png", png, 400, "crop_mode"),
         ("bad_vertices", "/v1/predict" + box + "&vertices=2", "image/png", png, 400, "vertices"),
     ]

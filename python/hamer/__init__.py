@@ -27,12 +27,19 @@ calls from different threads run in parallel. With several calling threads,
 lower ``threads`` (worker threads per state) accordingly.
 
 Errors: everything the library rejects, and every bad array / box / option
-given to this module, raises ``HamerError`` (a ``ValueError``) with the
-library's one-line message; ``HamerError.code`` is the library's
-``HAMER_E_*`` code (``E_IO`` for a missing or unreadable file, ``E_FORMAT``
-for a malformed one, ...) or None where the library does not report one
-(``hamer_model_load`` returns only NULL). Wrong Python types (a path that is
-not a str / PathLike, ...) raise TypeError as usual.
+given to this module, raises a ``HamerError`` with the library's one-line
+message and ``HamerError.code``, the library's ``HAMER_E_*`` code. The
+subclass says what kind of failure it is:
+
+    HamerArgumentError     (also a ValueError)   E_ARG: a bad argument
+    HamerFormatError       (also a ValueError)   E_FORMAT, E_SHAPE: a malformed file
+    HamerIOError           (also an OSError)     E_IO: a file missing or unreadable
+    HamerUnsupportedError  (also a RuntimeError) E_UNSUPPORTED, E_NOMANO: a valid
+                                                 request this build, CPU or model cannot do
+    HamerMemoryError       (also a MemoryError)  E_NOMEM
+
+Wrong Python types (a path that is not a str / PathLike, ...) raise
+TypeError as usual.
 """
 
 import contextlib
@@ -47,10 +54,11 @@ from . import _lib
 from ._lib import (CROP_H, CROP_W, E_ARG, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
                    E_UNSUPPORTED, FOCAL, MAX_HANDS, N_FACES, N_KP, N_PARAMS, N_VERTS)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 __all__ = [
-    "Model", "HamerError", "read_image", "library_version", "library_path",
+    "Model", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
+    "HamerMemoryError", "read_image", "library_version", "library_path", "system_info", "strerror",
     "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
     "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO",
 ]
@@ -73,14 +81,21 @@ _HAND_ARRAYS = {
 }
 
 
-class HamerError(ValueError):
+class HamerError(Exception):
     """An error reported by libhamer, or a bad argument caught before the
-    call. ``code`` is the library's HAMER_E_* value (negative int) or None
-    when the library gives none."""
+    call. ``code`` is the library's HAMER_E_* value (a negative int)."""
 
     def __init__(self, message, code=None):
         super().__init__(message)
         self.code = code
+
+    def __new__(cls, message="", code=None):
+        # HamerError(msg, code) picks the subclass the code belongs to.
+        if cls is HamerError:
+            cls = _ERROR_CLASSES.get(code, HamerError)
+        if issubclass(cls, MemoryError):  # MemoryError's own __new__ refuses subclasses
+            return Exception.__new__(cls, message)
+        return super().__new__(cls, message)
 
     @property
     def code_name(self):
@@ -88,14 +103,55 @@ class HamerError(ValueError):
         return _lib.ERROR_NAMES.get(self.code)
 
 
+class HamerArgumentError(HamerError, ValueError):
+    """A bad argument (HAMER_E_ARG)."""
+
+
+class HamerFormatError(HamerError, ValueError):
+    """A malformed file, or a tensor of the wrong shape / dtype in it
+    (HAMER_E_FORMAT, HAMER_E_SHAPE)."""
+
+
+class HamerIOError(HamerError, OSError):
+    """A file missing or unreadable (HAMER_E_IO)."""
+
+
+class HamerUnsupportedError(HamerError, RuntimeError):
+    """A valid request this build, CPU or model cannot do
+    (HAMER_E_UNSUPPORTED, HAMER_E_NOMANO)."""
+
+
+class HamerMemoryError(HamerError, MemoryError):
+    """Out of memory (HAMER_E_NOMEM)."""
+
+
+_ERROR_CLASSES = {
+    E_ARG: HamerArgumentError, E_FORMAT: HamerFormatError, E_SHAPE: HamerFormatError, E_IO: HamerIOError,
+    E_UNSUPPORTED: HamerUnsupportedError, E_NOMANO: HamerUnsupportedError, E_NOMEM: HamerMemoryError,
+}
+
+
 def _library_error(rc=None, fallback="libhamer call failed"):
-    """HamerError with this thread's last library message.
+    """HamerError (of the code's subclass) with this thread's last library
+    message and code; rc is the code a call returned, if it returns one.
 
     Must be called in the thread that made the failing call, right after it:
     hamer_last_error() is per thread (ctypes runs foreign calls in the
     calling thread, so that holds)."""
-    msg = _lib.last_error() or _lib.ERROR_NAMES.get(rc, fallback)
+    if rc is None or rc >= 0:
+        rc = _lib.last_error_code() or None
+    msg = _lib.last_error() or (_lib.strerror(rc) if rc is not None else fallback)
     return HamerError(msg, rc)
+
+
+def strerror(code):
+    """The library's short description of a HAMER_E_* code."""
+    return _lib.strerror(code)
+
+
+def system_info():
+    """The kernels and CPU features this process uses (hamer_system_info)."""
+    return _lib.load().hamer_system_info().decode()
 
 
 def library_version():
@@ -486,7 +542,7 @@ class Model:
         boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
                     rounded to float32 as the CLI does
         is_right    one bool for all boxes, or one per box
-        rescale     box scale factor (0, 100]
+        rescale     box scale factor in (0, 16] (MAX_RESCALE)
         crop_mode   "warp" (the official demo's affine warp) or "pad"
         vertices    include each hand's 778 vertices
 

@@ -26,6 +26,8 @@ import threading
 from pathlib import Path
 
 # ---- Constants of include/hamer.h ------------------------------------------
+# (Sizes and codes the header defines as macros, which a shared library
+# cannot export; tests/test_python.py checks them against the header.)
 
 CROP_H = 256
 CROP_W = 192
@@ -35,6 +37,7 @@ N_KP = 21
 N_PARAMS = 157
 FOCAL = 5000.0
 MAX_HANDS = 64
+MAX_RESCALE = 16.0
 
 OK = 0
 E_ARG = -1
@@ -158,7 +161,7 @@ _PROTOTYPES = {
     "hamer_model_default_params": (ModelParams, []),
     "hamer_model_load": (_P, [ctypes.c_char_p, ctypes.POINTER(ModelParams)]),
     "hamer_model_free": (None, [_P]),
-    "hamer_model_get_info": (None, [_P, ctypes.POINTER(ModelInfo)]),
+    "hamer_model_get_info": (_INT, [_P, ctypes.POINTER(ModelInfo)]),
     "hamer_model_faces": (ctypes.POINTER(ctypes.c_int32), [_P]),
     "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),
     "hamer_state_new": (_P, [_P, _INT, _INT]),
@@ -181,7 +184,10 @@ _PROTOTYPES = {
                                 ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_free": (None, [ctypes.c_void_p]),
     "hamer_last_error": (ctypes.c_char_p, []),
+    "hamer_last_error_code": (_INT, []),
+    "hamer_strerror": (ctypes.c_char_p, [_INT]),
     "hamer_version": (ctypes.c_char_p, []),
+    "hamer_system_info": (ctypes.c_char_p, []),
 }
 
 _NAMES = ("libhamer.so", "libhamer.so.0")
@@ -253,3 +259,13 @@ def last_error():
     """This thread's last library error message (hamer_last_error)."""
     msg = load().hamer_last_error()
     return msg.decode("utf-8", "replace") if msg else ""
+
+
+def last_error_code():
+    """This thread's last library error code (hamer_last_error_code; 0 if none)."""
+    return load().hamer_last_error_code()
+
+
+def strerror(code):
+    """The library's description of a status code (hamer_strerror)."""
+    return load().hamer_strerror(code).decode()

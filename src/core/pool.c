@@ -35,6 +35,8 @@ struct hm_pool {
     hm_task_fn fn;
     void *ctx;
     int ntasks;
+    void *scratch;               /* hm_pool_scratch's buffer */
+    size_t scratch_cap;
 };
 
 typedef struct {
@@ -162,8 +164,21 @@ void hm_pool_destroy(hm_pool *p) {
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
+    hm_free(p->scratch);
     free(p);
 }
+
+void *hm_pool_scratch(hm_pool *p, size_t bytes) {
+    if (bytes <= p->scratch_cap) return p->scratch;
+    void *n = hm_alloc(bytes);
+    if (!n) return NULL;
+    hm_free(p->scratch);
+    p->scratch = n;
+    p->scratch_cap = bytes;
+    return n;
+}
+
+int hm_pool_reserve(hm_pool *p, size_t bytes) { return hm_pool_scratch(p, bytes) || bytes == 0 ? HM_OK : HM_E_NOMEM; }
 
 int hm_pool_size(const hm_pool *p) { return p ? p->n : 1; }
 

@@ -9,6 +9,8 @@
 #ifndef HM_POOL_H
 #define HM_POOL_H
 
+#include <stddef.h>
+
 typedef struct hm_pool hm_pool;
 typedef void (*hm_task_fn)(void *ctx, int task, int tid);
 
@@ -18,5 +20,14 @@ void hm_pool_destroy(hm_pool *p);
 int hm_pool_size(const hm_pool *p);
 /* p may be NULL: runs serially on the caller. */
 void hm_pool_run(hm_pool *p, hm_task_fn fn, void *ctx, int ntasks);
+
+/* Scratch memory of the pool's owner, for the kernels of the job it is
+ * running (one job at a time, so one buffer serves every kernel). Returns
+ * at least `bytes` bytes, 64-byte aligned, growing the buffer if needed;
+ * NULL + HM_E_NOMEM if it cannot, the old buffer kept. Reserving the
+ * largest need once (hm_pool_reserve) keeps later calls allocation-free.
+ * The contents do not survive a later call. */
+void *hm_pool_scratch(hm_pool *p, size_t bytes);
+int hm_pool_reserve(hm_pool *p, size_t bytes);
 
 #endif

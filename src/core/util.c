@@ -3,6 +3,7 @@
 #include "core/util.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,11 +26,27 @@ void hm_errclear(void) {
     hm_code = 0;
 }
 
+static atomic_int hm_alloc_fail_after = -1;
+
+void hm_alloc_test_fail(int after) { atomic_store(&hm_alloc_fail_after, after); }
+
+/* Tests: 1 if this allocation is the one hm_alloc_test_fail armed. */
+static int hm_alloc_fault(void) {
+    int n = atomic_load(&hm_alloc_fail_after);
+    if (n < 0) return 0;
+    if (n > 0) {
+        atomic_fetch_sub(&hm_alloc_fail_after, 1);
+        return 0;
+    }
+    atomic_store(&hm_alloc_fail_after, -1);
+    return 1;
+}
+
 void *hm_alloc(size_t bytes) {
     void *p = NULL;
     if (bytes == 0) bytes = 64;
     bytes = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes) != 0) {
+    if (hm_alloc_fault() || posix_memalign(&p, 64, bytes) != 0) {
         hm_err(HM_E_NOMEM, "out of memory allocating %zu bytes", bytes);
         return NULL;
     }

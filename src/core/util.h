@@ -34,5 +34,8 @@ void hm_errclear(void);
 /* 64-byte aligned allocation (NULL + hm_err on failure); free with hm_free. */
 void *hm_alloc(size_t bytes);
 void hm_free(void *p);
+/* Tests: the hm_alloc call after `after` more successful ones fails (as
+ * out of memory); after < 0 disarms. */
+void hm_alloc_test_fail(int after);
 
 #endif

@@ -51,17 +51,43 @@ static int write_body(FILE *f, const float *verts, int nv, const int32_t *faces,
     return 0;
 }
 
+/* Argument checks shared by both entry points. */
+static int obj_args(const char *what, const float *verts, int nv, const int32_t *faces, int nf) {
+    if (nv <= 0 || !verts || nf < 0 || (nf > 0 && !faces))
+        return hm_err(HM_E_ARG, "obj: bad mesh (%d vertices, %d faces) for %s", nv, nf, what);
+    for (size_t i = 0; i < 3 * (size_t)nf; i++)
+        if (faces[i] < 0 || faces[i] >= nv)
+            return hm_err(HM_E_ARG, "obj: face %zu references vertex %d of %d", i / 3, (int)faces[i], nv);
+    return HM_OK;
+}
+
+int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t, int is_right,
+                char **text, size_t *len) {
+    static const float zero[3] = {0, 0, 0};
+    *text = NULL, *len = 0;
+    int rc = obj_args("the OBJ text", verts, nv, faces, nf);
+    if (rc) return rc;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return hm_err(HM_E_NOMEM, "obj: out of memory");
+    int bad = write_body(f, verts, nv, faces, nf, cam_t ? cam_t : zero, is_right) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        free(buf);
+        return hm_err(HM_E_NOMEM, "obj: out of memory");
+    }
+    *text = buf, *len = n;
+    return HM_OK;
+}
+
 int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t,
                  int is_right) {
     static const float zero[3] = {0, 0, 0};
     if (!path || !path[0]) return hm_err(HM_E_ARG, "obj: empty output path");
-    if (nv <= 0 || !verts || nf < 0 || (nf > 0 && !faces))
-        return hm_err(HM_E_ARG, "obj: bad mesh (%d vertices, %d faces) for %s", nv, nf, path);
-    for (size_t i = 0; i < 3 * (size_t)nf; i++)
-        if (faces[i] < 0 || faces[i] >= nv)
-            return hm_err(HM_E_ARG, "obj: face %zu references vertex %d of %d", i / 3, (int)faces[i], nv);
+    int rc = obj_args(path, verts, nv, faces, nf);
+    if (rc) return rc;
     if (!cam_t) cam_t = zero;
-
     /* Temporary file next to the target so the final rename stays atomic. */
     size_t len = strlen(path);
     char *tmp = malloc(len + 8);

@@ -10,6 +10,7 @@
 #ifndef HM_MESH_IO_H
 #define HM_MESH_IO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The demo's renderer closes the MANO wrist opening with 14 extra faces; its
@@ -37,5 +38,9 @@ int hm_mesh_close_hand(const int32_t *faces, int nf, int nv, int32_t *out);
  * Returns HM_OK, HM_E_ARG (bad sizes, face index out of range) or HM_E_IO. */
 int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t,
                  int is_right);
+/* The same text in memory: *text (malloc'd, *len bytes, not terminated by
+ * anything but its last newline) or HM_E_ARG / HM_E_NOMEM. */
+int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t, int is_right,
+                char **text, size_t *len);
 
 #endif

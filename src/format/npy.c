@@ -360,12 +360,36 @@ static unsigned name_flags(const char *s) {
     return 0;
 }
 
+/* Element type -> .npy descr, for the types the writers support. */
+static const char *write_descr(hm_dtype dt) {
+    return dt == HM_DT_F32 ? "<f4" : dt == HM_DT_F64 ? "<f8" : dt == HM_DT_U8 ? "|u1"
+         : dt == HM_DT_I32 ? "<i4" : dt == HM_DT_I64 ? "<i8" : NULL;
+}
+
+int hm_npy_header(hm_dtype dt, int ndim, const int64_t *shape, char *hdr, size_t *len) {
+    const char *descr = write_descr(dt);
+    if (!descr || ndim < 0 || ndim > HM_MAX_DIMS || (ndim && !shape))
+        return hm_err(HM_E_ARG, "npy: unsupported dtype or rank %d", ndim);
+    /* .npy v1.0 header, padded with spaces so the data starts 64-aligned. */
+    int k = snprintf(hdr + 10, HM_NPY_HEADER_MAX - 10, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    for (int d = 0; d < ndim; d++)
+        k += snprintf(hdr + 10 + k, HM_NPY_HEADER_MAX - 10 - (size_t)k, "%lld%s", (long long)shape[d],
+                      ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
+    k += snprintf(hdr + 10 + k, HM_NPY_HEADER_MAX - 10 - (size_t)k, "), }");
+    size_t total = ((size_t)10 + (size_t)k + 1 + 63) / 64 * 64;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    put16((uint8_t *)hdr + 8, (unsigned)(total - 10));
+    memset(hdr + 10 + k, ' ', total - 10 - (size_t)k - 1);
+    hdr[total - 1] = '\n';
+    *len = total;
+    return HM_OK;
+}
+
 int hm_npz_write_add(hm_npz_writer *w, const char *name, hm_dtype dt,
                      int ndim, const int64_t *shape, const void *data) {
     if (!w) return hm_err(HM_E_ARG, "npz: NULL writer");
     if (w->rc) return hm_err(w->rc, "npz '%s': writer already failed", w->path);
-    const char *descr = dt == HM_DT_F32 ? "<f4" : dt == HM_DT_F64 ? "<f8" : dt == HM_DT_U8 ? "|u1"
-                      : dt == HM_DT_I32 ? "<i4" : dt == HM_DT_I64 ? "<i8" : NULL;
+    const char *descr = write_descr(dt);
     size_t nlen = name ? strlen(name) : 0;
     if (!descr || !name || !nlen || nlen > 1000 || ndim < 0 || ndim > HM_MAX_DIMS || (ndim && !shape))
         return writer_fail(w, hm_err(HM_E_ARG, "npz '%s': bad array '%s' (dtype, name or rank)", w->path,
@@ -380,18 +404,9 @@ int hm_npz_write_add(hm_npz_writer *w, const char *name, hm_dtype dt,
     if (__builtin_mul_overflow(numel, (uint64_t)hm_dtype_size(dt), &bytes) || (bytes && !data))
         return writer_fail(w, hm_err(HM_E_ARG, "npz '%s': bad data for '%s'", w->path, name));
 
-    /* .npy v1.0 header, padded with spaces so the data starts 64-aligned. */
-    char hdr[512];
-    int k = snprintf(hdr + 10, sizeof hdr - 10, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    for (int d = 0; d < ndim; d++)
-        k += snprintf(hdr + 10 + k, sizeof hdr - 10 - (size_t)k, "%lld%s", (long long)shape[d],
-                      ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
-    k += snprintf(hdr + 10 + k, sizeof hdr - 10 - (size_t)k, "), }");
-    size_t total = ((size_t)10 + (size_t)k + 1 + 63) / 64 * 64;
-    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
-    put16((uint8_t *)hdr + 8, (unsigned)(total - 10));
-    memset(hdr + 10 + k, ' ', total - 10 - (size_t)k - 1);
-    hdr[total - 1] = '\n';
+    char hdr[HM_NPY_HEADER_MAX];
+    size_t total;
+    hm_npy_header(dt, ndim, shape, hdr, &total);
 
     uint64_t size = total + bytes;
     if (w->off + 30 + nlen + 4 + size >= 0xFFFFFFFFull)

@@ -37,6 +37,12 @@ void hm_npz_close(hm_npz *z);
 int hm_npz_count(const hm_npz *z);
 const char *hm_npz_name(const hm_npz *z, int i);
 
+/* The .npy v1.0 header of a C-order f32/f64/u8/i32/i64 array, padded so
+ * the data that follows starts 64-byte aligned: *len bytes written to hdr
+ * (HM_NPY_HEADER_MAX of room). HM_E_ARG for another dtype or a bad rank. */
+#define HM_NPY_HEADER_MAX 512
+int hm_npy_header(hm_dtype dt, int ndim, const int64_t *shape, char *hdr, size_t *len);
+
 /* npz writing: begin, add arrays (data copied into the file immediately),
  * finish writes the central directory. On any error the partial file is
  * removed. Only f32/f64/u8/i32/i64 arrays. */

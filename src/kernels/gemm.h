@@ -4,18 +4,19 @@
  * at load time into the kernel's layout; a forward computes
  *     C[M, N] (op)= A[M, K] . W^T + bias
  * with A and C row-major (leading dimensions lda, ldc in floats).
- * The ISA is chosen at run time from CPUID (avx512 > avx2 > scalar) and can
- * be forced with hm_gemm_force_isa() or the environment variable
- * HAMER_ISA=avx512|avx2|scalar (read once, at the first call). Forcing an ISA
- * the CPU lacks is an error, not a silent fallback.
+ * The ISA is the process's active one (core/cpu.h: CPUID, HAMER_ISA,
+ * hm_isa_force); a packing keeps the ISA it was made for.
+ *
+ * Files: gemm.c (this interface: dispatch on precision), gemm_fp32.c (the
+ * exact driver and its block kernels gemm_{scalar,avx2,avx512}.c),
+ * gemm_lowp.c (the "fast" driver, kernels in gemm_lowp_avx512vnni.c).
  */
 #ifndef HM_GEMM_H
 #define HM_GEMM_H
 
 #include <stddef.h>
+#include "core/cpu.h"
 #include "core/pool.h"
-
-typedef enum { HM_ISA_SCALAR = 0, HM_ISA_AVX2 = 1, HM_ISA_AVX512 = 2 } hm_isa;
 
 typedef enum {
     HM_EPI_STORE = 0,      /* C  = A.W^T + b */
@@ -37,15 +38,6 @@ typedef struct {
     float *lp_scale;       /* FAST: per-output-channel scales */
 } hm_packed;
 
-/* Best ISA this CPU supports (CPUID + XGETBV); cached. */
-hm_isa hm_cpu_isa(void);
-/* Active ISA (forced or detected). */
-hm_isa hm_gemm_isa(void);
-const char *hm_isa_name(hm_isa isa);
-/* Force an ISA; HM_E_UNSUPPORTED if this CPU cannot run it. Must be called
- * before any hm_pack_weights (packed layouts are tied to the ISA). */
-int hm_gemm_force_isa(hm_isa isa);
-
 /* Pack W [N, K] row-major (row stride ldw floats) and bias [N] (may be NULL).
  * HM_OK or HM_E_NOMEM. */
 int hm_pack_weights(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
@@ -55,6 +47,14 @@ void hm_packed_free(hm_packed *p);
  * scheme, or returns HM_E_UNSUPPORTED (with a message) where this CPU or
  * build cannot run it. hm_gemm dispatches on p->prec. */
 int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec);
+/* FAST packing for a matmul whose int8 error the model amplifies (in the
+ * ViT: the attention output projection, whose input is mostly a component
+ * shared by all tokens, so int8 noise is large against what differs
+ * between tokens): bf16 where the CPU has AVX512-BF16, else fp32, never
+ * int8. Fails (HM_E_UNSUPPORTED) exactly when hm_pack_weights_prec(FAST)
+ * does, so it never turns FAST into something else silently. The result
+ * may have prec FP32; hm_gemm handles both. */
+int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
 /* Human-readable name of the scheme behind a precision, e.g. "fp32". */
 const char *hm_precision_scheme(hm_precision prec);
 
@@ -69,9 +69,17 @@ typedef struct {
 int hm_packed_sizes_for(int N, int K, int isa, int prec, int lp_kind, hm_packed_sizes *s);
 
 /* C (op)= A . W^T + bias over M rows, parallel over the pool (may be NULL).
- * No allocation. Requires M >= 1. */
-void hm_gemm(hm_pool *pool, int M, const float *A, int lda,
-             const hm_packed *W, float *C, int ldc, hm_epilogue epi);
+ * HM_OK, or a negative code with a message (bad arguments, weights packed
+ * for an ISA this CPU lacks, scratch that cannot be had); on error C may be
+ * partly written. With a pool whose scratch was reserved for
+ * hm_gemm_scratch_bytes(W, M) (hm_pool_reserve), nothing is allocated. */
+int hm_gemm(hm_pool *pool, int M, const float *A, int lda,
+            const hm_packed *W, float *C, int ldc, hm_epilogue epi);
+/* Pool scratch bytes hm_gemm needs for M rows of W (0 for fp32 packings). */
+size_t hm_gemm_scratch_bytes(const hm_packed *W, int M);
+/* Tests: the hm_gemm call after `after` more successful ones fails with
+ * `code` (and a message) before touching C; after < 0 disarms. */
+void hm_gemm_test_fail(int after, int code);
 
 /* Unpacked helpers for attention (small, operands in activation layout):
  *   hm_sgemm_nt: C[M,N] = alpha * A[M,K] . B[N,K]^T  (+ beta*C)
@@ -81,46 +89,5 @@ void hm_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc);
 void hm_sgemm_nn(int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc);
-
-/* Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), float. */
-float hm_gelu(float x);
-
-/* ---- Status and kernel interface (gemm.c and the gemm_<isa>.c files) ---- */
-
-/* HM_OK, or HM_E_UNSUPPORTED (with an hm_err message) when HAMER_ISA names an
- * unknown ISA or one this CPU lacks and no hm_gemm_force_isa overrode it. */
-int hm_gemm_status(void);
-
-/* Packed panel width (columns) per ISA, and the K block. KC is fixed so the
- * order of every sum is independent of threads and of the task split. */
-#define HM_GEMM_NR_SCALAR 8
-#define HM_GEMM_NR_AVX2 16
-#define HM_GEMM_NR_AVX512 32
-#define HM_GEMM_NR_MAX 32
-#define HM_GEMM_KC 256
-
-/* What a block call does around its kc-long dot products. */
-typedef struct {
-    int load_c;          /* add beta * C to the block's sum (else C is not read) */
-    float beta;
-    const float *bias;   /* NR floats for this panel (zero padded) or NULL */
-    int gelu;            /* apply gelu after the bias */
-} hm_gemm_epi_args;
-
-/* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
- * from zero before C joins. P is one packed chunk: kc rows of NR floats
- * (k-major, columns beyond nr are zero). nr <= NR; only nr columns of C are
- * read or written. Any m >= 1. */
-void hm_gemm_block_scalar(int m, int nr, int kc, const float *A, size_t lda,
-                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-void hm_gemm_block_avx2(int m, int nr, int kc, const float *A, size_t lda,
-                        const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
-                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-
-/* Vectorised exact GELU in place over n floats (per ISA; same contract as
- * hm_gelu, within a few ulp). */
-void hm_gelu_vec_avx2(float *x, size_t n);
-void hm_gelu_vec_avx512(float *x, size_t n);
 
 #endif

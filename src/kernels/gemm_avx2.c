@@ -6,7 +6,7 @@
  */
 #include <immintrin.h>
 
-#include "kernels/gemm.h"
+#include "kernels/gemm_fp32.h"
 
 #define MR 6
 #define NR HM_GEMM_NR_AVX2

@@ -7,8 +7,8 @@
  */
 #include <immintrin.h>
 
-#include "kernels/gemm.h"
-#include "vmath_avx512.h"
+#include "kernels/gemm_fp32.h"
+#include "kernels/vmath_avx512.h"
 
 #define MR 12
 #define NR HM_GEMM_NR_AVX512

@@ -35,13 +35,12 @@
  * RMS per matmul, against ~0.2% for bf16), which the end-to-end gate
  * still clears (see the README).
  *
- * Scratch: the quantised activations live in a per-thread buffer of the
- * thread that calls hm_gemm (the pool's workers fill and read it during the
- * call). It is allocated at the first FAST call on a thread, grown when a
- * larger M x K arrives, and freed when that thread exits (or, for the main
- * thread, when the library is unloaded / the process exits), so steady
- * state hm_gemm calls do not allocate. If that allocation fails, hm_gemm
- * records HM_E_NOMEM and leaves C untouched.
+ * Scratch: the quantised activations live in the pool's scratch buffer
+ * (core/pool.h), which the model state reserves for its largest call
+ * (hm_gemm_scratch_bytes), so hm_gemm allocates nothing in a forward. A
+ * call that finds too little scratch grows it, and fails with HM_E_NOMEM,
+ * C untouched, if that is impossible. Without a pool (tests, tools) each
+ * call allocates its own.
  *
  * Results do not depend on the thread count (int32 sums are exact, every
  * epilogue value is computed by one thread in a fixed order) nor on the
@@ -57,12 +56,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/cpu.h"
 #include "core/util.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define HM_LOWP_X86 1
-#endif
+#include "kernels/gemm_fp32.h"
 
 /* Rows per GEMM task (with the panel, the unit of work) at most: 192 = one
  * crop, so each panel is fetched once per crop. With few panels and many
@@ -88,24 +84,11 @@ _Static_assert(sizeof(hm_lowp_hdr) <= HM_LOWP_HDR_BYTES, "header must fit its sl
 
 /* ---- CPU support and variant selection --------------------------------- */
 
-enum { HM_CPU_VNNI = 1, HM_CPU_BF16 = 2 };
-
-static atomic_int hm_hide;
-
+/* The kernels are AVX-512 F/BW/VL/DQ code: they need the same detection
+ * (and OS zmm state) as the fp32 AVX-512 path, plus the extensions. */
 static int hm_lowp_cpu_bits(void) {
-    int hide = atomic_load(&hm_hide);
-    /* The kernels are AVX-512 F/BW/VL/DQ code: require the same detection
-     * (and OS zmm state) as the fp32 AVX-512 path, plus the extensions. */
-    if (hm_cpu_isa() != HM_ISA_AVX512) return 0;
-    int bits = 0;
-#ifdef HM_LOWP_X86
-    unsigned a, b, c, d;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-        if ((c >> 11) & 1) bits |= HM_CPU_VNNI;
-        if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
-    }
-#endif
-    return bits & ~hide;
+    int f = hm_cpu_features();
+    return f & HM_CPU_AVX512 ? f & (HM_CPU_VNNI | HM_CPU_BF16) : 0;
 }
 
 static pthread_once_t hm_kind_once = PTHREAD_ONCE_INIT;
@@ -133,8 +116,6 @@ hm_lowp_kind hm_lowp_kind_active(void) {
     pthread_once(&hm_kind_once, hm_kind_init);
     return (hm_lowp_kind)atomic_load(&hm_kind);
 }
-
-void hm_lowp_test_hide_cpu(int mask) { atomic_store(&hm_hide, mask & (HM_CPU_VNNI | HM_CPU_BF16)); }
 
 static const char *hm_kind_scheme(int kind) {
     return kind == HM_LOWP_BF16 ? "bf16 (w, a: bf16; fp32 accumulate; vdpbf16ps)"
@@ -165,9 +146,9 @@ static int hm_lowp_check(int kind) {
                       hm_kind_scheme(kind), what);
     /* A forced narrower ISA (HAMER_ISA / hm_gemm_force_isa) is a request
      * not to run AVX-512 code: honour it rather than ignore it. */
-    if (hm_gemm_isa() != HM_ISA_AVX512)
+    if (hm_isa_active() != HM_ISA_AVX512)
         return hm_err(HM_E_UNSUPPORTED, "precision 'fast' needs AVX-512 but the active ISA is forced to %s",
-                      hm_isa_name(hm_gemm_isa()));
+                      hm_isa_name(hm_isa_active()));
     return HM_OK;
 }
 
@@ -180,6 +161,21 @@ static size_t hm_round64(size_t n) { return (n + 63) & ~(size_t)63; }
 static int8_t hm_q8(float v) {
     v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
     return (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+}
+
+/* The block header of an N x K packing of `kind`: the one place its layout
+ * is computed (packing, sizes and the packed-file check all use it). */
+static void hm_lowp_hdr_for(int kind, int N, int K, hm_lowp_hdr *h) {
+    int i8 = kind == HM_LOWP_INT8;
+    memset(h, 0, sizeof *h);
+    h->kind = kind;
+    h->nr = i8 ? HM_LOWP_I8_NR : HM_LOWP_BF_NR;
+    h->kp = i8 ? (K + 3) & ~3 : (K + 1) & ~1;
+    h->np = (N + h->nr - 1) / h->nr;
+    size_t npad = (size_t)h->np * h->nr;
+    h->panel = hm_round64((size_t)h->kp * h->nr * (i8 ? 1 : 2));
+    h->cs_off = HM_LOWP_HDR_BYTES;
+    h->w_off = h->cs_off + (i8 ? hm_round64(npad * sizeof(int32_t)) : 0);
 }
 
 static int hm_pack_int8(hm_packed *p, const float *W, int ldw, int N, int K, hm_lowp_hdr *h, uint8_t *blk) {
@@ -227,23 +223,17 @@ static void hm_pack_bf16(const float *W, int ldw, int N, int K, hm_lowp_hdr *h, 
     }
 }
 
-/* Pack W for lowp variant kind (arguments checked, p zeroed). */
-static int hm_pack_kind(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, int kind) {
+int hm_pack_lowp(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, int kind) {
     int rc = hm_lowp_check(kind);
     if (rc != HM_OK) return rc;
     /* int32 sums stay exact while K * 255 * 127 < 2^31. */
     if (kind == HM_LOWP_INT8 && K > 65536)
         return hm_err(HM_E_UNSUPPORTED, "precision 'fast': K = %d exceeds the int8 kernel's limit of 65536", K);
 
-    hm_lowp_hdr h = {.kind = kind};
+    hm_lowp_hdr h;
+    hm_lowp_hdr_for(kind, N, K, &h);
     int i8 = kind == HM_LOWP_INT8;
-    h.nr = i8 ? HM_LOWP_I8_NR : HM_LOWP_BF_NR;
-    h.kp = i8 ? (K + 3) & ~3 : (K + 1) & ~1;
-    h.np = (N + h.nr - 1) / h.nr;
     size_t npad = (size_t)h.np * h.nr;
-    h.panel = hm_round64((size_t)h.kp * h.nr * (i8 ? 1 : 2));
-    h.cs_off = HM_LOWP_HDR_BYTES;
-    h.w_off = h.cs_off + (i8 ? hm_round64(npad * sizeof(int32_t)) : 0);
     size_t bytes = h.w_off + (size_t)h.np * h.panel;
 
     uint8_t *blk = hm_alloc(bytes);
@@ -270,72 +260,17 @@ static int hm_pack_kind(hm_packed *p, const float *W, int ldw, const float *bias
     p->prec = HM_PREC_FAST;
     if (i8) rc = hm_pack_int8(p, W, ldw, N, K, &h, blk);
     else hm_pack_bf16(W, ldw, N, K, &h, blk);
-    if (rc != HM_OK) hm_packed_free(p);
+    if (rc != HM_OK) {
+        hm_free(p->lp), hm_free(p->lp_scale), hm_free(p->bias);
+        memset(p, 0, sizeof *p);
+    }
     return rc;
 }
 
-/* Common argument checks; zeroes *p. */
-static int hm_pack_args(const char *fn, hm_packed *p, const float *W, int ldw, int N, int K) {
-    if (!p) return hm_err(HM_E_ARG, "%s: NULL output", fn);
-    memset(p, 0, sizeof *p);
-    if (!W || N < 1 || K < 1 || ldw < K)
-        return hm_err(HM_E_ARG, "%s: bad arguments (N=%d K=%d ldw=%d)", fn, N, K, ldw);
-    return hm_gemm_status();
-}
-
-int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec) {
-    if (prec == HM_PREC_FP32) return hm_pack_weights(p, W, ldw, bias, N, K);
-    int rc = hm_pack_args(__func__, p, W, ldw, N, K);
+int hm_lowp_sensitive_kind(void) {
+    int rc = hm_lowp_check((int)hm_lowp_kind_active());
     if (rc != HM_OK) return rc;
-    if (prec != HM_PREC_FAST) return hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, (int)prec);
-    return hm_pack_kind(p, W, ldw, bias, N, K, (int)hm_lowp_kind_active());
-}
-
-int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K) {
-    int rc = hm_pack_args(__func__, p, W, ldw, N, K);
-    if (rc != HM_OK) return rc;
-    /* Refuse exactly when plain FAST would (no silent change of mode). */
-    if ((rc = hm_lowp_check((int)hm_lowp_kind_active())) != HM_OK) return rc;
-    if (hm_lowp_cpu_bits() & HM_CPU_BF16) return hm_pack_kind(p, W, ldw, bias, N, K, HM_LOWP_BF16);
-    return hm_pack_weights(p, W, ldw, bias, N, K);
-}
-
-/* ---- per-thread scratch ------------------------------------------------ */
-
-static _Thread_local void *hm_scr;
-static _Thread_local size_t hm_scr_cap;
-static pthread_key_t hm_scr_key;
-static pthread_once_t hm_scr_once = PTHREAD_ONCE_INIT;
-static int hm_scr_key_ok;
-
-static void hm_scr_dtor(void *v) { hm_free(v); }
-static void hm_scr_key_init(void) { hm_scr_key_ok = pthread_key_create(&hm_scr_key, hm_scr_dtor) == 0; }
-
-/* At exit / unload: free the buffer of the thread running the destructors
- * (normally main, whose key destructor never runs) and drop the key so no
- * later thread exit calls into unloaded code. */
-__attribute__((destructor)) static void hm_scr_fini(void) {
-    if (hm_scr_key_ok) {
-        pthread_setspecific(hm_scr_key, NULL);
-        pthread_key_delete(hm_scr_key);
-        hm_scr_key_ok = 0;
-    }
-    hm_free(hm_scr);
-    hm_scr = NULL;
-    hm_scr_cap = 0;
-}
-
-static void *hm_scratch(size_t bytes) {
-    if (bytes <= hm_scr_cap) return hm_scr;
-    pthread_once(&hm_scr_once, hm_scr_key_init);
-    size_t cap = bytes + bytes / 4; /* some room for a slightly larger M */
-    void *p = hm_alloc(cap);
-    if (!p) return NULL;
-    hm_free(hm_scr);
-    hm_scr = p;
-    hm_scr_cap = cap;
-    if (hm_scr_key_ok) pthread_setspecific(hm_scr_key, p);
-    return p;
+    return hm_lowp_cpu_bits() & HM_CPU_BF16 ? HM_LOWP_BF16 : HM_LOWP_FP32;
 }
 
 /* ---- driver ------------------------------------------------------------ */
@@ -396,20 +331,40 @@ static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
     }
 }
 
-void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
-                  hm_epilogue epi) {
-    if (M < 1 || !A || !C || !W || !W->lp || W->prec != HM_PREC_FAST || lda < W->K || ldc < W->N) {
-        hm_err(HM_E_ARG, "hm_gemm (fast): bad arguments (M=%d)", M);
-        return;
-    }
+/* Scratch layout of one call: quantised rows, then (int8) the per-row
+ * records and the outlier lists. */
+typedef struct {
+    size_t aq_ld, aq, rows, outl, total;
+} hm_lowp_scr;
+
+static void hm_lowp_scr_for(const hm_lowp_hdr *h, int M, hm_lowp_scr *l) {
+    int i8 = h->kind == HM_LOWP_INT8;
+    l->aq_ld = hm_round64((size_t)h->kp * (i8 ? 1 : 2));
+    l->aq = (size_t)M * l->aq_ld;
+    l->rows = i8 ? hm_round64((size_t)M * sizeof(hm_lowp_row)) : 0;
+    l->outl = i8 ? hm_round64((size_t)M * HM_LOWP_MAX_OUTLIERS * sizeof(int32_t)) : 0;
+    l->total = l->aq + l->rows + 2 * l->outl;
+}
+
+size_t hm_lowp_scratch_bytes(const hm_packed *W, int M) {
+    if (!W || !W->lp || M < 1) return 0;
+    hm_lowp_scr l;
+    hm_lowp_scr_for(W->lp, M, &l);
+    return l.total;
+}
+
+int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+                 hm_epilogue epi) {
+    if (!W->lp || lda < W->K || ldc < W->N) return hm_err(HM_E_ARG, "hm_gemm (fast): bad arguments (M=%d)", M);
     const hm_lowp_hdr *h = W->lp;
     int i8 = h->kind == HM_LOWP_INT8;
-    size_t aq_ld = hm_round64((size_t)h->kp * (i8 ? 1 : 2));
-    size_t aq_bytes = (size_t)M * aq_ld;
-    size_t rows_bytes = i8 ? hm_round64((size_t)M * sizeof(hm_lowp_row)) : 0;
-    size_t out_bytes = i8 ? hm_round64((size_t)M * HM_LOWP_MAX_OUTLIERS * sizeof(int32_t)) : 0;
-    uint8_t *s = hm_scratch(aq_bytes + rows_bytes + 2 * out_bytes);
-    if (!s) return; /* HM_E_NOMEM recorded by hm_alloc */
+    hm_lowp_scr l;
+    hm_lowp_scr_for(h, M, &l);
+    /* The pool's scratch (reserved by the state, so no allocation here);
+     * without a pool, a buffer for this call only. */
+    uint8_t *s = pool ? hm_pool_scratch(pool, l.total) : hm_alloc(l.total);
+    if (!s) return HM_E_NOMEM; /* message recorded */
+    size_t aq_ld = l.aq_ld, aq_bytes = l.aq, rows_bytes = l.rows, out_bytes = l.outl;
     /* Row blocks: at most HM_LOWP_MC rows, and enough blocks for ~4 tasks
      * per thread, in whole register tiles. Each output element is computed
      * the same way whatever block it falls in, so this choice (which
@@ -430,24 +385,11 @@ void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
     hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);
+    if (!pool) hm_free(s);
+    return HM_OK;
 }
 
 /* ---- packings read back from a file (model_pack.c) --------------------- */
-
-/* The block header hm_pack_kind writes for an N x K matrix of `kind`; the
- * two must agree (test_convert.py round-trips both variants). */
-static void hm_lowp_hdr_for(int kind, int N, int K, hm_lowp_hdr *h) {
-    int i8 = kind == HM_LOWP_INT8;
-    memset(h, 0, sizeof *h);
-    h->kind = kind;
-    h->nr = i8 ? HM_LOWP_I8_NR : HM_LOWP_BF_NR;
-    h->kp = i8 ? (K + 3) & ~3 : (K + 1) & ~1;
-    h->np = (N + h->nr - 1) / h->nr;
-    size_t npad = (size_t)h->np * h->nr;
-    h->panel = hm_round64((size_t)h->kp * h->nr * (i8 ? 1 : 2));
-    h->cs_off = HM_LOWP_HDR_BYTES;
-    h->w_off = h->cs_off + (i8 ? hm_round64(npad * sizeof(int32_t)) : 0);
-}
 
 int hm_lowp_sizes(int kind, int N, int K, size_t *lp, size_t *scale, size_t *bias) {
     if ((kind != HM_LOWP_INT8 && kind != HM_LOWP_BF16) || N < 1 || K < 1 || K > (1 << 30))

@@ -70,18 +70,20 @@ void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, siz
 
 /* ---- driver (gemm_lowp.c) ---- */
 
-/* FAST packing for a matmul whose int8 error the model amplifies (in the
- * ViT: the attention output projection, whose input is mostly a component
- * shared by all tokens, so int8 noise is large against what differs
- * between tokens): bf16 where the CPU has AVX512-BF16, else fp32, never
- * int8. Fails (HM_E_UNSUPPORTED) exactly when hm_pack_weights_prec(FAST)
- * does, so it never turns FAST into something else silently. The result
- * may have prec FP32; hm_gemm handles both. */
-int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+/* Pack W as low-precision variant `kind` (arguments checked by gemm.c, p
+ * zeroed); HM_E_UNSUPPORTED where this CPU or the active ISA cannot run it. */
+int hm_pack_lowp(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, int kind);
+/* What hm_pack_weights_fast_sensitive packs: HM_LOWP_BF16 with AVX512-BF16,
+ * else HM_LOWP_FP32 (exact); a negative code (message recorded) exactly
+ * where plain FAST would be refused. */
+#define HM_LOWP_FP32 (-100)
+int hm_lowp_sensitive_kind(void);
 
-/* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here). */
-void hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
-                  hm_epilogue epi);
+/* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here after its
+ * argument checks), and the pool scratch it needs for M rows. */
+int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+                 hm_epilogue epi);
+size_t hm_lowp_scratch_bytes(const hm_packed *W, int M);
 
 /* Variant that hm_pack_weights_prec(FAST) packs: the environment variable
  * HAMER_LOWP=int8|bf16 (read once) or hm_lowp_force_kind; default int8.
@@ -101,12 +103,5 @@ hm_lowp_kind hm_lowp_kind_active(void);
 int hm_lowp_sizes(int kind, int N, int K, size_t *lp, size_t *scale, size_t *bias);
 int hm_lowp_packed_kind(const hm_packed *p);
 int hm_lowp_packed_check(const hm_packed *p, int kind);
-
-/* Test hook: make this CPU look as if it lacked AVX-512 VNNI
- * (HM_LOWP_HIDE_VNNI: FAST packing must fail with HM_E_UNSUPPORTED) and/or
- * AVX512-BF16 (HM_LOWP_HIDE_BF16); 0 restores the truth. */
-#define HM_LOWP_HIDE_VNNI 1
-#define HM_LOWP_HIDE_BF16 2
-void hm_lowp_test_hide_cpu(int mask);
 
 #endif

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
 
 #define HM_INLINE static inline __attribute__((always_inline))

@@ -4,7 +4,8 @@
  * Tile: MR = 4 rows x NR = 8 columns of float accumulators, which the
  * compiler keeps in eight SSE registers.
  */
-#include "kernels/gemm.h"
+#include "kernels/gemm_fp32.h"
+#include "kernels/vmath.h"
 
 #define MR 4
 #define NR HM_GEMM_NR_SCALAR

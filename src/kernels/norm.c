@@ -6,11 +6,11 @@
  * the digits the 1e-4 parity budget needs.
  */
 #include <math.h>
-#include "model/model.h"
-#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "core/cpu.h"
 
 void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
-    if (hm_gemm_isa() == HM_ISA_AVX512) {
+    if (hm_isa_active() == HM_ISA_AVX512) {
         hm_layernorm_avx512(x, y, n, d, w, b, eps);
         return;
     }
@@ -31,7 +31,7 @@ void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const 
 }
 
 void hm_softmax(float *x, int n) {
-    if (hm_gemm_isa() == HM_ISA_AVX512) {
+    if (hm_isa_active() == HM_ISA_AVX512) {
         hm_softmax_avx512(x, n);
         return;
     }

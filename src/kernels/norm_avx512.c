@@ -11,8 +11,8 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "model/model.h"
-#include "vmath_avx512.h"
+#include "kernels/norm.h"
+#include "kernels/vmath_avx512.h"
 
 static inline __mmask16 tail_mask(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);

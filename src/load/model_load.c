@@ -6,18 +6,20 @@
  * Linear weights are packed into the GEMM layout; small vectors are copied,
  * so the checkpoint mapping is closed when loading ends. Each weight's pages
  * of the mapping are dropped once it is packed, so the peak is about the
- * packed model, not packed model + checkpoint. hm_model_load also takes a
- * packed model file (model_pack.c), recognised by its magic.
+ * packed model, not packed model + checkpoint. MANO comes from
+ * mano_load.c; model_open.c decides between this and the packed reader.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "format/ckpt.h"
 #include "kernels/gemm_lowp.h"
+#include "load/model_check.h"
+#include "load/load.h"
 #include "model/model.h"
-#include "format/npy.h"
+#include "core/log.h"
 #include "core/util.h"
 
 typedef struct {
@@ -76,9 +78,7 @@ static void progress(loader *L, size_t bytes) {
     int pct = (int)(100.0 * L->packed / L->total);
     if (pct > 100) pct = 100;
     if (pct != L->last_pct) {
-        fprintf(stderr, "\rhamer: loading weights %3d%%", pct);
-        if (pct == 100) fputc('\n', stderr);
-        fflush(stderr);
+        hm_log(HM_LOG_PROGRESS, "loading weights %3d%%", pct);
         L->last_pct = pct;
     }
 }
@@ -124,44 +124,51 @@ static int count_keys(loader *L, const char *fmt) {
     }
 }
 
+/* Shape of `key`, which must be present with ndim dimensions; NULL (error
+ * recorded) otherwise. */
+static const int64_t *shape_of(loader *L, const char *key, int ndim) {
+    const hm_tensor *t = hm_ckpt_find(L->ck, key);
+    if (!t || t->ndim != ndim) {
+        hm_err(HM_E_SHAPE, "checkpoint: missing or malformed '%s'%s", key,
+               !strcmp(key, "backbone.patch_embed.proj.weight") ? " (is this a HaMeR checkpoint?)" : "");
+        return NULL;
+    }
+    return t->shape;
+}
+
+/* An int from a tensor dimension; values no int holds become -1, which
+ * hm_config_check refuses. */
+static int dim_of(int64_t v) { return v >= 0 && v <= INT_MAX ? (int)v : -1; }
+
+/* The architecture, read off the keys (depths) and shapes (widths), then
+ * checked with the limits the packed-file reader applies. */
 static int read_config(loader *L, hm_config *c) {
-    const hm_tensor *t = hm_ckpt_find(L->ck, "backbone.patch_embed.proj.weight");
-    if (!t) return hm_err(HM_E_SHAPE, "checkpoint: missing tensor 'backbone.patch_embed.proj.weight' (is this a HaMeR checkpoint?)");
-    if (t->ndim != 4 || t->shape[1] != 3 || t->shape[2] != HM_PATCH || t->shape[3] != HM_PATCH)
+    const int64_t *sh = shape_of(L, "backbone.patch_embed.proj.weight", 4);
+    if (!sh) return HM_E_SHAPE;
+    if (sh[1] != 3 || sh[2] != HM_PATCH || sh[3] != HM_PATCH)
         return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.patch_embed.proj.weight' must be [dim,3,16,16]");
-    c->dim = (int)t->shape[0];
-    if (c->dim <= 0 || c->dim % HM_VIT_HEAD_DIM || c->dim > 65536)
-        return hm_err(HM_E_SHAPE, "checkpoint: backbone width %d is not a multiple of the head size 80", c->dim);
+    c->dim = dim_of(sh[0]);
     c->heads = c->dim / HM_VIT_HEAD_DIM;
     c->gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
     c->gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
     c->ntok = c->gh * c->gw;
     c->depth = count_keys(L, "backbone.blocks.%d.norm1.weight");
     if (c->depth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no backbone blocks (missing 'backbone.blocks.0.norm1.weight')");
-    t = hm_ckpt_find(L->ck, "backbone.blocks.0.mlp.fc1.weight");
-    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'backbone.blocks.0.mlp.fc1.weight'");
-    if (t->shape[1] != c->dim)
+    if (!(sh = shape_of(L, "backbone.blocks.0.mlp.fc1.weight", 2))) return HM_E_SHAPE;
+    if (sh[1] != c->dim)
         return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.blocks.0.mlp.fc1.weight' has shape [%lld,%lld], expected [mlp,%d]",
-                      (long long)t->shape[0], (long long)t->shape[1], c->dim);
-    c->mlp = (int)t->shape[0];
-    if (c->mlp <= 0 || c->mlp > 1 << 20) return hm_err(HM_E_SHAPE, "checkpoint: bad MLP width %lld", (long long)t->shape[0]);
-
+                      (long long)sh[0], (long long)sh[1], c->dim);
+    c->mlp = dim_of(sh[0]);
     c->hdepth = count_keys(L, "mano_head.transformer.transformer.layers.%d.0.norm.weight");
     if (c->hdepth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no decoder layers (missing 'mano_head.transformer.transformer.layers.0.0.norm.weight')");
-    t = hm_ckpt_find(L->ck, "mano_head.transformer.pos_embedding");
-    if (!t || t->ndim != 3) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.pos_embedding'");
-    c->hdim = (int)t->shape[2];
-    t = hm_ckpt_find(L->ck, "mano_head.transformer.transformer.layers.0.1.fn.to_q.weight");
-    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.transformer.layers.0.1.fn.to_q.weight'");
-    c->hinner = (int)t->shape[0];
-    if (c->hdim <= 0 || c->hdim > 65536 || c->hinner <= 0 || c->hinner % HM_DEC_HEAD_DIM || c->hinner > 65536)
-        return hm_err(HM_E_SHAPE, "checkpoint: decoder widths %d/%d invalid (inner must be a multiple of 64)", c->hdim, c->hinner);
+    if (!(sh = shape_of(L, "mano_head.transformer.pos_embedding", 3))) return HM_E_SHAPE;
+    c->hdim = dim_of(sh[2]);
+    if (!(sh = shape_of(L, "mano_head.transformer.transformer.layers.0.1.fn.to_q.weight", 2))) return HM_E_SHAPE;
+    c->hinner = dim_of(sh[0]);
     c->hheads = c->hinner / HM_DEC_HEAD_DIM;
-    t = hm_ckpt_find(L->ck, "mano_head.transformer.transformer.layers.0.2.fn.net.0.weight");
-    if (!t || t->ndim != 2) return hm_err(HM_E_SHAPE, "checkpoint: missing or malformed 'mano_head.transformer.transformer.layers.0.2.fn.net.0.weight'");
-    c->hmlp = (int)t->shape[0];
-    if (c->hmlp <= 0 || c->hmlp > 1 << 20) return hm_err(HM_E_SHAPE, "checkpoint: bad decoder MLP width");
-    return HM_OK;
+    if (!(sh = shape_of(L, "mano_head.transformer.transformer.layers.0.2.fn.net.0.weight", 2))) return HM_E_SHAPE;
+    c->hmlp = dim_of(sh[0]);
+    return hm_config_check(c, "checkpoint", HM_E_SHAPE);
 }
 
 static int load_backbone(loader *L) {
@@ -188,7 +195,7 @@ static int load_backbone(loader *L) {
 
     /* uint8 folding: W' = W / (255 std_c); per-token bias subtracts W.mean/std
      * over the taps that fall inside the image. */
-    static const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
+    const double *mean = hm_norm_mean, *stdv = hm_norm_std;
     for (int o = 0; o < c->dim; o++)
         for (int k = 0; k < K; k++) wu8[(size_t)o * K + k] = (float)(pw[(size_t)o * K + k] / (255.0 * stdv[k / 256]));
     rc = hm_pack_weights(&m->patch_u8, wu8, K, pb, c->dim, K);
@@ -337,171 +344,15 @@ static int load_head(loader *L) {
     return HM_OK;
 }
 
-/* ---- MANO buffers: from the checkpoint (mano.*) or an .npz ---- */
-
-typedef struct {
-    loader *L;
-    hm_npz *npz;        /* NULL: read "mano.<name>" from the checkpoint */
-    const char *src;    /* for messages */
-    hm_array held[16];  /* npz arrays kept alive while copying */
-    int nheld;
-} mano_src;
-
-/* Fetch `name` with the given shape as a numeric array view; returns the
- * data pointer and dtype, or NULL (error recorded). Missing optional arrays
- * return NULL without error when optional is set. */
-static const void *mano_get(mano_src *ms, const char *name, int ndim, const int64_t *shape, hm_dtype *dt, int optional) {
-    const void *data = NULL;
-    int tnd;
-    const int64_t *tsh;
-    char key[128];
-    snprintf(key, sizeof key, "mano.%s", name);
-    if (!ms->npz) {
-        const hm_tensor *t = hm_ckpt_find(ms->L->ck, key);
-        if (!t) {
-            if (!optional) hm_err(HM_E_NOMANO, "checkpoint: missing MANO buffer '%s'", key);
-            return NULL;
-        }
-        if (!t->contiguous) {
-            hm_err(HM_E_SHAPE, "checkpoint: tensor '%s' is not contiguous", key);
-            return NULL;
-        }
-        *dt = t->dtype, tnd = t->ndim, tsh = t->shape, data = t->data;
-    } else {
-        if (!hm_npz_has(ms->npz, name)) {
-            if (!optional) hm_err(HM_E_NOMANO, "%s: missing MANO array '%s'", ms->src, name);
-            return NULL;
-        }
-        if (ms->nheld == 16 || hm_npz_get(ms->npz, name, &ms->held[ms->nheld])) return NULL;
-        hm_array *a = &ms->held[ms->nheld++];
-        *dt = a->dtype, tnd = a->ndim, tsh = a->shape, data = a->data;
-        snprintf(key, sizeof key, "%s", name);
-    }
-    int ok = tnd == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = tsh[i] == shape[i];
-    if (!ok) {
-        hm_err(HM_E_SHAPE, "%s: MANO array '%s' has the wrong shape", ms->src, key);
-        return NULL;
-    }
-    return data;
-}
-
-static float *mano_floats(mano_src *ms, const char *name, int ndim, const int64_t *shape) {
-    hm_dtype dt;
-    const void *d = mano_get(ms, name, ndim, shape, &dt, 0);
-    if (!d) return NULL;
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    if (dt != HM_DT_F32 && dt != HM_DT_F64) {
-        hm_err(HM_E_SHAPE, "%s: MANO array '%s' must be float32 or float64, not %s", ms->src, name, hm_dtype_name(dt));
-        return NULL;
-    }
-    float *out = hm_alloc(n * sizeof(float));
-    if (!out) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = dt == HM_DT_F32 ? ((const float *)d)[i] : (float)((const double *)d)[i];
-        if (!isfinite(out[i])) {
-            hm_free(out);
-            hm_err(HM_E_FORMAT, "%s: MANO array '%s' has a non-finite value", ms->src, name);
-            return NULL;
-        }
-    }
-    return out;
-}
-
-/* Integer array -> int64 values; 1 ok, 0 missing (optional), -1 error. */
-static int mano_ints(mano_src *ms, const char *name, int ndim, const int64_t *shape, int64_t *out, int optional) {
-    hm_dtype dt;
-    const void *d = mano_get(ms, name, ndim, shape, &dt, optional);
-    if (!d) return optional && hm_errmsg()[0] == 0 ? 0 : -1;
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    for (size_t i = 0; i < n; i++) {
-        if (dt == HM_DT_I64) out[i] = ((const int64_t *)d)[i];
-        else if (dt == HM_DT_I32) out[i] = ((const int32_t *)d)[i];
-        else {
-            hm_err(HM_E_SHAPE, "%s: MANO array '%s' must be int64 or int32, not %s", ms->src, name, hm_dtype_name(dt));
-            return -1;
-        }
-    }
-    return 1;
-}
-
-static int load_mano(mano_src *ms, hm_mano *mn) {
-    static const int tips[5] = {744, 320, 443, 554, 671};
-    static const int jmap[HM_NKP] = {0, 13, 14, 15, 16, 1, 2, 3, 17, 4, 5, 6, 18, 10, 11, 12, 19, 7, 8, 9, 20};
-    int64_t iv[HM_NF * 3];
-    hm_errclear();
-    if (!(mn->v_template = mano_floats(ms, "v_template", 2, S2(HM_NV, 3)))) return HM_E_NOMANO;
-    if (!(mn->shapedirs = mano_floats(ms, "shapedirs", 3, S3(HM_NV, 3, HM_NB)))) return HM_E_SHAPE;
-    if (!(mn->posedirs = mano_floats(ms, "posedirs", 2, S2((HM_NJ - 1) * 9, HM_NV * 3)))) return HM_E_SHAPE;
-    if (!(mn->j_regressor = mano_floats(ms, "J_regressor", 2, S2(HM_NJ, HM_NV)))) return HM_E_SHAPE;
-    if (!(mn->lbs_weights = mano_floats(ms, "lbs_weights", 2, S2(HM_NV, HM_NJ)))) return HM_E_SHAPE;
-    if (mano_ints(ms, "parents", 1, S1(HM_NJ), iv, 0) < 0) return HM_E_SHAPE;
-    for (int j = 0; j < HM_NJ; j++) {
-        if (j == 0 ? iv[0] != -1 : (iv[j] < 0 || iv[j] >= j))
-            return hm_err(HM_E_FORMAT, "%s: MANO parents[%d] = %lld is not a valid kinematic tree", ms->src, j, (long long)iv[j]);
-        mn->parents[j] = (int)iv[j];
-    }
-    if (mano_ints(ms, "faces_tensor", 2, S2(HM_NF, 3), iv, 0) < 0) return HM_E_SHAPE;
-    if (!(mn->faces = hm_alloc(sizeof(int32_t) * HM_NF * 3))) return HM_E_NOMEM;
-    for (int i = 0; i < HM_NF * 3; i++) {
-        if (iv[i] < 0 || iv[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO face index %lld out of range", ms->src, (long long)iv[i]);
-        mn->faces[i] = (int32_t)iv[i];
-    }
-    memcpy(mn->tips, tips, sizeof tips);
-    memcpy(mn->joint_map, jmap, sizeof jmap);
-    hm_errclear();
-    int r = mano_ints(ms, "extra_joints_idxs", 1, S1(5), iv, 1);
-    if (r < 0) return HM_E_SHAPE;
-    for (int i = 0; r == 1 && i < 5; i++) {
-        if (iv[i] < 0 || iv[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO extra_joints_idxs out of range", ms->src);
-        mn->tips[i] = (int)iv[i];
-    }
-    r = mano_ints(ms, "joint_map", 1, S1(HM_NKP), iv, 1);
-    if (r < 0) return HM_E_SHAPE;
-    for (int i = 0; r == 1 && i < HM_NKP; i++) {
-        if (iv[i] < 0 || iv[i] >= HM_NKP) return hm_err(HM_E_FORMAT, "%s: MANO joint_map out of range", ms->src);
-        mn->joint_map[i] = (int)iv[i];
-    }
-    return HM_OK;
-}
-
-static void mano_free(hm_mano *mn) {
-    hm_free(mn->v_template);
-    hm_free(mn->shapedirs);
-    hm_free(mn->posedirs);
-    hm_free(mn->j_regressor);
-    hm_free(mn->lbs_weights);
-    hm_free(mn->faces);
-    memset(mn, 0, sizeof *mn);
-}
-
-int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz) {
-    mano_src ms = {.src = mano_npz};
-    int rc = hm_npz_open(mano_npz, &ms.npz);
-    if (rc) return rc;
-    rc = load_mano(&ms, &m->mano);
-    for (int i = 0; i < ms.nheld; i++) hm_array_free(&ms.held[i]);
-    hm_npz_close(ms.npz);
-    if (rc) {
-        mano_free(&m->mano);
-        return rc;
-    }
-    m->has_mano = 1;
-    return HM_OK;
-}
-
 static int attach_mano(loader *L, const char *path, const char *mano_npz) {
     hm_model *m = L->m;
-    if (!hm_ckpt_find(L->ck, "mano.v_template")) return mano_npz ? hm_model_attach_mano_npz(m, mano_npz) : HM_OK;
-    mano_src ms = {.L = L, .src = path};
-    int rc = load_mano(&ms, &m->mano);
-    if (rc) {
-        mano_free(&m->mano);
-        return rc;
+    int found = 0, rc = hm_mano_from_ckpt(L->ck, path, &m->mano, &found);
+    if (rc) return rc;
+    if (!found && mano_npz) {
+        if ((rc = hm_mano_from_npz(mano_npz, &m->mano))) return rc;
+        found = 1;
     }
-    m->has_mano = 1;
+    m->has_mano = found;
     return HM_OK;
 }
 
@@ -512,7 +363,7 @@ int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int p
     *out = NULL;
     hm_model *m = calloc(1, sizeof *m);
     if (!m) return hm_err(HM_E_NOMEM, "out of memory");
-    loader L = {.ck = ck, .m = m, .progress = progress_on && isatty(2), .last_pct = -1, .prec = (hm_precision)precision};
+    loader L = {.ck = ck, .m = m, .progress = progress_on && hm_log_enabled(), .last_pct = -1, .prec = (hm_precision)precision};
     m->precision = precision;
     int rc;
     if ((rc = read_config(&L, &m->cfg))) goto fail;
@@ -524,28 +375,9 @@ int hm_model_from_ckpt(hm_ckpt *ck, const char *src, const char *mano_npz, int p
     if ((rc = load_backbone(&L))) goto fail;
     if ((rc = load_head(&L))) goto fail;
     if ((rc = attach_mano(&L, src, mano_npz))) goto fail;
-    if (L.progress && L.last_pct != 100) fputc('\n', stderr);
     *out = m;
     return HM_OK;
 fail:
-    if (L.progress && L.last_pct >= 0) fputc('\n', stderr);
     hm_model_free(m);
-    return rc;
-}
-
-int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
-    hm_ckpt *ck;
-    *out = NULL;
-    int kind = hm_pack_sniff(path);
-    if (kind == 1) return hm_model_load_packed(path, mano_npz, precision, out);
-    int rc = hm_ckpt_open(path, &ck);
-    if (rc == HM_E_FORMAT && kind < 0) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", hm_errmsg());
-        return hm_err(rc, "%s: neither a checkpoint (zip) nor a packed model file: unknown magic (%s)", path, why);
-    }
-    if (rc) return rc;
-    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, precision, out);
-    hm_ckpt_close(ck);
     return rc;
 }

@@ -28,6 +28,7 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "load/load.h"
 #include "model/model.h"
 #include "load/model_pack.h"
 #include "core/util.h"

@@ -26,12 +26,13 @@
 
 #include "format/ckpt.h"
 #include "kernels/gemm_lowp.h"
+#include "load/model_check.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "load/model_pack.h"
 #include "core/util.h"
 
 #define PACK_MAX_SECTIONS (1u << 20)
-#define PACK_MAX_DEPTH 65536     /* the checkpoint's tensor limit bounds its depths the same way */
 
 typedef struct {
     visitor v;
@@ -117,48 +118,6 @@ static int bind_matrix(visitor *v, const char *name, hm_packed *p, int N, int K,
     return HM_OK;
 }
 
-/* The same limits as the checkpoint loader's read_config, plus the derived
- * fields it computes, plus what keeps hm_pack_visit_model's int sizes in
- * range. */
-static int check_config(const hm_config *c, const char *src) {
-    int gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
-    int gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
-    if (c->dim <= 0 || c->dim % HM_VIT_HEAD_DIM || c->dim > 65536 || c->heads != c->dim / HM_VIT_HEAD_DIM)
-        return hm_err(HM_E_FORMAT, "%s: backbone width %d / heads %d invalid", src, c->dim, c->heads);
-    if (c->gh != gh || c->gw != gw || c->ntok != gh * gw)
-        return hm_err(HM_E_FORMAT, "%s: token grid %d x %d (%d tokens) is not %d x %d", src, c->gh, c->gw, c->ntok, gh, gw);
-    if (c->depth < 1 || c->depth > PACK_MAX_DEPTH || c->hdepth < 1 || c->hdepth > PACK_MAX_DEPTH)
-        return hm_err(HM_E_FORMAT, "%s: depths %d / %d outside 1..%d", src, c->depth, c->hdepth, PACK_MAX_DEPTH);
-    if (c->mlp <= 0 || c->mlp > 1 << 20 || c->hmlp <= 0 || c->hmlp > 1 << 20)
-        return hm_err(HM_E_FORMAT, "%s: MLP widths %d / %d outside 1..%d", src, c->mlp, c->hmlp, 1 << 20);
-    if (c->hdim <= 0 || c->hdim > 65536 || c->hinner <= 0 || c->hinner % HM_DEC_HEAD_DIM || c->hinner > 65536 ||
-        c->hheads != c->hinner / HM_DEC_HEAD_DIM)
-        return hm_err(HM_E_FORMAT, "%s: decoder widths %d / %d / heads %d invalid", src, c->hdim, c->hinner, c->hheads);
-    if ((int64_t)c->hdepth * 2 * c->hinner > INT_MAX)
-        return hm_err(HM_E_FORMAT, "%s: %d decoder layers of width %d are too many", src, c->hdepth, c->hinner);
-    return HM_OK;
-}
-
-static int check_mano(const hm_mano *mn, const char *src) {
-    const float *fl[] = {mn->v_template, mn->shapedirs, mn->posedirs, mn->j_regressor, mn->lbs_weights};
-    const size_t nfl[] = {HM_NV * 3, HM_NV * 3 * HM_NB, (HM_NJ - 1) * 9 * HM_NV * 3, HM_NJ * HM_NV, HM_NV * HM_NJ};
-    for (int a = 0; a < 5; a++)
-        for (size_t i = 0; i < nfl[a]; i++)
-            if (!isfinite(fl[a][i])) return hm_err(HM_E_FORMAT, "%s: MANO array %d has a non-finite value", src, a);
-    for (int j = 0; j < HM_NJ; j++)
-        if (j == 0 ? mn->parents[0] != -1 : (mn->parents[j] < 0 || mn->parents[j] >= j))
-            return hm_err(HM_E_FORMAT, "%s: MANO parents[%d] = %d is not a valid kinematic tree", src, j, mn->parents[j]);
-    for (int i = 0; i < HM_NF * 3; i++)
-        if (mn->faces[i] < 0 || mn->faces[i] >= HM_NV)
-            return hm_err(HM_E_FORMAT, "%s: MANO face index %d out of range", src, (int)mn->faces[i]);
-    for (int i = 0; i < 5; i++)
-        if (mn->tips[i] < 0 || mn->tips[i] >= HM_NV) return hm_err(HM_E_FORMAT, "%s: MANO tips out of range", src);
-    for (int i = 0; i < HM_NKP; i++)
-        if (mn->joint_map[i] < 0 || mn->joint_map[i] >= HM_NKP)
-            return hm_err(HM_E_FORMAT, "%s: MANO joint_map out of range", src);
-    return HM_OK;
-}
-
 /* Header fields and whether this process can run what they describe. */
 static int check_header(const pack_header *h, const uint8_t *table, size_t len, const char *src, int precision) {
     if (h->version != PACK_VERSION)
@@ -181,15 +140,17 @@ static int check_header(const pack_header *h, const uint8_t *table, size_t len, 
         return hm_err(HM_E_FORMAT, "%s: precision %d / low-precision kind %d / has_mano %d invalid", src,
                       h->precision, h->lowp_kind, h->has_mano);
     if (h->isa < HM_ISA_SCALAR || h->isa > HM_ISA_AVX512) return hm_err(HM_E_FORMAT, "%s: layout ISA %d invalid", src, h->isa);
-    int rc = check_config((const hm_config *)h->cfg, src);
+    hm_config cfg;
+    memcpy(&cfg, h->cfg, sizeof cfg);
+    int rc = hm_config_check(&cfg, src, HM_E_FORMAT);
     if (rc) return rc;
 
     /* Valid file; can this process use it as it is? */
     if (h->precision != precision)
         return hm_err(HM_E_UNSUPPORTED, "%s: packed in precision %s but %s was requested; convert the checkpoint again with --precision %s",
                       src, prec_name(h->precision), prec_name(precision), prec_name(precision));
-    if ((rc = hm_gemm_status())) return rc;
-    hm_isa cpu = hm_cpu_isa(), active = hm_gemm_isa();
+    if ((rc = hm_isa_status())) return rc;
+    hm_isa cpu = hm_cpu_isa(), active = hm_isa_active();
     if (h->isa > (int)cpu)
         return hm_err(HM_E_UNSUPPORTED, "%s: packed for ISA %s, which this CPU (%s) cannot run; convert the checkpoint again on this machine",
                       src, hm_isa_name((hm_isa)h->isa), hm_isa_name(cpu));
@@ -285,8 +246,8 @@ int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const
         rc = hm_err(HM_E_FORMAT, "%s: unexpected section '%s' after the model's last array", src, table[bv.next].name);
     if (!rc && bv.next_mat != bv.nmat)
         rc = hm_err(HM_E_FORMAT, "%s: section 'matrices' has %d records for %d matrices", src, bv.nmat, bv.next_mat);
-    if (!rc && m->has_mano) rc = check_mano(&m->mano, src);
-    if (!rc && !m->has_mano && mano_npz) rc = hm_model_attach_mano_npz(m, mano_npz);
+    if (!rc && m->has_mano) rc = hm_mano_check(&m->mano, src);
+    if (!rc && !m->has_mano && mano_npz && !(rc = hm_mano_from_npz(mano_npz, &m->mano))) m->has_mano = 1;
     if (rc) {
         hm_model_free(m);
         return rc;

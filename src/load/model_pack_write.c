@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "kernels/gemm_lowp.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "load/model_pack.h"
 #include "core/util.h"

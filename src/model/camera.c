@@ -13,17 +13,19 @@
 void hm_camera_cam_t(const float *pred_cam, float *cam_t) {
     cam_t[0] = pred_cam[1];
     cam_t[1] = pred_cam[2];
-    cam_t[2] = 2.0f * 5000.0f / (256.0f * pred_cam[0] + 1e-9f);
+    cam_t[2] = 2.0f * HM_FOCAL / (HM_CROP_PX * pred_cam[0] + 1e-9f);
 }
 
 void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d) {
-    const float f = 5000.0f / 256.0f;
+    const float f = HM_FOCAL / HM_CROP_PX;
     for (int k = 0; k < HM_NKP; k++) {
         float x = kp3d[3 * k] + cam_t[0], y = kp3d[3 * k + 1] + cam_t[1], z = kp3d[3 * k + 2] + cam_t[2];
         kp2d[2 * k] = f * (x / z);
         kp2d[2 * k + 1] = f * (y / z);
     }
 }
+
+float hm_camera_focal_full(int W, int H) { return HM_FOCAL / HM_CROP_PX * (float)(W > H ? W : H); }
 
 /* Crop camera -> full-image camera, as HaMeR's demo (cam_crop_to_full):
  * the crop's weak-perspective camera (s, tx, ty) seen through a focal length
@@ -32,7 +34,7 @@ void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d) {
 void hm_camera_full(const float *pred_cam, int is_right, float cx, float cy, float box_size, int W, int H,
                     float *cam_t_full, float *focal) {
     float s = pred_cam[0], tx = is_right ? pred_cam[1] : -pred_cam[1], ty = pred_cam[2];
-    float f = 5000.0f / 256.0f * (float)(W > H ? W : H);
+    float f = hm_camera_focal_full(W, H);
     float bs = box_size * s + 1e-9f;
     cam_t_full[0] = 2.0f * (cx - (float)W / 2.0f) / bs + tx;
     cam_t_full[1] = 2.0f * (cy - (float)H / 2.0f) / bs + ty;

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include "core/util.h"
 #include "model/model.h"
 
 #define LN_EPS 1e-5f
@@ -61,14 +62,14 @@ static void sa_plain(hm_state *s, const hm_head_layer *L, int B) {
     }
 }
 
-void hm_head_forward(hm_state *s, int B, float *params) {
+int hm_head_forward(hm_state *s, int B, float *params) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, in = c->hinner, d = c->hdim;
     const float *kv;
-    int ldkv;
+    int ldkv, rc;
     if (!s->plain) {
-        hm_gemm(s->pool, T, s->x, c->dim, &m->kv_all, s->kv, c->hdepth * 2 * in, HM_EPI_STORE);
+        if ((rc = hm_gemm(s->pool, T, s->x, c->dim, &m->kv_all, s->kv, c->hdepth * 2 * in, HM_EPI_STORE))) return rc;
         ldkv = c->hdepth * 2 * in;
     } else {
         ldkv = 2 * in;
@@ -82,46 +83,47 @@ void hm_head_forward(hm_state *s, int B, float *params) {
             hm_layernorm(s->hx, s->hh, B, d, L->sa_norm_w, L->sa_norm_b, LN_EPS);
             if (s->plain) {
                 sa_plain(s, L, B);
-                hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM);
+                if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM))) return rc;
             } else {
-                hm_gemm(s->pool, B, s->hh, d, &L->sa_v, s->ha, in, HM_EPI_STORE);
-                hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM);
+                if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->sa_v, s->ha, in, HM_EPI_STORE))) return rc;
+                if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM))) return rc;
             }
         }
         if (first) {
             for (int b = 0; b < B; b++) memcpy(s->hq + (size_t)b * in, m->q1, in * sizeof(float));
         } else {
             hm_layernorm(s->hx, s->hh, B, d, L->ca_norm_w, L->ca_norm_b, LN_EPS);
-            hm_gemm(s->pool, B, s->hh, d, &L->ca_q, s->hq, in, HM_EPI_STORE);
+            if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->ca_q, s->hq, in, HM_EPI_STORE))) return rc;
         }
         if (s->plain) {
-            hm_gemm(s->pool, T, s->x, c->dim, &L->ca_kv, s->hkv1, 2 * in, HM_EPI_STORE);
+            if ((rc = hm_gemm(s->pool, T, s->x, c->dim, &L->ca_kv, s->hkv1, 2 * in, HM_EPI_STORE))) return rc;
             kv = s->hkv1;
         } else {
             kv = s->kv + (size_t)l * 2 * in;
         }
         ca_job cj = {s, kv, ldkv};
         hm_pool_run(s->pool, ca_task, &cj, B * c->hheads);
-        hm_gemm(s->pool, B, s->ha, in, &L->ca_out, s->hx, d, HM_EPI_ACCUM);
+        if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->ca_out, s->hx, d, HM_EPI_ACCUM))) return rc;
 
         hm_layernorm(s->hx, s->hh, B, d, L->ff_norm_w, L->ff_norm_b, LN_EPS);
-        hm_gemm(s->pool, B, s->hh, d, &L->ff1, s->hf, c->hmlp, HM_EPI_GELU);
-        hm_gemm(s->pool, B, s->hf, c->hmlp, &L->ff2, s->hx, d, HM_EPI_ACCUM);
+        if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->ff1, s->hf, c->hmlp, HM_EPI_GELU))) return rc;
+        if ((rc = hm_gemm(s->pool, B, s->hf, c->hmlp, &L->ff2, s->hx, d, HM_EPI_ACCUM))) return rc;
     }
 
     /* Readout: [pose 96 | betas 10 | cam 3] per crop. */
     const int ld = HM_NJ * 6 + HM_NB + 3;
-    hm_gemm(s->pool, B, s->hx, d, &m->decpose, s->pose6d, ld, HM_EPI_STORE);
-    hm_gemm(s->pool, B, s->hx, d, &m->decshape, s->pose6d + HM_NJ * 6, ld, HM_EPI_STORE);
-    hm_gemm(s->pool, B, s->hx, d, &m->deccam, s->pose6d + HM_NJ * 6 + HM_NB, ld, HM_EPI_STORE);
+    if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->decpose, s->pose6d, ld, HM_EPI_STORE))) return rc;
+    if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->decshape, s->pose6d + HM_NJ * 6, ld, HM_EPI_STORE))) return rc;
+    if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->deccam, s->pose6d + HM_NJ * 6 + HM_NB, ld, HM_EPI_STORE))) return rc;
     for (int b = 0; b < B; b++) {
-        float *r = s->pose6d + (size_t)b * ld, *p = params + (size_t)b * 157;
+        float *r = s->pose6d + (size_t)b * ld, *p = params + (size_t)b * HM_NPARAMS;
         for (int i = 0; i < HM_NJ * 6; i++) r[i] += m->init_pose[i];
         for (int i = 0; i < HM_NB; i++) r[HM_NJ * 6 + i] += m->init_betas[i];
         for (int i = 0; i < 3; i++) r[HM_NJ * 6 + HM_NB + i] += m->init_cam[i];
         for (int k = 0; k < HM_NJ; k++) hm_rot6d_to_rotmat(r + 6 * k, p + 9 * k);
         memcpy(p + 9 * HM_NJ, r + HM_NJ * 6, (HM_NB + 3) * sizeof(float));
     }
+    return HM_OK;
 }
 
 /* 6D -> rotation: a1 = x[0:3], a2 = x[3:6]; Gram-Schmidt; R = [b1 b2 b3]

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/gemm.h"
+#include "kernels/norm.h"
 #include "core/pool.h"
 
 #define HM_PATCH 16
@@ -28,6 +29,12 @@
 #define HM_NF 1538
 #define HM_NB 10             /* betas */
 #define HM_NKP 21
+#define HM_NPARAMS (9 * HM_NJ + HM_NB + 3)  /* 16 rotations, betas, pred_cam = 157 */
+#define HM_FOCAL 5000.0f     /* pixels, for a crop of HM_CROP_PX */
+#define HM_CROP_PX 256.0f
+
+/* The crops' normalisation (x/255 - mean) / std, RGB (patch_embed.c). */
+extern const double hm_norm_mean[3], hm_norm_std[3];
 
 typedef struct {
     int depth, dim, heads, mlp;      /* ViT: 32, 1280, 16, 5120 */
@@ -134,65 +141,44 @@ typedef struct hm_state {
     float *hsa;                  /* [B, 3*inner] plain path */
     float *pose6d;               /* [B, 96+10+3] raw readout */
     float *img;                  /* [B, 3, 256, 192] plain path: u8 crops normalised */
+    float *params;               /* [B, 157] when the caller wants none */
+    float *verts;                /* [778, 3] for keypoints without vertices */
 } hm_state;
 
-/* Stage entry points (one file each). B = crops in this pass. */
-void hm_patch_embed_f32(hm_state *s, const float *crops, int B);       /* patch_embed.c */
-void hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B);
+/* What a forward writes per crop; every pointer may be NULL (not wanted).
+ * Sizes as hamer_output in include/hamer.h. */
+typedef struct {
+    float *params, *pred_cam, *pred_cam_t, *vertices, *keypoints_3d, *keypoints_2d;
+} hm_out;
+
+/* The one regression entry (forward.c): B crops, float [B,3,256,192]
+ * normalised (any alignment) or uint8 [B,256,192,3] RGB, in passes of at
+ * most max_batch. HM_OK or the first failing stage's code (outputs then
+ * partly written); HM_E_NOMANO if mesh outputs are asked of a model
+ * without MANO. */
+int hm_forward(hm_state *s, const void *crops, int is_u8, int B, const hm_out *out);
+
+/* Stage entry points (one file each). B = crops in this pass. HM_OK or the
+ * code of the kernel call that failed. */
+int hm_patch_embed_f32(hm_state *s, const void *crops, int B);        /* patch_embed.c */
+int hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B);
 /* uint8 HWC RGB crops -> float CHW normalised, as torchvision does it. */
 void hm_u8_to_normalised(const uint8_t *crops, float *out, int B);
-void hm_vit_forward(hm_state *s, int B);                               /* vit.c */
-void hm_head_forward(hm_state *s, int B, float *params);               /* mano_head.c */
+int hm_vit_forward(hm_state *s, int B);                                /* vit.c */
+int hm_head_forward(hm_state *s, int B, float *params);                /* mano_head.c */
 void hm_rot6d_to_rotmat(const float *x6, float *R);                    /* mano_head.c */
 void hm_mano_forward(const hm_mano *mano, const float *params, float *verts, float *joints21); /* mano.c */
 void hm_camera_cam_t(const float *pred_cam, float *cam_t);             /* camera.c */
+/* Focal length of the full image's camera: HM_FOCAL / HM_CROP_PX * max(W, H). */
+float hm_camera_focal_full(int W, int H);
 void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d);
 void hm_camera_full(const float *pred_cam, int is_right, float cx, float cy, float box_size, int W, int H,
                     float *cam_t_full, float *focal);
 void hm_camera_project_full(const float *pts, int n, const float *cam_t, float focal, int W, int H, float *px);
 void hm_rotmat_to_axis_angle(const float *R, float *aa);
 
-/* Row-wise LayerNorm of n rows of width d (x and y may alias). */
-void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
-/* In-place softmax of one row. */
-void hm_softmax(float *x, int n);
-/* Their AVX-512 bodies (kernels/norm_avx512.c), chosen by the two above. */
-void hm_layernorm_avx512(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
-void hm_softmax_avx512(float *x, int n);
-
-/* Loading (model_load.c). */
-int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
-/* The public handle owning m (freed by hamer_model_free); NULL (and m freed)
- * on allocation failure. */
-struct hamer_model;
-struct hamer_model *hm_model_handle(hm_model *m);
-/* Same from an open checkpoint (any tensor source; `src` names it in messages). */
-struct hm_ckpt;
-int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
-                       hm_model **out);
-void hm_model_free(hm_model *m);   /* model_pack.c: frees what hm_pack_visit_model lists */
-/* MANO buffers from an .npz (arrays without the "mano." prefix). */
-int hm_model_attach_mano_npz(hm_model *m, const char *mano_npz);
-
-/* The packed model file (model_pack.c; format described there).
- * hm_pack_sniff: 1 if the file at path starts with the packed magic, 0 if
- *   with a zip's (a checkpoint) or it is unreadable or tiny, -1 otherwise.
- * hm_model_load_packed: mmap path read-only, verify it and point the
- *   model's arrays into the mapping; refuses a file packed in another
- *   precision, ISA, low-precision variant or scheme. mano_npz is used only
- *   when the file has no MANO buffers.
- * hm_model_from_packed_mem: the same over a caller-owned, 64-byte aligned
- *   buffer that must outlive the model (src names it in messages).
- * hm_model_save_packed: write m to path (temporary file + rename). */
-int hm_pack_sniff(const char *path);
-int hm_model_load_packed(const char *path, const char *mano_npz, int precision, hm_model **out);
-int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
-                             hm_model **out);
-int hm_model_save_packed(const hm_model *m, const char *path);
-/* Tests and fuzzing: recompute the checksums of a packed file in memory
- * (every section inside the buffer, then the header's), so an edited
- * header or table reaches the checks behind them. */
-void hm_pack_reseal(void *buf, size_t len);
+/* Per-request state (state.c): buffers for max_batch crops, a pool of
+ * nthreads, the pool scratch reserved. */
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads);
 void hm_state_release(hm_state *s);
 

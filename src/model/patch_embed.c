@@ -19,24 +19,22 @@
 
 #define K_PATCH (3 * HM_PATCH * HM_PATCH)
 
-/* im2col of one crop from a float CHW image. */
-static void im2col_f32(const float *img, float *cols, int gh, int gw) {
+/* im2col of one crop from a float CHW image. The caller's array need not be
+ * float-aligned (numpy slices, byte buffers), so rows are copied as bytes. */
+static void im2col_f32(const unsigned char *img, float *cols, int gh, int gw) {
     for (int i = 0; i < gh; i++)
         for (int j = 0; j < gw; j++) {
             float *row = cols + (size_t)(i * gw + j) * K_PATCH;
+            int x0 = j * HM_PATCH - HM_PATCH_PAD, lo = x0 < 0 ? -x0 : 0;
+            int hi = x0 + HM_PATCH > HM_IMG_W ? HM_IMG_W - x0 : HM_PATCH;
             for (int c = 0; c < 3; c++)
                 for (int kh = 0; kh < HM_PATCH; kh++) {
                     int y = i * HM_PATCH - HM_PATCH_PAD + kh;
                     float *dst = row + (c * HM_PATCH + kh) * HM_PATCH;
-                    if (y < 0 || y >= HM_IMG_H) {
-                        memset(dst, 0, HM_PATCH * sizeof(float));
-                        continue;
-                    }
-                    const float *src = img + ((size_t)c * HM_IMG_H + y) * HM_IMG_W;
-                    for (int kw = 0; kw < HM_PATCH; kw++) {
-                        int xx = j * HM_PATCH - HM_PATCH_PAD + kw;
-                        dst[kw] = (xx >= 0 && xx < HM_IMG_W) ? src[xx] : 0.0f;
-                    }
+                    memset(dst, 0, HM_PATCH * sizeof(float));
+                    if (y < 0 || y >= HM_IMG_H) continue;
+                    size_t off = (((size_t)c * HM_IMG_H + y) * HM_IMG_W + x0 + lo) * sizeof(float);
+                    memcpy(dst + lo, img + off, (size_t)(hi - lo) * sizeof(float));
                 }
         }
 }
@@ -59,29 +57,34 @@ static void im2col_u8(const uint8_t *img, float *cols, int gh, int gw) {
         }
 }
 
-static void embed(hm_state *s, int B, const hm_packed *w, const float *tok_bias) {
+static int embed(hm_state *s, int B, const hm_packed *w, const float *tok_bias) {
     const hm_config *c = &s->m->cfg;
     for (int b = 0; b < B; b++)
         memcpy(s->x + (size_t)b * c->ntok * c->dim, tok_bias, (size_t)c->ntok * c->dim * sizeof(float));
-    hm_gemm(s->pool, B * c->ntok, s->cols, K_PATCH, w, s->x, c->dim, HM_EPI_ACCUM);
+    return hm_gemm(s->pool, B * c->ntok, s->cols, K_PATCH, w, s->x, c->dim, HM_EPI_ACCUM);
 }
 
-void hm_patch_embed_f32(hm_state *s, const float *crops, int B) {
+int hm_patch_embed_f32(hm_state *s, const void *crops, int B) {
     const hm_config *c = &s->m->cfg;
+    const size_t bytes = (size_t)3 * HM_IMG_H * HM_IMG_W * sizeof(float);
     for (int b = 0; b < B; b++)
-        im2col_f32(crops + (size_t)b * 3 * HM_IMG_H * HM_IMG_W, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
-    embed(s, B, &s->m->patch, s->m->pos);
+        im2col_f32((const unsigned char *)crops + (size_t)b * bytes, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
+    return embed(s, B, &s->m->patch, s->m->pos);
 }
 
-void hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B) {
+int hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B) {
     const hm_config *c = &s->m->cfg;
     for (int b = 0; b < B; b++)
         im2col_u8(crops + (size_t)b * HM_IMG_H * HM_IMG_W * 3, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
-    embed(s, B, &s->m->patch_u8, s->m->u8_tok_bias);
+    return embed(s, B, &s->m->patch_u8, s->m->u8_tok_bias);
 }
 
+const double hm_norm_mean[3] = {0.485, 0.456, 0.406};
+const double hm_norm_std[3] = {0.229, 0.224, 0.225};
+
 void hm_u8_to_normalised(const uint8_t *crops, float *out, int B) {
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+    const float mean[3] = {(float)hm_norm_mean[0], (float)hm_norm_mean[1], (float)hm_norm_mean[2]};
+    const float stdv[3] = {(float)hm_norm_std[0], (float)hm_norm_std[1], (float)hm_norm_std[2]};
     const size_t hw = (size_t)HM_IMG_H * HM_IMG_W;
     for (int b = 0; b < B; b++)
         for (size_t p = 0; p < hw; p++)

@@ -38,6 +38,8 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
         {&s->hsa, B * 3 * c->hinner},
         {&s->pose6d, B * (HM_NJ * 6 + HM_NB + 3)},
         {&s->img, B * 3 * HM_IMG_H * HM_IMG_W},
+        {&s->params, B * HM_NPARAMS},
+        {&s->verts, (size_t)HM_NV * 3},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (!(*bufs[i].p = hm_alloc(bufs[i].n * sizeof(float)))) {
@@ -50,12 +52,26 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
         hm_state_release(s);
         return HM_E_NOMEM;
     }
+    /* The low-precision matmuls quantise their input into the pool's
+     * scratch: reserve the largest now, so a forward allocates nothing. */
+    size_t scratch = 0;
+    for (int l = 0; l < c->depth; l++) {
+        const hm_packed *mats[] = {&m->blocks[l].qkv, &m->blocks[l].proj, &m->blocks[l].fc1, &m->blocks[l].fc2};
+        for (int k = 0; k < 4; k++) {
+            size_t n = hm_gemm_scratch_bytes(mats[k], (int)T);
+            scratch = n > scratch ? n : scratch;
+        }
+    }
+    if (hm_pool_reserve(s->pool, scratch)) {
+        hm_state_release(s);
+        return HM_E_NOMEM;
+    }
     return HM_OK;
 }
 
 void hm_state_release(hm_state *s) {
     float *bufs[] = {s->cols, s->x, s->h, s->qkv, s->att, s->mlp, s->scores, s->kv, s->hx, s->hh,
-                     s->hq, s->ha, s->hf, s->hscore, s->hkv1, s->hsa, s->pose6d, s->img};
+                     s->hq, s->ha, s->hf, s->hscore, s->hkv1, s->hsa, s->pose6d, s->img, s->params, s->verts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hm_free(bufs[i]);
     hm_pool_destroy(s->pool);
     memset(s, 0, sizeof *s);

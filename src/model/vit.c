@@ -8,6 +8,7 @@
  * the context the MANO head cross-attends to.
  */
 #include <math.h>
+#include "core/util.h"
 #include "model/model.h"
 
 typedef struct {
@@ -56,29 +57,30 @@ static void attn_task(void *ctx, int task, int tid) {
     hm_sgemm_nn(n, HM_VIT_HEAD_DIM, n, 1.0f, S, n, v, ld, 0.0f, o, c->dim);
 }
 
-void hm_vit_forward(hm_state *s, int B) {
+int hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
-    int T = B * c->ntok;
+    int T = B * c->ntok, rc;
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
         HM_TOC(s, HM_ST_NORM);
-        hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE);
+        if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
         HM_TOC(s, HM_ST_QKV);
         attn_job aj = {s, B};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
         HM_TOC(s, HM_ST_ATTN);
-        hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM);
+        if ((rc = hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM))) return rc;
         HM_TOC(s, HM_ST_PROJ);
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
         HM_TOC(s, HM_ST_NORM);
-        hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU);
+        if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU))) return rc;
         HM_TOC(s, HM_ST_FC1);
-        hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM);
+        if ((rc = hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM))) return rc;
         HM_TOC(s, HM_ST_FC2);
     }
     layernorm_par(s, s->x, s->x, T, c->dim, m->last_norm_w, m->last_norm_b, 1e-6f);
     HM_TOC(s, HM_ST_NORM);
+    return HM_OK;
 }

@@ -15,25 +15,22 @@
 #include "pipeline/preprocess.h"
 #include "core/util.h"
 
-hamer_predict_params hamer_predict_default_params(void) {
-    hamer_predict_params p = {2.0, HAMER_CROP_WARP};
-    return p;
-}
-
 /* M R M with M = diag(-1, 1, 1): the mirror image of a rotation. */
 static void mirror_rot(const float *R, float *out) {
     static const float sg[9] = {1, -1, -1, -1, 1, 1, -1, 1, 1};
     for (int i = 0; i < 9; i++) out[i] = R[i] * sg[i];
 }
 
-int hm_predict(hm_predict_ws *ws, hamer_state *st, const hm_model *m, const uint8_t *rgb, int w, int h,
-               const hamer_box *boxes, int n, const hamer_predict_params *pp, hamer_hand *hands, hamer_timings *tm) {
-    hamer_predict_params p = pp ? *pp : hamer_predict_default_params();
+int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
+               const hamer_predict_params *pp, hamer_hand *hands, hamer_timings *tm) {
+    const hm_model *m = st->m;
+    hamer_predict_params p = *pp;
     if (!rgb || w < 1 || h < 1 || (n > 0 && (!boxes || !hands)) || n < 0)
         return hm_err(HM_E_ARG, "predict: bad arguments (image %dx%d, %d boxes)", w, h, n);
     if (n > HAMER_MAX_HANDS) return hm_err(HM_E_ARG, "predict: %d hands requested, at most %d per image", n, HAMER_MAX_HANDS);
     if ((double)w * h > HM_IMAGE_MAX_PIXELS) return hm_err(HM_E_ARG, "predict: image of %dx%d pixels is over the 100-megapixel limit", w, h);
-    if (!(p.rescale > 0 && p.rescale <= 100)) return hm_err(HM_E_ARG, "predict: rescale %g out of range (0, 100]", p.rescale);
+    if (!(p.rescale > 0 && p.rescale <= HAMER_MAX_RESCALE))
+        return hm_err(HM_E_ARG, "predict: rescale %g out of range (0, %g]", p.rescale, HAMER_MAX_RESCALE);
     if (p.crop_mode != HAMER_CROP_WARP && p.crop_mode != HAMER_CROP_PAD) return hm_err(HM_E_ARG, "predict: unknown crop mode");
     if (!m->has_mano) return hm_err(HM_E_NOMANO, "predict: the model has no MANO buffers (load them with a MANO .npz)");
     if (ws->cap < n && hm_predict_ws_reserve(ws, n)) return HM_E_NOMEM;
@@ -59,14 +56,14 @@ int hm_predict(hm_predict_ws *ws, hamer_state *st, const hm_model *m, const uint
     }
     double t1 = hm_now();
     if (nv > 0) {
-        hamer_output out = {ws->params, NULL, NULL, ws->verts, ws->kp3d, NULL};
-        int rc = hamer_regress_f32(st, ws->crops, nv, &out);
+        hm_out out = {ws->params, NULL, NULL, ws->verts, ws->kp3d, NULL};
+        int rc = hm_forward(st, ws->crops, 0, nv, &out);
         if (rc) return rc;
     }
     double t2 = hm_now();
     for (int j = 0; j < nv; j++) {
         hamer_hand *H = &hands[ws->index[j]];
-        const float *pr = ws->params + (size_t)j * HAMER_N_PARAMS;
+        const float *pr = ws->params + (size_t)j * HM_NPARAMS;
         const float *v = ws->verts + (size_t)j * HM_NV * 3, *k = ws->kp3d + (size_t)j * HM_NKP * 3;
         int right = H->box.is_right != 0;
         float sx = right ? 1.0f : -1.0f;
@@ -106,7 +103,7 @@ int hm_predict_ws_reserve(hm_predict_ws *ws, int n) {
     hm_predict_ws_free(ws);
     if (n < 1) n = 1;
     ws->crops = hm_alloc((size_t)n * 3 * HM_IMG_H * HM_IMG_W * sizeof(float));
-    ws->params = hm_alloc((size_t)n * HAMER_N_PARAMS * sizeof(float));
+    ws->params = hm_alloc((size_t)n * HM_NPARAMS * sizeof(float));
     ws->verts = hm_alloc((size_t)n * HM_NV * 3 * sizeof(float));
     ws->kp3d = hm_alloc((size_t)n * HM_NKP * 3 * sizeof(float));
     ws->index = hm_alloc((size_t)n * sizeof(int));

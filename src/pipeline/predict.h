@@ -18,7 +18,9 @@ typedef struct {
 
 int hm_predict_ws_reserve(hm_predict_ws *ws, int n);
 void hm_predict_ws_free(hm_predict_ws *ws);
-int hm_predict(hm_predict_ws *ws, hamer_state *st, const hm_model *m, const uint8_t *rgb, int w, int h,
-               const hamer_box *boxes, int n, const hamer_predict_params *p, hamer_hand *hands, hamer_timings *tm);
+/* hamer_predict's body: crops of every valid box, one forward on st, the
+ * full-image results. p must not be NULL. */
+int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
+               const hamer_predict_params *p, hamer_hand *hands, hamer_timings *tm);
 
 #endif

@@ -21,21 +21,19 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "model/model.h"
 
 #define N HM_CROP_SIZE
 #define OW HM_CROP_OUT_W
 #define X_OFF ((N - OW) / 2) /* first kept column of the square patch */
-
-static const double MEAN[3] = {0.485, 0.456, 0.406};
-static const double STDV[3] = {0.229, 0.224, 0.225};
 
 /* The demo's per-channel float32 constants: 255*mean and 255*std computed
  * in float64 (DEFAULT_MEAN = 255. * np.array(...)), then used by float32
  * array arithmetic, which rounds them to float32. */
 static void norm_consts(float m[3], float s[3]) {
     for (int c = 0; c < 3; c++) {
-        m[c] = (float)(255.0 * MEAN[c]);
-        s[c] = (float)(255.0 * STDV[c]);
+        m[c] = (float)(255.0 * hm_norm_mean[c]);
+        s[c] = (float)(255.0 * hm_norm_std[c]);
     }
 }
 

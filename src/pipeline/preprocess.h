@@ -46,10 +46,11 @@
 
 #include <stdint.h>
 #include "format/image.h"
+#include "hamer.h"
 
 #define HM_CROP_SIZE 256        /* side of the square patch */
 #define HM_CROP_OUT_W 192       /* its centre columns 32..223 */
-#define HM_CROP_RESCALE_MAX 16.0
+#define HM_CROP_RESCALE_MAX HAMER_MAX_RESCALE
 #define HM_CROP_PAD_GREY_R 124  /* round(255*mean): normalises to about 0 */
 #define HM_CROP_PAD_GREY_G 116
 #define HM_CROP_PAD_GREY_B 104

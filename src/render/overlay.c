@@ -9,8 +9,7 @@
 #include "render/overlay.h"
 #include "render/render.h"
 #include "core/util.h"
-
-const float hm_overlay_color[3] = {0.65098039f, 0.74117647f, 0.85882353f};
+#include "model/model.h"
 
 int hm_overlay_render(const hm_image *img, const hamer_hand *hands, int n, const int32_t *faces, hm_image *overlay,
                       hm_image *side) {
@@ -28,14 +27,14 @@ int hm_overlay_render(const hm_image *img, const hamer_hand *hands, int n, const
         goto done;
     }
     hm_mesh_close_hand(faces, HAMER_N_FACES, HAMER_N_VERTS, closed);
-    float focal = 5000.0f / 256.0f * (float)(img->w > img->h ? img->w : img->h);
+    float focal = hm_camera_focal_full(img->w, img->h);
     for (int i = 0; i < n; i++) {
         const hamer_hand *H = &hands[i];
         if (!H->ok) continue;
         float *v = verts + (size_t)nm * 3 * HAMER_N_VERTS;
         for (int q = 0; q < HAMER_N_VERTS; q++)
             for (int k = 0; k < 3; k++) v[3 * q + k] = H->vertices[3 * q + k] + H->cam_t_full[k];
-        meshes[nm] = (hm_mesh){v, HAMER_N_VERTS, closed, nf, {hm_overlay_color[0], hm_overlay_color[1], hm_overlay_color[2]}};
+        meshes[nm] = (hm_mesh){v, HAMER_N_VERTS, closed, nf, {hm_render_light_blue[0], hm_render_light_blue[1], hm_render_light_blue[2]}};
         focal = H->focal_length;
         nm++;
     }

@@ -6,9 +6,6 @@
 #include "hamer.h"
 #include "format/image.h"
 
-/* The light blue of HaMeR's demo meshes. */
-extern const float hm_overlay_color[3];
-
 /* Render the hands that succeeded (ok = 1) of an image:
  *  overlay: a copy of img with every hand's closed mesh (the checkpoint's
  *    faces + the demo's 14 wrist faces) drawn opaquely in the full-image

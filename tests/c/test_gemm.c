@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_fp32.h"
+#include "kernels/vmath.h"
 #include "core/pool.h"
 #include "core/util.h"
 
@@ -67,7 +69,7 @@ typedef struct {
  * 1-thread / 2-thread pools; outputs must agree bit for bit across pools. */
 static void check_shape(shape s, hm_pool *p1, hm_pool *p2) {
     int M = s.M, N = s.N, K = s.K, lda = K + s.lpad, ldc = N + s.cpad;
-    const char *isa = hm_isa_name(hm_gemm_isa());
+    const char *isa = hm_isa_name(hm_isa_active());
     float *A = falloc((size_t)M * lda), *W = falloc((size_t)N * lda), *b = falloc(N);
     float *C0 = falloc((size_t)M * ldc), *C = falloc((size_t)M * ldc), *Cfirst = falloc((size_t)M * ldc);
     double *D = malloc((size_t)M * N * sizeof(double));
@@ -89,7 +91,7 @@ static void check_shape(shape s, hm_pool *p1, hm_pool *p2) {
     for (int withb = 0; withb < 2; withb++) {
         hm_packed P;
         int rc = hm_pack_weights(&P, W, lda, withb ? b : NULL, N, K);
-        CHECKF(rc == HM_OK && P.isa == (int)hm_gemm_isa(), "pack %s rc=%d %s", isa, rc, hm_errmsg());
+        CHECKF(rc == HM_OK && P.isa == (int)hm_isa_active(), "pack %s rc=%d %s", isa, rc, hm_errmsg());
         if (rc != HM_OK) continue;
         for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
             double scale = base + (withb ? maxabs(b, N) : 0) + (epi == HM_EPI_ACCUM ? maxabs(C0, (size_t)M * ldc) : 0);
@@ -175,7 +177,7 @@ static void check_sgemm(int nt, int M, int N, int K, float alpha, float beta) {
     }
     worst_sgemm = fmax(worst_sgemm, err / scale);
     CHECKF(err / scale < TOL, "%s sgemm_%s M=%d N=%d K=%d alpha=%g beta=%g: err/scale=%.3g",
-          hm_isa_name(hm_gemm_isa()), nt ? "nt" : "nn", M, N, K, alpha, beta, err / scale);
+          hm_isa_name(hm_isa_active()), nt ? "nt" : "nn", M, N, K, alpha, beta, err / scale);
     CHECKF(pad_ok, "sgemm_%s wrote past N", nt ? "nt" : "nn");
     hm_free(A), hm_free(B), hm_free(C0), hm_free(C);
 }
@@ -284,10 +286,10 @@ static void test_isa_selection(void) {
         CHECKF(child_pack_with_env("avx512") == 1, "HAMER_ISA=avx512 on a CPU without it must fail");
 
     hm_errclear();
-    CHECKF(hm_gemm_force_isa((hm_isa)7) != HM_OK && hm_errmsg()[0], "forcing an invalid ISA value must fail");
-    CHECKF(hm_gemm_force_isa((hm_isa)-1) != HM_OK, "forcing ISA -1 must fail");
+    CHECKF(hm_isa_force((hm_isa)7) != HM_OK && hm_errmsg()[0], "forcing an invalid ISA value must fail");
+    CHECKF(hm_isa_force((hm_isa)-1) != HM_OK, "forcing ISA -1 must fail");
     for (int isa = cpu + 1; isa <= HM_ISA_AVX512; isa++)
-        CHECKF(hm_gemm_force_isa((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
+        CHECKF(hm_isa_force((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
               hm_isa_name((hm_isa)isa));
     CHECKF(!strcmp(hm_isa_name(HM_ISA_AVX512), "avx512") && !strcmp(hm_isa_name(HM_ISA_AVX2), "avx2") &&
               !strcmp(hm_isa_name(HM_ISA_SCALAR), "scalar"),
@@ -308,8 +310,8 @@ int main(void) {
     }
     test_gelu();
     for (int isa = HM_ISA_SCALAR; isa <= (int)hm_cpu_isa(); isa++) {
-        int rc = hm_gemm_force_isa((hm_isa)isa);
-        CHECKF(rc == HM_OK && hm_gemm_isa() == (hm_isa)isa, "force %s", hm_isa_name((hm_isa)isa));
+        int rc = hm_isa_force((hm_isa)isa);
+        CHECKF(rc == HM_OK && hm_isa_active() == (hm_isa)isa, "force %s", hm_isa_name((hm_isa)isa));
         if (rc != HM_OK) continue;
         int before = nfail;
         worst_gemm = worst_sgemm = 0;

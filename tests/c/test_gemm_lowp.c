@@ -373,7 +373,7 @@ static void test_sensitive(int have_vnni, int have_bf16) {
     }
     if (have_vnni && have_bf16) {
         /* VNNI without BF16 (Ice Lake, Cascade Lake), simulated: fp32. */
-        hm_lowp_test_hide_cpu(HM_LOWP_HIDE_BF16);
+        hm_cpu_test_hide(HM_CPU_BF16);
         tcase proj = {37, 130, 300, 1, 1, ACT_LN, 1};
         pack_sensitive = 1;
         run_case(&proj, 1e-5, 1e-4, "sensitive-fp32");
@@ -387,11 +387,11 @@ static void test_sensitive(int have_vnni, int have_bf16) {
         CHECK(rc == HM_OK && P.prec == HM_PREC_FAST, "int8 FAST needs no BF16");
         hm_packed_free(&P);
     }
-    hm_lowp_test_hide_cpu(HM_LOWP_HIDE_VNNI);
+    hm_cpu_test_hide(HM_CPU_VNNI);
     int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
     CHECK(rc == HM_E_UNSUPPORTED && P.lp == NULL && P.w == NULL,
           "sensitive pack without VNNI must be refused like FAST (rc=%d)", rc);
-    hm_lowp_test_hide_cpu(0);
+    hm_cpu_test_hide(0);
     CHECK(hm_pack_weights_fast_sensitive(&P, w, 3, NULL, 2, 4) == HM_E_ARG, "sensitive: ldw<K must be rejected");
     CHECK(hm_pack_weights_fast_sensitive(NULL, w, 4, NULL, 2, 4) == HM_E_ARG, "sensitive: NULL output");
 }
@@ -423,7 +423,7 @@ static void test_refusals(int have_vnni, int have_bf16) {
     float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     hm_packed P;
     /* No VNNI (simulated): an explicit error, never a silent fp32 packing. */
-    hm_lowp_test_hide_cpu(HM_LOWP_HIDE_VNNI | HM_LOWP_HIDE_BF16);
+    hm_cpu_test_hide(HM_CPU_VNNI | HM_CPU_BF16);
     hm_errclear();
     memset(&P, 0x55, sizeof P);
     int rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
@@ -434,15 +434,15 @@ static void test_refusals(int have_vnni, int have_bf16) {
     rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FP32);
     CHECK(rc == HM_OK && P.prec == HM_PREC_FP32 && P.w, "FP32 must still pack without VNNI");
     hm_packed_free(&P);
-    hm_lowp_test_hide_cpu(0);
+    hm_cpu_test_hide(0);
 
     if (have_vnni) {
         /* A forced narrower ISA is honoured. */
-        CHECK(hm_gemm_force_isa(HM_ISA_AVX2) == HM_OK, "force avx2");
+        CHECK(hm_isa_force(HM_ISA_AVX2) == HM_OK, "force avx2");
         rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
         CHECK(rc == HM_E_UNSUPPORTED && strstr(hm_errmsg(), "avx2"), "FAST under forced avx2: rc=%d '%s'", rc,
               hm_errmsg());
-        CHECK(hm_gemm_force_isa(HM_ISA_AVX512) == HM_OK, "restore avx512");
+        CHECK(hm_isa_force(HM_ISA_AVX512) == HM_OK, "restore avx512");
         CHECK(!strncmp(hm_precision_scheme(HM_PREC_FAST), "int8-vnni", 9), "scheme: '%s'",
               hm_precision_scheme(HM_PREC_FAST));
     } else {

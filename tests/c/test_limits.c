@@ -21,7 +21,7 @@
 #include "hamer.h"
 #include "format/image.h"
 #include "format/pickle.h"
-#include "format/result_json.h"
+#include "pipeline/result_json.h"
 #include "core/util.h"
 
 static int npass, nfail;

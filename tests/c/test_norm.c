@@ -86,7 +86,7 @@ int main(void) {
     int ran = 0;
     for (int k = 0; k < 3; k++) {
         if (isas[k] > hm_cpu_isa()) continue;
-        CHECK(hm_gemm_force_isa(isas[k]) == HM_OK);
+        CHECK(hm_isa_force(isas[k]) == HM_OK);
         const char *name = hm_isa_name(isas[k]);
         ran++;
         check_layernorm(name, 192, 1280, 1);

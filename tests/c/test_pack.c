@@ -17,6 +17,7 @@
 #include "check.h"
 #include "format/ckpt.h"
 #include "kernels/gemm_lowp.h"
+#include "load/load.h"
 #include "model/model.h"
 
 /* Header fields (model_pack.c's pack_header) and table entries. */
@@ -230,9 +231,9 @@ static void test_fp32(void) {
 
     /* Packed for AVX-512, run with AVX2 forced (HAMER_ISA=avx2 does the same). */
     if (hm_cpu_isa() == HM_ISA_AVX512 && rd32(b.p + OFF_ISA) == HM_ISA_AVX512) {
-        CHECK(hm_gemm_force_isa(HM_ISA_AVX2) == HM_OK);
+        CHECK(hm_isa_force(HM_ISA_AVX2) == HM_OK);
         CHECK(refused(b, 1, 0, "active ISA is avx2"));
-        CHECK(hm_gemm_force_isa(HM_ISA_AVX512) == HM_OK);
+        CHECK(hm_isa_force(HM_ISA_AVX512) == HM_OK);
     }
     free(b.p);
 }

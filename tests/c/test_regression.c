@@ -3,7 +3,7 @@
  * entry points, in the ordinary build, so a fixed bug stays fixed without
  * clang or libFuzzer.
  *
- * The harness sources are compiled in here, each with its
+ * The harnesses are linked in as objects, each with its
  * LLVMFuzzerTestOneInput renamed; their invariant checks trap, and in the
  * sanitizer build ASan/UBSan report as they would while fuzzing. On top of
  * that, an input must not grow the process's virtual size by more than
@@ -14,65 +14,27 @@
  * the corpus directory (seeds).
  */
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define LLVMFuzzerTestOneInput fuzz_zip_one
-#include "../../fuzz/fuzz_zip.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_pickle_one
-#include "../../fuzz/fuzz_pickle.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_ckpt_one
-#include "../../fuzz/fuzz_ckpt.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_model_one
-#include "../../fuzz/fuzz_model.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_packed_one
-#include "../../fuzz/fuzz_packed.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_npy_one
-#include "../../fuzz/fuzz_npy.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_boxes_one
-#include "../../fuzz/fuzz_boxes.c"
-#undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_image_one
-#include "../../fuzz/fuzz_image.c"
-#undef LLVMFuzzerTestOneInput
-/* The server's multipart parser is part of the CLI's sources, not the library. */
-#if __has_include("../../tools/serve/server_multipart.c") && __has_include("../../fuzz/fuzz_server.c")
-#define HM_HAVE_SERVER 1
-#include "../../tools/serve/server_multipart.c"
-#define LLVMFuzzerTestOneInput fuzz_server_one
-#include "../../fuzz/fuzz_server.c"
-#undef LLVMFuzzerTestOneInput
-#endif
-/* So is the server's query-string parser. */
-#if __has_include("../../tools/serve/server_query.c") && __has_include("../../fuzz/fuzz_query.c")
-#define HM_HAVE_QUERY 1
-#include "../../tools/serve/server_query.c"
-#define LLVMFuzzerTestOneInput fuzz_query_one
-#include "../../fuzz/fuzz_query.c"
-#undef LLVMFuzzerTestOneInput
-#endif
+/* The fuzz targets' entry points, compiled from fuzz/fuzz_<name>.c with
+ * LLVMFuzzerTestOneInput renamed (tests/CMakeLists.txt). */
+#define FUZZ_TARGETS(X) X(zip) X(pickle) X(ckpt) X(model) X(packed) X(npy) X(boxes) X(image) X(server) X(query)
+#define DECLARE(name) int fuzz_##name##_one(const uint8_t *data, size_t size);
+FUZZ_TARGETS(DECLARE)
+#undef DECLARE
 
 static const struct {
     const char *name;
     int (*one)(const uint8_t *, size_t);
 } targets[] = {
-    {"zip", fuzz_zip_one}, {"pickle", fuzz_pickle_one}, {"ckpt", fuzz_ckpt_one}, {"model", fuzz_model_one}, {"packed", fuzz_packed_one},
-    {"npy", fuzz_npy_one}, {"boxes", fuzz_boxes_one}, {"image", fuzz_image_one},
-#ifdef HM_HAVE_SERVER
-    {"server", fuzz_server_one},
-#endif
-#ifdef HM_HAVE_QUERY
-    {"query", fuzz_query_one},
-#endif
+#define ENTRY(name) {#name, fuzz_##name##_one},
+    FUZZ_TARGETS(ENTRY)
+#undef ENTRY
 };
 #define NTARGETS (int)(sizeof targets / sizeof *targets)
 

@@ -18,6 +18,10 @@ int hm_cli_fail(int code, const char *fmt, const char *arg);
 int hm_cli_parse_int(const char *s, long lo, long hi, int *out);
 /* Parse a thread count 1..1024; 0 ok, -1 bad. */
 int hm_cli_parse_threads(const char *s, int *out);
+/* Parse a box scale factor in (0, HAMER_MAX_RESCALE]; 0 ok, -1 bad. */
+int hm_cli_parse_rescale(const char *s, double *out);
+/* "fp32" | "fast" -> HAMER_PRECISION_*; 0 ok, -1 bad. */
+int hm_cli_parse_precision(const char *s, int *out);
 /* Monotonic seconds. */
 double hm_cli_now(void);
 /* hamer_model_load with the commands' common parameters (a progress bar on

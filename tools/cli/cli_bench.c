@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include "cli/cli.h"
 #include "hamer.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "cli/synthetic.h"
 #include "core/util.h"
@@ -241,7 +242,14 @@ static int run_once(hamer_state *st, const float *crops, int B, float *params, f
     return hamer_regress_f32(st, crops, B, &out);
 }
 
-int hm_cli_bench(int argc, char **argv) {
+typedef struct {
+    model_src src;
+    int precision, B, iters, warmup, threads, json;
+    double peak;
+} bench_args;
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
+static int parse(int argc, char **argv, bench_args *args) {
     model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
     double peak = 0;
@@ -249,7 +257,7 @@ int hm_cli_bench(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE_BENCH, stdout);
-            return 0;
+            return -1;
         }
         if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
@@ -264,9 +272,8 @@ int hm_cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--mano")) src.mano = v;
         else if (!strcmp(a, "--reference")) src.reference_path = v;
         else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
-            else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
-            else return hm_cli_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_cli_parse_precision(v, &precision))
+                return hm_cli_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
         } else if (!strcmp(a, "--batch")) {
             if (hm_cli_parse_int(v, 1, 4096, &B)) return hm_cli_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
         } else if (!strcmp(a, "--iters")) {
@@ -297,6 +304,15 @@ int hm_cli_bench(int argc, char **argv) {
     }
     src.nthreads = threads;
 
+    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak};
+    return 0;
+}
+
+static int run(bench_args *args) {
+    model_src src = args->src;
+    int precision = args->precision, B = args->B, iters = args->iters, warmup = args->warmup;
+    int threads = args->threads, json = args->json;
+    double peak = args->peak;
     /* The requested precision first: an unavailable one fails here, at once. */
     double t0 = hm_cli_now();
     hamer_model *model = load_model(&src, precision, 0);
@@ -460,4 +476,11 @@ done:
     hamer_state_free(st);
     hamer_model_free(model);
     return rc;
+}
+
+int hm_cli_bench(int argc, char **argv) {
+    bench_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
 }

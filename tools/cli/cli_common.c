@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "cli/cli.h"
 
@@ -23,6 +24,24 @@ int hm_cli_parse_int(const char *s, long lo, long hi, int *out) {
 }
 
 int hm_cli_parse_threads(const char *s, int *out) { return hm_cli_parse_int(s, 1, 1024, out); }
+
+int hm_cli_parse_rescale(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    /* Decimal only: strtod would also take hex floats, "inf" and "nan". */
+    for (const char *p = s; p < end; p++)
+        if (!strchr("0123456789.eE+-", *p)) return -1;
+    if (end == s || *end || !(v > 0 && v <= HAMER_MAX_RESCALE)) return -1;
+    *out = v;
+    return 0;
+}
+
+int hm_cli_parse_precision(const char *s, int *out) {
+    if (!strcmp(s, "fp32")) *out = HAMER_PRECISION_FP32;
+    else if (!strcmp(s, "fast")) *out = HAMER_PRECISION_FAST;
+    else return -1;
+    return 0;
+}
 
 double hm_cli_now(void) {
     struct timespec ts;

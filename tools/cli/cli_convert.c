@@ -35,43 +35,58 @@ static const char *USAGE_CONVERT =
     "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
     "stderr saying what was wrong.\n";
 
-int hm_cli_convert(int argc, char **argv) {
-    const char *model = NULL, *output = NULL, *mano = NULL;
-    int precision = HAMER_PRECISION_FP32;
+typedef struct {
+    const char *model, *output, *mano;
+    int precision;
+} convert_args;
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
+static int parse(int argc, char **argv, convert_args *a) {
+    memset(a, 0, sizeof *a);
+    a->precision = HAMER_PRECISION_FP32;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_CONVERT, stdout);
-            return 0;
+            return -1;
         }
         const char **dst = NULL;
-        if (!strcmp(a, "--model")) dst = &model;
-        else if (!strcmp(a, "--output")) dst = &output;
-        else if (!strcmp(a, "--mano")) dst = &mano;
-        else if (strcmp(a, "--precision")) return hm_cli_fail(2, "convert: unknown option '%s' (see 'hamer convert --help')", a);
-        if (i + 1 >= argc) return hm_cli_fail(2, "convert: option '%s' needs a value", a);
+        if (!strcmp(o, "--model")) dst = &a->model;
+        else if (!strcmp(o, "--output")) dst = &a->output;
+        else if (!strcmp(o, "--mano")) dst = &a->mano;
+        else if (strcmp(o, "--precision")) return hm_cli_fail(2, "convert: unknown option '%s' (see 'hamer convert --help')", o);
+        if (i + 1 >= argc) return hm_cli_fail(2, "convert: option '%s' needs a value", o);
         const char *v = argv[++i];
         if (dst) *dst = v;
-        else if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
-        else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
-        else return hm_cli_fail(2, "convert: --precision must be fp32 or fast, got '%s'", v);
+        else if (hm_cli_parse_precision(v, &a->precision))
+            return hm_cli_fail(2, "convert: --precision must be fp32 or fast, got '%s'", v);
     }
-    if (!model) return hm_cli_fail(2, "convert: missing --model%s", "");
-    if (!output) return hm_cli_fail(2, "convert: missing --output%s", "");
+    if (!a->model) return hm_cli_fail(2, "convert: missing --model%s", "");
+    if (!a->output) return hm_cli_fail(2, "convert: missing --output%s", "");
+    return 0;
+}
 
+static int run(const convert_args *a) {
     double t0 = hm_cli_now();
-    hamer_model *hm = hm_cli_load_model(model, mano, precision);
+    hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
     if (!hm) return hm_cli_fail(1, "%s", hamer_last_error());
     double t_load = hm_cli_now() - t0;
     hamer_model_info info;
     hamer_model_get_info(hm, &info);
     t0 = hm_cli_now();
-    int rc = hamer_model_save_packed(hm, output);
+    int rc = hamer_model_save_packed(hm, a->output);
     double t_save = hm_cli_now() - t0;
     hamer_model_free(hm);
     if (rc) return hm_cli_fail(1, "%s", hamer_last_error());
-    fprintf(stderr, "hamer: wrote %s (precision %s, kernels %s%s; loaded in %.1f s, written in %.1f s)\n", output,
-            precision == HAMER_PRECISION_FAST ? "fast" : "fp32", info.isa, info.has_mano ? ", with MANO" : ", no MANO",
+    fprintf(stderr, "hamer: wrote %s (precision %s, kernels %s%s; loaded in %.1f s, written in %.1f s)\n", a->output,
+            a->precision == HAMER_PRECISION_FAST ? "fast" : "fp32", info.isa, info.has_mano ? ", with MANO" : ", no MANO",
             t_load, t_save);
     return 0;
+}
+
+int hm_cli_convert(int argc, char **argv) {
+    convert_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
 }

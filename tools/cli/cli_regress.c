@@ -48,40 +48,51 @@ static const char *USAGE_REGRESS =
     "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
     "stderr saying what was wrong.\n";
 
-int hm_cli_regress(int argc, char **argv) {
-    const char *model = NULL, *input = NULL, *output = NULL, *mano = NULL;
-    int threads = 0, params_only = 0, plain = 0, timings = 0, precision = HAMER_PRECISION_FP32;
+typedef struct {
+    const char *model, *input, *output, *mano;
+    int threads, params_only, plain, timings, precision;
+} regress_args;
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
+static int parse(int argc, char **argv, regress_args *a) {
+    memset(a, 0, sizeof *a);
+    a->precision = HAMER_PRECISION_FP32;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+        const char *o = argv[i];
         const char **dst = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_REGRESS, stdout);
-            return 0;
+            return -1;
         }
-        if (!strcmp(a, "--params-only")) { params_only = 1; continue; }
-        if (!strcmp(a, "--plain")) { plain = 1; continue; }
-        if (!strcmp(a, "--timings")) { timings = 1; continue; }
-        if (!strcmp(a, "--model")) dst = &model;
-        else if (!strcmp(a, "--input")) dst = &input;
-        else if (!strcmp(a, "--output")) dst = &output;
-        else if (!strcmp(a, "--mano")) dst = &mano;
-        else if (!strcmp(a, "--precision")) {
-            if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
-            const char *v = argv[++i];
-            if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
-            else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
-            else return hm_cli_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
-            continue;
-        } else if (strcmp(a, "--threads")) return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", a);
-        if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", a);
+        if (!strcmp(o, "--params-only")) { a->params_only = 1; continue; }
+        if (!strcmp(o, "--plain")) { a->plain = 1; continue; }
+        if (!strcmp(o, "--timings")) { a->timings = 1; continue; }
+        if (!strcmp(o, "--model")) dst = &a->model;
+        else if (!strcmp(o, "--input")) dst = &a->input;
+        else if (!strcmp(o, "--output")) dst = &a->output;
+        else if (!strcmp(o, "--mano")) dst = &a->mano;
+        else if (strcmp(o, "--threads") && strcmp(o, "--precision"))
+            return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", o);
+        if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", o);
         const char *v = argv[++i];
         if (dst) *dst = v;
-        else if (hm_cli_parse_threads(v, &threads)) return hm_cli_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
+        else if (!strcmp(o, "--precision")) {
+            if (hm_cli_parse_precision(v, &a->precision))
+                return hm_cli_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
+        } else if (hm_cli_parse_threads(v, &a->threads)) {
+            return hm_cli_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
+        }
     }
-    if (!model) return hm_cli_fail(2, "regress: missing --model%s", "");
-    if (!input) return hm_cli_fail(2, "regress: missing --input%s", "");
-    if (!output) return hm_cli_fail(2, "regress: missing --output%s", "");
+    if (!a->model) return hm_cli_fail(2, "regress: missing --model%s", "");
+    if (!a->input) return hm_cli_fail(2, "regress: missing --input%s", "");
+    if (!a->output) return hm_cli_fail(2, "regress: missing --output%s", "");
+    return 0;
+}
 
+static int run(const regress_args *a) {
+    const char *model = a->model, *input = a->input, *output = a->output, *mano = a->mano;
+    int threads = a->threads, params_only = a->params_only, plain = a->plain, timings = a->timings;
+    int precision = a->precision;
     hm_array crops;
     if (hm_npy_load(input, &crops)) return hm_cli_fail(1, "%s", hm_errmsg());
     int u8 = crops.dtype == HM_DT_U8;
@@ -120,7 +131,7 @@ int hm_cli_regress(int argc, char **argv) {
         return hm_cli_fail(1, "%s: checkpoint has no MANO buffers (mano.*): pass --mano FILE.npz, or --params-only", model);
     }
     hamer_state *st = hamer_state_new(hm, B < 16 ? B : 16, threads);
-    float *buf = st ? malloc((size_t)B * (157 + 3 + 3 + 778 * 3 + 21 * 3 + 21 * 2) * sizeof(float)) : NULL;
+    float *buf = st ? malloc((size_t)B * (HAMER_N_PARAMS + 3 + 3 + HAMER_N_VERTS * 3 + HAMER_N_KP * 3 + HAMER_N_KP * 2) * sizeof(float)) : NULL;
     if (!st || !buf) {
         free(buf);
         hamer_state_free(st);
@@ -130,12 +141,12 @@ int hm_cli_regress(int argc, char **argv) {
     }
     hamer_output out = {0};
     out.params = buf;
-    out.pred_cam = out.params + (size_t)B * 157;
+    out.pred_cam = out.params + (size_t)B * HAMER_N_PARAMS;
     out.pred_cam_t = out.pred_cam + (size_t)B * 3;
     if (!params_only) {
         out.vertices = out.pred_cam_t + (size_t)B * 3;
-        out.keypoints_3d = out.vertices + (size_t)B * 778 * 3;
-        out.keypoints_2d = out.keypoints_3d + (size_t)B * 21 * 3;
+        out.keypoints_3d = out.vertices + (size_t)B * HAMER_N_VERTS * 3;
+        out.keypoints_2d = out.keypoints_3d + (size_t)B * HAMER_N_KP * 3;
     }
     hamer_state_set_plain(st, plain);
     t0 = hm_cli_now();
@@ -158,10 +169,10 @@ int hm_cli_regress(int argc, char **argv) {
         int64_t shape[3];
         const float *data;
     } arrays[] = {
-        {"params", 2, {B, 157}, out.params},
+        {"params", 2, {B, HAMER_N_PARAMS}, out.params},
         {"pred_cam", 2, {B, 3}, out.pred_cam},
         {"pred_cam_t", 2, {B, 3}, out.pred_cam_t},
-        {"vertices", 3, {B, 778, 3}, out.vertices},
+        {"vertices", 3, {B, HAMER_N_VERTS, 3}, out.vertices},
         {"keypoints_3d", 3, {B, 21, 3}, out.keypoints_3d},
         {"keypoints_2d", 3, {B, 21, 2}, out.keypoints_2d},
     };
@@ -180,5 +191,12 @@ int hm_cli_regress(int argc, char **argv) {
     free(buf);
     if (hm_npz_write_finish(w)) return hm_cli_fail(1, "%s", hm_errmsg());
     return 0;
+}
+
+int hm_cli_regress(int argc, char **argv) {
+    regress_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
 }
 

@@ -4,6 +4,8 @@
  * Exit status: 0 every hand succeeded; 1 the request failed (nothing
  * written); 2 bad usage; 3 RESULT.json written but some hands failed (each
  * failure has an "error" entry in the JSON and a line on stderr).
+ *
+ * Like the server, it uses only the public API (include/hamer.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,12 +14,6 @@
 #include <sys/stat.h>
 #include "cli/cli.h"
 #include "hamer.h"
-#include "format/image.h"
-#include "format/mesh_io.h"
-#include "model/model.h"
-#include "render/overlay.h"
-#include "format/result_json.h"
-#include "core/util.h"
 
 static const char *USAGE_RUN =
     "usage: hamer run --model M --image IMG (--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json)\n"
@@ -35,7 +31,7 @@ static const char *USAGE_RUN =
     "\n"
     "  --box B         x1,y1,x2,y2 in pixels, ':left' or ':right' (default right); repeatable\n"
     "  --boxes FILE    JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...]\n"
-    "  --rescale S     box scale factor (default 2.0)\n"
+    "  --rescale S     box scale factor in (0, 16] (default 2.0)\n"
     "  --crop-mode M   warp (official affine warp, default) or pad (square crop, grey padding)\n"
     "  --render PNG    the image with every hand's mesh drawn over it\n"
     "  --side-view PNG the meshes turned 90 degrees about the vertical axis\n"
@@ -45,160 +41,199 @@ static const char *USAGE_RUN =
     "Exit status: 0 all hands ok; 1 failed (nothing written); 2 bad usage;\n"
     "3 written, but some hands failed (see their \"error\" entries).\n";
 
-static int read_file(const char *path, char **buf, size_t *len) {
+typedef struct {
+    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *mano;
+    hamer_box boxes[HAMER_MAX_HANDS];
+    int nbox, threads, with_vertices, precision;
+    hamer_predict_params pp;
+} run_args;
+
+/* The whole file at path (at most max bytes) as a NUL-terminated buffer;
+ * NULL with a message in err. */
+static char *read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return hm_err(HM_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) || (*len = (size_t)ftell(f)) > (64u << 20)) {
-        fclose(f);
-        return hm_err(HM_E_ARG, "'%s': unreadable or larger than 64 MB", path);
+    if (!f) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
     }
-    rewind(f);
-    *buf = malloc(*len + 1);
-    if (!*buf || fread(*buf, 1, *len, f) != *len) {
-        fclose(f);
-        free(*buf);
-        return hm_err(HM_E_IO, "cannot read '%s'", path);
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || (size_t)n > max) {
+        snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
+    } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "cannot read '%s'", path);
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = 0;
+        *len = (size_t)n;
     }
     fclose(f);
-    return HM_OK;
+    return buf;
 }
 
-static int write_text(const char *path, const char *text) {
+static int write_bytes(const char *path, const void *data, size_t n, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
-    if (!f) return hm_err(HM_E_IO, "cannot write '%s': %s", path, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
+    if (!f) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    int bad = fwrite(data, 1, n, f) != n;
     bad |= fclose(f) != 0;
     if (bad) {
         remove(path);
-        return hm_err(HM_E_IO, "cannot write '%s'", path);
+        snprintf(err, errlen, "cannot write '%s'", path);
+        return -1;
     }
-    return HM_OK;
+    return 0;
 }
 
-int hm_cli_run(int argc, char **argv) {
-    const char *model = NULL, *image = NULL, *boxes_file = NULL, *output = NULL, *render = NULL, *side = NULL;
-    const char *obj_dir = NULL, *mano = NULL;
-    static hamer_box boxes[HAMER_MAX_HANDS];
-    int nbox = 0, threads = 0, with_vertices = 0, precision = HAMER_PRECISION_FP32;
-    hamer_predict_params pp = hamer_predict_default_params();
+/* Arguments -> a; 0, or the exit status of a usage error (message printed). */
+static int parse(int argc, char **argv, run_args *a) {
+    memset(a, 0, sizeof *a);
+    a->precision = HAMER_PRECISION_FP32;
+    a->pp = hamer_predict_default_params();
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_RUN, stdout);
-            return 0;
+            return -1;
         }
-        if (!strcmp(a, "--vertices")) { with_vertices = 1; continue; }
-        if (a[0] != '-' || a[1] != '-') return hm_cli_fail(2, "run: unexpected argument '%s'", a);
-        if (i + 1 >= argc) return hm_cli_fail(2, "run: option '%s' needs a value (or is unknown)", a);
+        if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
+        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "run: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_cli_fail(2, "run: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--image")) image = v;
-        else if (!strcmp(a, "--boxes")) boxes_file = v;
-        else if (!strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--render")) render = v;
-        else if (!strcmp(a, "--side-view")) side = v;
-        else if (!strcmp(a, "--obj-dir")) obj_dir = v;
-        else if (!strcmp(a, "--mano")) mano = v;
-        else if (!strcmp(a, "--box")) {
-            if (nbox == HAMER_MAX_HANDS) return hm_cli_fail(2, "run: more than 64 --box options%s", "");
-            if (hm_box_parse(v, &boxes[nbox])) return hm_cli_fail(2, "run: %s", hm_errmsg());
-            nbox++;
-        } else if (!strcmp(a, "--rescale")) {
-            char *end;
-            pp.rescale = strtod(v, &end);
-            if (*end || end == v || !(pp.rescale > 0 && pp.rescale <= 100))
-                return hm_cli_fail(2, "run: --rescale must be a number in (0, 100], got '%s'", v);
-        } else if (!strcmp(a, "--crop-mode")) {
-            if (!strcmp(v, "warp")) pp.crop_mode = HAMER_CROP_WARP;
-            else if (!strcmp(v, "pad")) pp.crop_mode = HAMER_CROP_PAD;
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--boxes")) a->boxes_file = v;
+        else if (!strcmp(o, "--output")) a->output = v;
+        else if (!strcmp(o, "--render")) a->render = v;
+        else if (!strcmp(o, "--side-view")) a->side = v;
+        else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
+        else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--box")) {
+            if (a->nbox == HAMER_MAX_HANDS) return hm_cli_fail(2, "run: more than 64 --box options%s", "");
+            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_cli_fail(2, "run: %s", hamer_last_error());
+            a->nbox++;
+        } else if (!strcmp(o, "--rescale")) {
+            if (hm_cli_parse_rescale(v, &a->pp.rescale))
+                return hm_cli_fail(2, "run: --rescale must be a number in (0, 16], got '%s'", v);
+        } else if (!strcmp(o, "--crop-mode")) {
+            if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
+            else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
             else return hm_cli_fail(2, "run: --crop-mode must be warp or pad, got '%s'", v);
-        } else if (!strcmp(a, "--threads")) {
-            if (hm_cli_parse_threads(v, &threads)) return hm_cli_fail(2, "run: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "fp32")) precision = HAMER_PRECISION_FP32;
-            else if (!strcmp(v, "fast")) precision = HAMER_PRECISION_FAST;
-            else return hm_cli_fail(2, "run: --precision must be fp32 or fast, got '%s'", v);
+        } else if (!strcmp(o, "--threads")) {
+            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "run: --threads must be an integer in 1..1024, got '%s'", v);
+        } else if (!strcmp(o, "--precision")) {
+            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "run: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "run: unknown option '%s' (see 'hamer run --help')", a);
+            return hm_cli_fail(2, "run: unknown option '%s' (see 'hamer run --help')", o);
         }
     }
-    if (!model || !image || !output) return hm_cli_fail(2, "run: --model, --image and --output are required%s", "");
-    if (!nbox == !boxes_file) return hm_cli_fail(2, "run: give hand boxes with --box or --boxes (not both)%s", "");
-    if (boxes_file) {
-        char *text = NULL;
+    if (!a->model || !a->image || !a->output) return hm_cli_fail(2, "run: --model, --image and --output are required%s", "");
+    if (!a->nbox == !a->boxes_file) return hm_cli_fail(2, "run: give hand boxes with --box or --boxes (not both)%s", "");
+    return 0;
+}
+
+/* The meshes and pictures the options ask for; 0 or -1 (message in err). */
+static int write_extras(const run_args *a, const hamer_model *hm, const uint8_t *rgb, int w, int h,
+                        const hamer_hand *hands, char *err, size_t errlen) {
+    if (a->obj_dir) mkdir(a->obj_dir, 0777);
+    for (int i = 0; a->obj_dir && i < a->nbox; i++) {
+        if (!hands[i].ok) continue;
+        char path[4096], *obj;
+        size_t len;
+        snprintf(path, sizeof path, "%s/hand_%02d_%s.obj", a->obj_dir, i, hands[i].box.is_right ? "right" : "left");
+        if (hamer_hand_obj(hm, &hands[i], &obj, &len)) {
+            snprintf(err, errlen, "%s", hamer_last_error());
+            return -1;
+        }
+        int bad = write_bytes(path, obj, len, err, errlen);
+        hamer_free(obj);
+        if (bad) return -1;
+    }
+    const char *pics[2] = {a->render, a->side};
+    for (int k = 0; k < 2; k++) {
+        if (!pics[k]) continue;
+        uint8_t *png;
+        size_t len;
+        if (hamer_render_png(hm, rgb, w, h, hands, a->nbox, k, &png, &len)) {
+            snprintf(err, errlen, "%s", hamer_last_error());
+            return -1;
+        }
+        int bad = write_bytes(pics[k], png, len, err, errlen);
+        hamer_free(png);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+static int run(run_args *a) {
+    char err[1024];
+    if (a->boxes_file) {
         size_t len = 0;
-        if (read_file(boxes_file, &text, &len)) return hm_cli_fail(1, "%s", hm_errmsg());
-        nbox = hm_boxes_parse_json(text, len, boxes, HAMER_MAX_HANDS);
+        char *text = read_file(a->boxes_file, 64u << 20, &len, err, sizeof err);
+        if (!text) return hm_cli_fail(1, "%s", err);
+        a->nbox = hamer_boxes_parse(text, len, a->boxes, HAMER_MAX_HANDS);
         free(text);
-        if (nbox < 0) {
-            fprintf(stderr, "hamer: %s: %s\n", boxes_file, hm_errmsg());
+        if (a->nbox < 0) {
+            fprintf(stderr, "hamer: %s: %s\n", a->boxes_file, hamer_last_error());
             return 1;
         }
     }
 
     double t0 = hm_cli_now();
-    hm_image img;
-    if (hm_image_load(image, &img)) return hm_cli_fail(1, "%s", hm_errmsg());
+    uint8_t *rgb = NULL;
+    int w, h;
+    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
     double decode_ms = 1e3 * (hm_cli_now() - t0);
 
-    hamer_model *hm = hm_cli_load_model(model, mano, precision);
-    hamer_state *st = hm ? hamer_state_new(hm, nbox > 0 ? (nbox < 16 ? nbox : 16) : 1, threads) : NULL;
-    hamer_hand *hands = calloc(nbox > 0 ? nbox : 1, sizeof *hands);
+    hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
+    hamer_state *st = hm ? hamer_state_new(hm, a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1, a->threads) : NULL;
+    hamer_hand *hands = calloc(a->nbox > 0 ? a->nbox : 1, sizeof *hands);
     hamer_timings tm = {0};
-    int rc = !hm || !st || !hands ? HM_E_NOMEM : HM_OK;
-    if (rc == HM_OK) rc = hamer_predict(st, img.rgb, img.w, img.h, boxes, nbox, &pp, hands, &tm);
-    if (rc) {
-        fprintf(stderr, "hamer: %s\n", hm ? (hands ? hamer_last_error() : "out of memory") : hamer_last_error());
+    char *json = NULL;
+    int status = 1;
+    if (!hm || !st || !hands) {
+        fprintf(stderr, "hamer: %s\n", hm && st ? "out of memory" : hamer_last_error());
+        goto done;
+    }
+    if (hamer_predict(st, rgb, w, h, a->boxes, a->nbox, &a->pp, hands, &tm)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
     tm.decode_ms = decode_ms;
-
     int nfail = 0;
-    for (int i = 0; i < nbox; i++)
+    for (int i = 0; i < a->nbox; i++)
         if (!hands[i].ok) {
             fprintf(stderr, "hamer: %s\n", hands[i].error);
             nfail++;
         }
-    const int32_t *faces = hamer_model_faces(hm);
-    /* The demo closes the wrist with 14 extra faces for its meshes. */
-    static int32_t closed[(HAMER_N_FACES + HM_MESH_EXTRA_FACES) * 3];
-    const int nclosed = hm_mesh_close_hand(faces, HAMER_N_FACES, HAMER_N_VERTS, closed);
-    if (obj_dir) {
-        mkdir(obj_dir, 0777);
-        for (int i = 0; i < nbox && rc == HM_OK; i++) {
-            if (!hands[i].ok) continue;
-            char path[4096];
-            snprintf(path, sizeof path, "%s/hand_%02d_%s.obj", obj_dir, i, hands[i].box.is_right ? "right" : "left");
-            rc = hm_obj_write(path, hands[i].vertices, HAMER_N_VERTS, closed, nclosed, hands[i].cam_t_full,
-                              hands[i].box.is_right);
-        }
-    }
-    if (rc == HM_OK && (render || side)) {
-        hm_image over, sv;
-        rc = hm_overlay_render(&img, hands, nbox, faces, render ? &over : NULL, side ? &sv : NULL);
-        if (rc == HM_OK && render) rc = hm_image_save_png(render, &over);
-        if (rc == HM_OK && side) rc = hm_image_save_png(side, &sv);
-        if (render) hm_image_free(&over);
-        if (side) hm_image_free(&sv);
-    }
-    if (rc) {
-        fprintf(stderr, "hamer: %s\n", hm_errmsg());
+    if (write_extras(a, hm, rgb, w, h, hands, err, sizeof err)) {
+        fprintf(stderr, "hamer: %s\n", err);
         goto done;
     }
-    char *json = hm_result_json(img.w, img.h, hands, nbox, with_vertices, &tm);
-    if (!json || write_text(output, json)) {
-        fprintf(stderr, "hamer: %s\n", hm_errmsg());
-        free(json);
-        rc = HM_E_IO;
+    if (!(json = hamer_result_json(w, h, hands, a->nbox, a->with_vertices, &tm))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    free(json);
-    rc = nfail ? 3 : 0;
+    if (write_bytes(a->output, json, strlen(json), err, sizeof err)) {
+        fprintf(stderr, "hamer: %s\n", err);
+        goto done;
+    }
+    status = nfail ? 3 : 0;
 done:
+    hamer_free(json);
     free(hands);
     hamer_state_free(st);
     hamer_model_free(hm);
-    hm_image_free(&img);
-    return rc < 0 ? 1 : rc;
+    hamer_free(rgb);
+    return status;
+}
+
+int hm_cli_run(int argc, char **argv) {
+    static run_args a; /* 64 boxes: off the stack */
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
 }

@@ -1,9 +1,9 @@
 /* hamer_cli.c - the `hamer` command: dispatch to the subcommands (cli_*.c). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "hamer.h"
-#include "kernels/gemm.h"
 
 static const char *USAGE_MAIN =
     "usage: hamer <command> [options]\n"
@@ -38,7 +38,22 @@ static const struct {
     {"convert", hm_cli_convert},
 };
 
+/* The library never prints: its messages come here. Progress lines are
+ * redrawn in place, and only on a terminal. */
+static void cli_log(void *user, hamer_log_level level, const char *msg) {
+    (void)user;
+    if (level == HAMER_LOG_PROGRESS) {
+        if (!isatty(2)) return;
+        fprintf(stderr, "\rhamer: %s", msg);
+        if (strstr(msg, "100%")) fputc('\n', stderr);
+        fflush(stderr);
+        return;
+    }
+    fprintf(stderr, "hamer: %s\n", msg);
+}
+
 int main(int argc, char **argv) {
+    hamer_log_set(cli_log, NULL);
     if (argc < 2) {
         fputs(USAGE_MAIN, stderr);
         return 2;
@@ -49,8 +64,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("hamer %s (kernels: %s; precision fp32: %s; fast: %s)\n", hamer_version(), hm_isa_name(hm_gemm_isa()),
-               hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST));
+        printf("hamer %s (%s)\n", hamer_version(), hamer_system_info());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

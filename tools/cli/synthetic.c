@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "format/ckpt.h"
+#include "api.h"
+#include "load/load.h"
 #include "model/model.h"
 #include "core/pool.h"
 #include "core/util.h"
@@ -368,8 +370,6 @@ int hm_synthetic_new(int depth, int head_depth, uint64_t seed, int nthreads, hm_
     *out = y;
     return HM_OK;
 }
-
-hm_ckpt *hm_synthetic_ckpt(const hm_synthetic *y) { return y ? y->ck : NULL; }
 
 hamer_model *hm_synthetic_model(const hm_synthetic *y, int precision) {
     if (!y) {

@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include "hamer.h"
 
-struct hm_ckpt;
 typedef struct hm_synthetic hm_synthetic;
 
 /* Generate depth ViT blocks and head_depth decoder layers at the release
@@ -22,9 +21,6 @@ typedef struct hm_synthetic hm_synthetic;
  * error code (message via hm_errmsg()). */
 int hm_synthetic_new(int depth, int head_depth, uint64_t seed, int nthreads, hm_synthetic **out);
 void hm_synthetic_free(hm_synthetic *s);
-
-/* The tensors as a checkpoint index; owned by s. */
-struct hm_ckpt *hm_synthetic_ckpt(const hm_synthetic *s);
 
 /* Load the public model from s, as hamer_model_load does from a file
  * (precision: HAMER_PRECISION_*). NULL on failure (hamer_last_error()).

@@ -28,27 +28,10 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
-#include "format/result_json.h"
+#include "pipeline/result_json.h"
 #include "serve/server.h"
+#include "core/cpu.h"
 #include "core/util.h"
-
-/* Monotonic seconds (timeouts and latencies must not follow wall-clock jumps). */
-double hm_srv_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* One "hamer serve: ..." line on stderr. */
-void hm_srv_log(const char *fmt, ...) {
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    /* one fprintf per line: stdio's stream lock keeps lines whole across threads */
-    fprintf(stderr, "hamer serve: %s\n", line);
-}
 
 /* Per-request context (MHD's con_cls). */
 typedef struct {
@@ -165,20 +148,10 @@ static enum MHD_Result get_readyz(hm_srv *s, struct MHD_Connection *c, req_ctx *
 /* CPU features the kernels can use (what this machine has, not what runs). */
 static json_t *cpu_features(void) {
     json_t *a = json_array();
-    __builtin_cpu_init();
-#define FEATURE(name) \
-    if (__builtin_cpu_supports(name)) json_array_append_new(a, json_string(name))
-    FEATURE("sse4.2");
-    FEATURE("avx");
-    FEATURE("avx2");
-    FEATURE("fma");
-    FEATURE("avx512f");
-    FEATURE("avx512bw");
-    FEATURE("avx512dq");
-    FEATURE("avx512vl");
-    FEATURE("avx512vnni");
-    FEATURE("avx512bf16");
-#undef FEATURE
+    char names[128];
+    snprintf(names, sizeof names, "%s", hm_cpu_feature_names());
+    for (char *save = NULL, *t = strtok_r(names, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        json_array_append_new(a, json_string(t));
     return a;
 }
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "format/result_json.h"
+#include "pipeline/result_json.h"
 #include "serve/server.h"
 #include "core/util.h"
 
@@ -106,8 +106,8 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     if ((v = a->value[QUERY_RESCALE])) {
         char *end;
         q->pp.rescale = strtod(v, &end);
-        if (*end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= 100)) {
-            snprintf(msg, msglen, "rescale must be a number in (0, 100], got '%.40s'", v);
+        if (*end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= HAMER_MAX_RESCALE)) {
+            snprintf(msg, msglen, "rescale must be a number in (0, %g], got '%.40s'", HAMER_MAX_RESCALE, v);
             return 400;
         }
     }

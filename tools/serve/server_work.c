@@ -29,27 +29,6 @@ void hm_srv_job_unref(hm_srv_job *job) {
     free(job);
 }
 
-/* {"error": msg} as a malloc'd string (*len set); NULL only when out of memory. */
-char *hm_srv_error_json(const char *msg, size_t *len) {
-    /* Messages may quote client input cut at any byte: keep printable ASCII
-     * only, so the JSON string is always valid UTF-8 (jansson refuses
-     * anything else). */
-    char clean[512];
-    size_t n = 0;
-    for (const char *p = msg ? msg : "unknown error"; *p && n + 1 < sizeof clean; p++)
-        clean[n++] = (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? *p : '?';
-    clean[n] = 0;
-    json_t *o = json_pack("{s:s}", "error", clean);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) {
-        /* Out of memory: a constant body still tells the client. */
-        s = strdup("{\"error\":\"out of memory\"}");
-    }
-    *len = s ? strlen(s) : 0;
-    return s;
-}
-
 /* Set the job's answer to a JSON error (the job is already claimed). */
 static void set_error(hm_srv_job *job, int status, const char *msg) {
     free(job->out);

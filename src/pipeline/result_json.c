@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/model.h"
-#include "format/result_json.h"
+#include "pipeline/result_json.h"
 #include "core/util.h"
 
 static json_t *floats(const float *v, int n) {
@@ -128,9 +128,12 @@ int hm_box_parse(const char *s, hamer_box *box) {
     for (int k = 0; k < 4; k++) {
         char *end;
         errno = 0;
-        double v = strtod(p, &end);
-        if (end == p || errno || !isfinite(v) || fabs(v) > 1e9)
-            return hm_err(HM_E_ARG, "bad box '%s': coordinate %d is not a finite number", s, k + 1);
+        /* Plain decimal only: no spaces, hex floats, "inf" or "nan", which
+         * strtod would take. */
+        size_t n = strspn(p, "0123456789.eE+-");
+        double v = n ? strtod(p, &end) : 0;
+        if (!n || end != p + n || errno || !isfinite(v) || fabs(v) > 1e9)
+            return hm_err(HM_E_ARG, "bad box '%s': coordinate %d is not a finite number (decimal digits only)", s, k + 1);
         box->bbox[k] = (float)v;
         p = end;
         if (k < 3) {

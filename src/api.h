@@ -1,0 +1,15 @@
+/* api.h - what the public layer (hamer.c) offers the programs built with
+ * the static library beyond include/hamer.h: wrapping an internal model in
+ * a public handle (the bench's in-memory synthetic model). Not exported
+ * from the shared library. */
+#ifndef HM_API_H
+#define HM_API_H
+
+#include "hamer.h"
+#include "model/model.h"
+
+/* The public handle owning m (freed by hamer_model_free); NULL (and m
+ * freed) on allocation failure. */
+hamer_model *hm_model_handle(hm_model *m);
+
+#endif

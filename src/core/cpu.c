@@ -1,0 +1,145 @@
+/* cpu.c - CPUID / XGETBV feature detection and the process-wide ISA choice. */
+#define _POSIX_C_SOURCE 200809L
+#include "core/cpu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define HM_X86 1
+#endif
+
+#ifdef HM_X86
+/* XCR0: which register states the OS saves on a context switch. */
+static uint64_t hm_xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int hm_detect(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    if (!osxsave || !avx || !fma) return 0;
+    uint64_t xcr0 = hm_xgetbv0();
+    if ((xcr0 & 0x6) != 0x6) return 0; /* XMM + YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!((b >> 5) & 1)) return 0; /* AVX2 */
+    int bits = HM_CPU_AVX2;
+    int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+    /* opmask + upper halves of zmm0-15 + zmm16-31 */
+    if (!(f && dq && bw && vl && (xcr0 & 0xe0) == 0xe0)) return bits;
+    bits |= HM_CPU_AVX512;
+    if ((c >> 11) & 1) bits |= HM_CPU_VNNI;
+    if ((d >> 23) & 1) bits |= HM_CPU_FP16;
+    if ((d >> 24) & 1) bits |= HM_CPU_AMX;
+    unsigned max7 = a;
+    if (max7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
+    return bits;
+}
+#else
+static int hm_detect(void) { return 0; }
+#endif
+
+static pthread_once_t hm_once = PTHREAD_ONCE_INIT;
+static int hm_bits;            /* written once under hm_once */
+static atomic_int hm_hidden;
+static atomic_int hm_active;   /* the ISA new packings and kernels use */
+static atomic_int hm_env_bad;  /* HAMER_ISA asked for something we lack */
+static char hm_env_val[32];    /* its value, for the message */
+static char hm_names[96];
+
+static hm_isa hm_isa_of(int bits) {
+    return bits & HM_CPU_AVX512 ? HM_ISA_AVX512 : bits & HM_CPU_AVX2 ? HM_ISA_AVX2 : HM_ISA_SCALAR;
+}
+
+static int hm_isa_from_name(const char *s) {
+    if (!strcasecmp(s, "avx512")) return HM_ISA_AVX512;
+    if (!strcasecmp(s, "avx2")) return HM_ISA_AVX2;
+    if (!strcasecmp(s, "scalar")) return HM_ISA_SCALAR;
+    return -1;
+}
+
+/* Detect, then apply HAMER_ISA once; a bad value is remembered and reported
+ * by hm_isa_status rather than silently replaced. */
+static void hm_init(void) {
+    hm_bits = hm_detect();
+    hm_isa cpu = hm_isa_of(hm_bits);
+    atomic_store(&hm_active, (int)cpu);
+    static const struct { int bit; const char *name; } names[] = {
+        {HM_CPU_AVX2, "avx2"}, {HM_CPU_AVX512, "avx512"}, {HM_CPU_VNNI, "vnni"},
+        {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (hm_bits & names[i].bit)
+            n += (size_t)snprintf(hm_names + n, sizeof hm_names - n, n ? " %s" : "%s", names[i].name);
+    const char *env = getenv("HAMER_ISA");
+    if (!env || !*env) return;
+    int want = hm_isa_from_name(env);
+    if (want < 0 || want > (int)cpu) {
+        snprintf(hm_env_val, sizeof hm_env_val, "%s", env);
+        atomic_store(&hm_env_bad, 1);
+    } else {
+        atomic_store(&hm_active, want);
+    }
+}
+
+int hm_cpu_features(void) {
+    pthread_once(&hm_once, hm_init);
+    return hm_bits & ~atomic_load(&hm_hidden);
+}
+
+hm_isa hm_cpu_isa(void) {
+    pthread_once(&hm_once, hm_init);
+    return hm_isa_of(hm_bits);
+}
+
+const char *hm_cpu_feature_names(void) {
+    pthread_once(&hm_once, hm_init);
+    return hm_names;
+}
+
+void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16)); }
+
+hm_isa hm_isa_active(void) {
+    pthread_once(&hm_once, hm_init);
+    return (hm_isa)atomic_load(&hm_active);
+}
+
+const char *hm_isa_name(hm_isa isa) {
+    switch (isa) {
+    case HM_ISA_SCALAR: return "scalar";
+    case HM_ISA_AVX2: return "avx2";
+    case HM_ISA_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+int hm_isa_force(hm_isa isa) {
+    hm_isa cpu = hm_cpu_isa();
+    if ((int)isa < HM_ISA_SCALAR || (int)isa > HM_ISA_AVX512)
+        return hm_err(HM_E_ARG, "hm_isa_force: invalid ISA value %d", (int)isa);
+    if (isa > cpu)
+        return hm_err(HM_E_UNSUPPORTED, "ISA %s forced but this CPU supports at most %s", hm_isa_name(isa),
+                      hm_isa_name(cpu));
+    atomic_store(&hm_active, (int)isa);
+    atomic_store(&hm_env_bad, 0); /* an explicit choice overrides HAMER_ISA */
+    return HM_OK;
+}
+
+int hm_isa_status(void) {
+    hm_isa cpu = hm_cpu_isa();
+    if (!atomic_load(&hm_env_bad)) return HM_OK;
+    return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of avx512|avx2|scalar that this CPU (%s) supports",
+                  hm_env_val, hm_isa_name(cpu));
+}

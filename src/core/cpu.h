@@ -1,0 +1,48 @@
+/* cpu.h - what this CPU can run, read once from CPUID, and which kernel ISA
+ * the process uses (the one place HAMER_ISA is read).
+ *
+ * Features are CPUID bits AND the OS's XSAVE state (XGETBV): AVX-512 code
+ * needs both. Nothing here looks at a vendor or model name.
+ */
+#ifndef HM_CORE_CPU_H
+#define HM_CORE_CPU_H
+
+typedef enum { HM_ISA_SCALAR = 0, HM_ISA_AVX2 = 1, HM_ISA_AVX512 = 2 } hm_isa;
+
+/* Feature bits of hm_cpu_features(). AVX512 means F+BW+VL+DQ with the OS
+ * saving zmm/opmask state; VNNI and BF16 are reported only on top of it. */
+enum {
+    HM_CPU_AVX2 = 1 << 0,      /* AVX2 + FMA, OS saves ymm */
+    HM_CPU_AVX512 = 1 << 1,
+    HM_CPU_VNNI = 1 << 2,      /* AVX512_VNNI */
+    HM_CPU_BF16 = 1 << 3,      /* AVX512_BF16 */
+    HM_CPU_FP16 = 1 << 4,      /* AVX512_FP16 (reported, not used) */
+    HM_CPU_AMX = 1 << 5,       /* AMX-TILE (reported, not used) */
+};
+
+/* hm_cpu_features: the bits above this CPU has, minus any hidden with
+ * hm_cpu_test_hide. hm_cpu_isa: the widest ISA it supports. */
+int hm_cpu_features(void);
+hm_isa hm_cpu_isa(void);
+
+/* The ISA kernels and packings use: detected, or HAMER_ISA=avx512|avx2|scalar
+ * (read once), or hm_isa_force. A HAMER_ISA this CPU lacks or that names
+ * nothing is not replaced silently: hm_isa_status reports it. */
+hm_isa hm_isa_active(void);
+const char *hm_isa_name(hm_isa isa);
+/* HM_E_UNSUPPORTED (with a message) if isa exceeds this CPU; HM_E_ARG for a
+ * value outside the enum. Overrides HAMER_ISA. Call before packing weights:
+ * packed layouts are tied to the ISA. */
+int hm_isa_force(hm_isa isa);
+/* HM_OK, or HM_E_UNSUPPORTED + message when HAMER_ISA is bad (and no
+ * hm_isa_force overrode it). */
+int hm_isa_status(void);
+
+/* Tests: make this CPU look as if it lacked the given feature bits
+ * (HM_CPU_VNNI / HM_CPU_BF16); 0 restores the truth. */
+void hm_cpu_test_hide(int mask);
+
+/* Space-separated names of the features present ("avx2 avx512 vnni bf16"). */
+const char *hm_cpu_feature_names(void);
+
+#endif

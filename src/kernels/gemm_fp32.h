@@ -1,0 +1,52 @@
+/* gemm_fp32.h - private interface of the exact fp32 GEMM: the driver in
+ * gemm_fp32.c and its per-ISA block kernels (gemm_scalar.c, gemm_avx2.c,
+ * gemm_avx512.c).
+ */
+#ifndef HM_GEMM_FP32_H
+#define HM_GEMM_FP32_H
+
+#include <stddef.h>
+
+#include "kernels/gemm.h"
+
+/* Packed panel width (columns) per ISA, and the K block. KC is fixed so the
+ * order of every sum is independent of threads and of the task split. */
+#define HM_GEMM_NR_SCALAR 8
+#define HM_GEMM_NR_AVX2 16
+#define HM_GEMM_NR_AVX512 32
+#define HM_GEMM_NR_MAX 32
+#define HM_GEMM_KC 256
+
+/* fp32 packing in the active ISA's layout (arguments already checked). */
+int hm_pack_fp32(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+/* The fp32 driver (W->prec == HM_PREC_FP32). */
+int hm_gemm_fp32(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+                 hm_epilogue epi);
+/* Bytes of the w and (padded) bias arrays of an N x K packing for isa. */
+int hm_fp32_sizes(int N, int K, int isa, size_t *w, size_t *bias);
+
+/* What a block call does around its kc-long dot products. */
+typedef struct {
+    int load_c;          /* add beta * C to the block's sum (else C is not read) */
+    float beta;
+    const float *bias;   /* NR floats for this panel (zero padded) or NULL */
+    int gelu;            /* apply gelu after the bias */
+} hm_gemm_epi_args;
+
+/* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
+ * from zero before C joins. P is one packed chunk: kc rows of NR floats
+ * (k-major, columns beyond nr are zero). nr <= NR; only nr columns of C are
+ * read or written. Any m >= 1. */
+void hm_gemm_block_scalar(int m, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+void hm_gemm_block_avx2(int m, int nr, int kc, const float *A, size_t lda,
+                        const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
+                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
+
+/* Vectorised exact GELU in place over n floats (per ISA; same contract as
+ * hm_gelu in vmath.h, within a few ulp). */
+void hm_gelu_vec_avx2(float *x, size_t n);
+void hm_gelu_vec_avx512(float *x, size_t n);
+
+#endif

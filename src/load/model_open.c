@@ -1,0 +1,25 @@
+/* model_open.c - hm_model_load: tell a packed model file from a checkpoint
+ * by its first bytes and hand it to the right loader. */
+#include <stdio.h>
+
+#include "core/util.h"
+#include "format/ckpt.h"
+#include "load/load.h"
+#include "model/model.h"
+
+int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
+    hm_ckpt *ck;
+    *out = NULL;
+    int kind = hm_pack_sniff(path);
+    if (kind == 1) return hm_model_load_packed(path, mano_npz, precision, out);
+    int rc = hm_ckpt_open(path, &ck);
+    if (rc == HM_E_FORMAT && kind < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hm_errmsg());
+        return hm_err(rc, "%s: neither a checkpoint (zip) nor a packed model file: unknown magic (%s)", path, why);
+    }
+    if (rc) return rc;
+    rc = hm_model_from_ckpt(ck, path, mano_npz, progress_on, precision, out);
+    hm_ckpt_close(ck);
+    return rc;
+}
