@@ -1,0 +1,166 @@
+/* detect/tflite_conv.c - CONV_2D, FULLY_CONNECTED (packed GEMM) and
+ * DEPTHWISE_CONV_2D, NHWC fp32.
+ *
+ * CONV_2D is a GEMM of the (im2col'd) input [N*OH*OW, KH*KW*C] with the
+ * filter packed at load; a 1x1 stride-1 convolution reads the input as it
+ * is. Large GEMMs are split here into row chunks, one task each, so the
+ * fused activation runs on a chunk while it is still in cache; small ones
+ * go to the GEMM's own split over output panels.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "detect/tflite_impl.h"
+
+/* Rows of one chunk task. */
+#define CHUNK_ROWS 192
+
+/* The one place hm_gemm is called. C[M, N] = A[M, K] . W^T + bias. The
+ * checks repeat hm_gemm's own so a failure reaches the caller as a code
+ * (hm_gemm itself reports only through hm_err). */
+static int tfl_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc) {
+    if (M < 1 || !A || !C || !W->w)
+        return hm_err(HM_E_ARG, "tflite: GEMM of %d rows with missing operands", M);
+    if (W->isa > (int)hm_cpu_isa())
+        return hm_err(HM_E_UNSUPPORTED, "tflite: weights packed for %s, which this CPU lacks", hm_isa_name(W->isa));
+    hm_gemm(pool, M, A, lda, W, C, ldc, HM_EPI_STORE);
+    return HM_OK;
+}
+
+void hm_tfl_act(float *x, size_t n, int act, int isa) {
+    if (act == HM_TFL_ACT_NONE) return;
+    if (isa == HM_ISA_AVX512) {
+        hm_tfl_act_avx512(x, n, act);
+        return;
+    }
+    float lo = act == HM_TFL_ACT_RELU_N1_TO_1 ? -1.0f : 0.0f;
+    float hi = act == HM_TFL_ACT_RELU6 ? 6.0f : act == HM_TFL_ACT_RELU_N1_TO_1 ? 1.0f : 0.0f;
+    if (act == HM_TFL_ACT_RELU) {
+        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else {
+        for (size_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+    }
+}
+
+typedef struct {
+    const hm_tfl_model *m;
+    const hm_tfl_op *op;
+    const float *x;
+    float *y, *col;
+    int H, W, C, OH, OW, O, K, rows;
+    atomic_int rc;
+} conv_job;
+
+/* im2col of output row `task` (one (n, oy)): OW rows of K = (ky, kx, c). */
+static void im2col_task(void *ctx, int task, int tid) {
+    const conv_job *j = ctx;
+    const hm_tfl_op *op = j->op;
+    int n = task / j->OH, oy = task % j->OH;
+    size_t C = (size_t)j->C;
+    for (int ox = 0; ox < j->OW; ox++) {
+        float *dst = j->col + ((size_t)task * j->OW + ox) * j->K;
+        for (int ky = 0; ky < op->kh; ky++) {
+            int iy = oy * op->stride_h - op->pad_top + ky;
+            for (int kx = 0; kx < op->kw; kx++, dst += C) {
+                int ix = ox * op->stride_w - op->pad_left + kx;
+                if (iy < 0 || iy >= j->H || ix < 0 || ix >= j->W) memset(dst, 0, C * sizeof(float));
+                else memcpy(dst, j->x + (((size_t)n * j->H + iy) * j->W + ix) * C, C * sizeof(float));
+            }
+        }
+    }
+}
+
+static void gemm_chunk_task(void *ctx, int task, int tid) {
+    conv_job *j = ctx;
+    int r0 = task * CHUNK_ROWS, m = j->rows - r0 < CHUNK_ROWS ? j->rows - r0 : CHUNK_ROWS;
+    const float *A = j->col + (size_t)r0 * j->K;
+    float *C = j->y + (size_t)r0 * j->O;
+    int rc = tfl_gemm(NULL, m, A, j->K, &j->op->W, C, j->O);
+    if (rc) atomic_store(&j->rc, rc); /* every failing task fails the same way */
+    else hm_tfl_act(C, (size_t)m * j->O, j->op->act, j->m->isa);
+}
+
+/* y[rows, N] = A[rows, K] . W^T + b, activation fused per chunk. */
+static int gemm_act(const hm_tfl_model *m, const hm_tfl_op *op, const float *A, int rows, int K, float *y, int N,
+                    hm_pool *pool) {
+    if (rows >= 4 * CHUNK_ROWS && hm_pool_size(pool) > 1) {
+        conv_job j = {.m = m, .op = op, .col = (float *)A, .y = y, .K = K, .O = N, .rows = rows};
+        hm_pool_run(pool, gemm_chunk_task, &j, (rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+        return atomic_load(&j.rc);
+    }
+    int rc = tfl_gemm(pool, rows, A, K, &op->W, y, N);
+    if (!rc) hm_tfl_act(y, (size_t)rows * N, op->act, m->isa);
+    return rc;
+}
+
+int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, float *scratch, hm_pool *pool) {
+    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
+    conv_job j = {.m = m, .op = op, .x = x, .y = y, .col = scratch, .H = xs->dims[1], .W = xs->dims[2],
+                  .C = xs->dims[3], .OH = ys->dims[1], .OW = ys->dims[2], .O = ys->dims[3]};
+    j.K = op->kh * op->kw * j.C;
+    j.rows = ys->dims[0] * j.OH * j.OW;
+    if (op->direct) return gemm_act(m, op, x, j.rows, j.K, y, j.O, pool);
+    hm_pool_run(pool, im2col_task, &j, ys->dims[0] * j.OH);
+    return gemm_act(m, op, scratch, j.rows, j.K, y, j.O, pool);
+}
+
+int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
+    int K = op->W.K, N = op->W.N;
+    int rows = (int)(m->t[op->in[0]].numel / K);
+    return gemm_act(m, op, x, rows, K, y, N, pool);
+}
+
+/* ---- depthwise ---------------------------------------------------------- */
+
+typedef struct {
+    const hm_tfl_model *m;
+    const hm_tfl_op *op;
+    const float *x;
+    float *y;
+    int rows, per_task;
+} dw_job;
+
+/* Output rows [r0, r1) (row = one (n, oy)): bias, then the taps in (ky, kx)
+ * order, accumulated in the output row itself. */
+void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
+    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
+    int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
+    for (int r = r0; r < r1; r++) {
+        int n = r / OH, oy = r % OH;
+        for (int ox = 0; ox < OW; ox++) {
+            float *o = y + ((size_t)r * OW + ox) * C;
+            if (op->bias) memcpy(o, op->bias, (size_t)C * sizeof(float));
+            else memset(o, 0, (size_t)C * sizeof(float));
+            for (int ky = 0; ky < op->kh; ky++) {
+                int iy = oy * op->stride_h - op->pad_top + ky;
+                if (iy < 0 || iy >= H) continue;
+                for (int kx = 0; kx < op->kw; kx++) {
+                    int ix = ox * op->stride_w - op->pad_left + kx;
+                    if (ix < 0 || ix >= W) continue;
+                    const float *in = x + (((size_t)n * H + iy) * W + ix) * C;
+                    const float *w = op->dw + ((size_t)ky * op->kw + kx) * C;
+                    for (int c = 0; c < C; c++) o[c] += in[c] * w[c];
+                }
+            }
+            hm_tfl_act(o, (size_t)C, op->act, HM_ISA_SCALAR);
+        }
+    }
+}
+
+static void dw_task(void *ctx, int task, int tid) {
+    const dw_job *j = ctx;
+    int r0 = task * j->per_task, r1 = r0 + j->per_task < j->rows ? r0 + j->per_task : j->rows;
+    if (j->m->isa == HM_ISA_AVX512) hm_tfl_dw_rows_avx512(j->m, j->op, j->x, j->y, r0, r1);
+    else hm_tfl_dw_rows(j->m, j->op, j->x, j->y, r0, r1);
+}
+
+void hm_tfl_depthwise(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
+    const hm_tfl_shape *ys = &m->t[op->out[0]].shape;
+    dw_job j = {.m = m, .op = op, .x = x, .y = y, .rows = ys->dims[0] * ys->dims[1]};
+    /* About 64 K multiply-adds per task: enough to hide the hand-out cost. */
+    int64_t per_row = (int64_t)ys->dims[2] * ys->dims[3] * op->kh * op->kw;
+    j.per_task = (int)(65536 / (per_row ? per_row : 1));
+    if (j.per_task < 1) j.per_task = 1;
+    hm_pool_run(pool, dw_task, &j, (j.rows + j.per_task - 1) / j.per_task);
+}

@@ -1,0 +1,103 @@
+/* detect/tflite_ops_avx512.c - AVX-512 twins of the depthwise and
+ * elementwise kernels (compiled with -mavx512f ...; called only when the
+ * model was loaded with the AVX-512 GEMM active, see tflite_impl.h).
+ *
+ * Same arithmetic as the portable kernels in the same order, except that
+ * multiply-adds are fused: results agree to float rounding.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "detect/tflite_impl.h"
+
+static inline __mmask16 tail_mask(int rem) { return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1); }
+
+static inline __m512 act_vec(__m512 v, int act) {
+    switch (act) {
+    case HM_TFL_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case HM_TFL_ACT_RELU6: return _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(6.0f));
+    case HM_TFL_ACT_RELU_N1_TO_1: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
+    default: return v;
+    }
+}
+
+void hm_tfl_act_avx512(float *x, size_t n, int act) {
+    if (act == HM_TFL_ACT_NONE) return;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, act_vec(_mm512_loadu_ps(x + i), act));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(x + i, k, act_vec(_mm512_maskz_loadu_ps(k, x + i), act));
+    }
+}
+
+void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, act_vec(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), act));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i));
+        _mm512_mask_storeu_ps(y + i, k, act_vec(v, act));
+    }
+}
+
+/* rows x c: y = x >= 0 ? x : x * alpha[c] (alpha repeats every row). */
+void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (size_t r = 0; r < rows; r++, x += c, y += c) {
+        for (size_t i = 0; i < c; i += 16) {
+            __mmask16 k = tail_mask((int)(c - i < 16 ? c - i : 16));
+            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+            __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+            v = _mm512_mask_mul_ps(v, neg, v, _mm512_maskz_loadu_ps(k, alpha + i));
+            _mm512_mask_storeu_ps(y + i, k, v);
+        }
+    }
+}
+
+/* Depthwise rows [r0, r1), as hm_tfl_dw_rows: per output pixel, 64
+ * channels at a time in four accumulators (independent FMA chains), the
+ * taps in (ky, kx) order, clipped to the input. */
+void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
+    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
+    int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
+    int KH = op->kh, KW = op->kw;
+    for (int r = r0; r < r1; r++) {
+        int n = r / OH, oy = r % OH;
+        int iy0 = oy * op->stride_h - op->pad_top;
+        int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
+        for (int ox = 0; ox < OW; ox++) {
+            int ix0 = ox * op->stride_w - op->pad_left;
+            int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
+            float *o = y + ((size_t)r * OW + ox) * C;
+            for (int c = 0; c < C; c += 64) {
+                __mmask16 k0 = tail_mask(C - c), k1 = tail_mask(C - c - 16 > 0 ? C - c - 16 : 0),
+                          k2 = tail_mask(C - c - 32 > 0 ? C - c - 32 : 0),
+                          k3 = tail_mask(C - c - 48 > 0 ? C - c - 48 : 0);
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                if (op->bias) {
+                    a0 = _mm512_maskz_loadu_ps(k0, op->bias + c);
+                    if (k1) a1 = _mm512_maskz_loadu_ps(k1, op->bias + c + 16);
+                    if (k2) a2 = _mm512_maskz_loadu_ps(k2, op->bias + c + 32);
+                    if (k3) a3 = _mm512_maskz_loadu_ps(k3, op->bias + c + 48);
+                }
+                for (int ky = ky0; ky < ky1; ky++) {
+                    const float *row = x + ((size_t)n * H + (size_t)(iy0 + ky)) * W * C + c;
+                    const float *w = op->dw + (size_t)ky * KW * C + c;
+                    for (int kx = kx0; kx < kx1; kx++) {
+                        const float *ip = row + (size_t)(ix0 + kx) * C, *wp = w + (size_t)kx * C;
+                        a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, ip), _mm512_maskz_loadu_ps(k0, wp), a0);
+                        if (k1) a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, ip + 16), _mm512_maskz_loadu_ps(k1, wp + 16), a1);
+                        if (k2) a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k2, ip + 32), _mm512_maskz_loadu_ps(k2, wp + 32), a2);
+                        if (k3) a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k3, ip + 48), _mm512_maskz_loadu_ps(k3, wp + 48), a3);
+                    }
+                }
+                _mm512_mask_storeu_ps(o + c, k0, act_vec(a0, op->act));
+                if (k1) _mm512_mask_storeu_ps(o + c + 16, k1, act_vec(a1, op->act));
+                if (k2) _mm512_mask_storeu_ps(o + c + 32, k2, act_vec(a2, op->act));
+                if (k3) _mm512_mask_storeu_ps(o + c + 48, k3, act_vec(a3, op->act));
+            }
+        }
+    }
+}
