@@ -60,12 +60,25 @@ static void im2col_task(void *ctx, int task, int tid) {
     size_t C = (size_t)j->C;
     for (int ox = 0; ox < j->OW; ox++) {
         float *dst = j->col + ((size_t)task * j->OW + ox) * j->K;
+        int ix0 = ox * op->stride_w - op->pad_left;
+        int inside_x = ix0 >= 0 && ix0 + op->kw <= j->W;
         for (int ky = 0; ky < op->kh; ky++) {
             int iy = oy * op->stride_h - op->pad_top + ky;
+            if (iy < 0 || iy >= j->H) {
+                memset(dst, 0, (size_t)op->kw * C * sizeof(float));
+                dst += (size_t)op->kw * C;
+                continue;
+            }
+            const float *src = j->x + ((size_t)n * j->H + iy) * j->W * C;
+            if (inside_x) { /* the window's row is contiguous in NHWC */
+                memcpy(dst, src + (size_t)ix0 * C, (size_t)op->kw * C * sizeof(float));
+                dst += (size_t)op->kw * C;
+                continue;
+            }
             for (int kx = 0; kx < op->kw; kx++, dst += C) {
-                int ix = ox * op->stride_w - op->pad_left + kx;
-                if (iy < 0 || iy >= j->H || ix < 0 || ix >= j->W) memset(dst, 0, C * sizeof(float));
-                else memcpy(dst, j->x + (((size_t)n * j->H + iy) * j->W + ix) * C, C * sizeof(float));
+                int ix = ix0 + kx;
+                if (ix < 0 || ix >= j->W) memset(dst, 0, C * sizeof(float));
+                else memcpy(dst, src + (size_t)ix * C, C * sizeof(float));
             }
         }
     }
@@ -84,6 +97,9 @@ static void gemm_chunk_task(void *ctx, int task, int tid) {
 /* y[rows, N] = A[rows, K] . W^T + b, activation fused per chunk. */
 static int gemm_act(const hm_tfl_model *m, const hm_tfl_op *op, const float *A, int rows, int K, float *y, int N,
                     hm_pool *pool) {
+    /* Under about a million multiply-adds, waking the pool costs more than
+     * the second thread saves. */
+    if ((int64_t)rows * K * N < (1 << 20)) pool = NULL;
     if (rows >= 4 * CHUNK_ROWS && hm_pool_size(pool) > 1) {
         conv_job j = {.m = m, .op = op, .col = (float *)A, .y = y, .K = K, .O = N, .rows = rows};
         hm_pool_run(pool, gemm_chunk_task, &j, (rows + CHUNK_ROWS - 1) / CHUNK_ROWS);

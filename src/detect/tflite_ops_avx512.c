@@ -56,48 +56,86 @@ void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t ro
     }
 }
 
-/* Depthwise rows [r0, r1), as hm_tfl_dw_rows: per output pixel, 64
- * channels at a time in four accumulators (independent FMA chains), the
- * taps in (ky, kx) order, clipped to the input. */
+/* One output pixel of a depthwise row, 64 channels at a time in four
+ * accumulators (independent FMA chains), the taps in (ky, kx) order,
+ * clipped to the input (addresses are formed only for taps inside it).
+ * img: the image index; iy0 / ix0: the window's top-left input position. */
+static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int iy0, int ky0, int ky1,
+                     int ix0, float *o) {
+    int KW = op->kw;
+    int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
+    for (int c = 0; c < C; c += 64) {
+        __mmask16 k0 = tail_mask(C - c), k1 = tail_mask(C - c - 16 > 0 ? C - c - 16 : 0),
+                  k2 = tail_mask(C - c - 32 > 0 ? C - c - 32 : 0), k3 = tail_mask(C - c - 48 > 0 ? C - c - 48 : 0);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        if (op->bias) {
+            a0 = _mm512_maskz_loadu_ps(k0, op->bias + c);
+            if (k1) a1 = _mm512_maskz_loadu_ps(k1, op->bias + c + 16);
+            if (k2) a2 = _mm512_maskz_loadu_ps(k2, op->bias + c + 32);
+            if (k3) a3 = _mm512_maskz_loadu_ps(k3, op->bias + c + 48);
+        }
+        for (int ky = ky0; ky < ky1; ky++) {
+            const float *row = x + (img * H + (size_t)(iy0 + ky)) * W * C + c;
+            const float *w = op->dw + (size_t)ky * KW * C + c;
+            for (int kx = kx0; kx < kx1; kx++) {
+                const float *ip = row + (size_t)(ix0 + kx) * C, *wp = w + (size_t)kx * C;
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, ip), _mm512_maskz_loadu_ps(k0, wp), a0);
+                if (k1) a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, ip + 16), _mm512_maskz_loadu_ps(k1, wp + 16), a1);
+                if (k2) a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k2, ip + 32), _mm512_maskz_loadu_ps(k2, wp + 32), a2);
+                if (k3) a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k3, ip + 48), _mm512_maskz_loadu_ps(k3, wp + 48), a3);
+            }
+        }
+        _mm512_mask_storeu_ps(o + c, k0, act_vec(a0, op->act));
+        if (k1) _mm512_mask_storeu_ps(o + c + 16, k1, act_vec(a1, op->act));
+        if (k2) _mm512_mask_storeu_ps(o + c + 32, k2, act_vec(a2, op->act));
+        if (k3) _mm512_mask_storeu_ps(o + c + 48, k3, act_vec(a3, op->act));
+    }
+}
+
+#define TILE 8
+
+/* TILE consecutive output pixels whose windows lie inside the input along
+ * x: one weight load serves TILE multiply-adds. Same tap order. */
+static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int iy0, int ky0, int ky1,
+                    int ix0, float *o) {
+    int KW = op->kw, sx = op->stride_w;
+    size_t step = (size_t)sx * C;
+    for (int c = 0; c < C; c += 16) {
+        __mmask16 k = tail_mask(C - c);
+        __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();
+        __m512 a[TILE];
+        for (int p = 0; p < TILE; p++) a[p] = b;
+        for (int ky = ky0; ky < ky1; ky++) {
+            const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;
+            const float *wp = op->dw + (size_t)ky * KW * C + c;
+            for (int kx = 0; kx < KW; kx++, ip += C, wp += C) {
+                __m512 w = _mm512_maskz_loadu_ps(k, wp);
+                for (int p = 0; p < TILE; p++) a[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ip + p * step), w, a[p]);
+            }
+        }
+        for (int p = 0; p < TILE; p++) _mm512_mask_storeu_ps(o + (size_t)p * C + c, k, act_vec(a[p], op->act));
+    }
+}
+
+/* Depthwise rows [r0, r1), as hm_tfl_dw_rows: tiles where the windows are
+ * inside the input along x, single pixels at the borders. */
 void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
     int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
-    int KH = op->kh, KW = op->kw;
+    int KH = op->kh, KW = op->kw, sx = op->stride_w, pl = op->pad_left;
+    /* Interior along x: ox * sx - pl >= 0 and ox * sx - pl + KW <= W. */
+    int oxa = (pl + sx - 1) / sx, oxb = W - KW + pl >= 0 ? (W - KW + pl) / sx + 1 : 0;
+    if (oxb > OW) oxb = OW;
+    if (oxa > oxb) oxa = oxb;
     for (int r = r0; r < r1; r++) {
-        int n = r / OH, oy = r % OH;
+        size_t n = (size_t)(r / OH);
+        int oy = r % OH;
         int iy0 = oy * op->stride_h - op->pad_top;
         int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
-        for (int ox = 0; ox < OW; ox++) {
-            int ix0 = ox * op->stride_w - op->pad_left;
-            int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
-            float *o = y + ((size_t)r * OW + ox) * C;
-            for (int c = 0; c < C; c += 64) {
-                __mmask16 k0 = tail_mask(C - c), k1 = tail_mask(C - c - 16 > 0 ? C - c - 16 : 0),
-                          k2 = tail_mask(C - c - 32 > 0 ? C - c - 32 : 0),
-                          k3 = tail_mask(C - c - 48 > 0 ? C - c - 48 : 0);
-                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                if (op->bias) {
-                    a0 = _mm512_maskz_loadu_ps(k0, op->bias + c);
-                    if (k1) a1 = _mm512_maskz_loadu_ps(k1, op->bias + c + 16);
-                    if (k2) a2 = _mm512_maskz_loadu_ps(k2, op->bias + c + 32);
-                    if (k3) a3 = _mm512_maskz_loadu_ps(k3, op->bias + c + 48);
-                }
-                for (int ky = ky0; ky < ky1; ky++) {
-                    const float *row = x + ((size_t)n * H + (size_t)(iy0 + ky)) * W * C + c;
-                    const float *w = op->dw + (size_t)ky * KW * C + c;
-                    for (int kx = kx0; kx < kx1; kx++) {
-                        const float *ip = row + (size_t)(ix0 + kx) * C, *wp = w + (size_t)kx * C;
-                        a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, ip), _mm512_maskz_loadu_ps(k0, wp), a0);
-                        if (k1) a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, ip + 16), _mm512_maskz_loadu_ps(k1, wp + 16), a1);
-                        if (k2) a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k2, ip + 32), _mm512_maskz_loadu_ps(k2, wp + 32), a2);
-                        if (k3) a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k3, ip + 48), _mm512_maskz_loadu_ps(k3, wp + 48), a3);
-                    }
-                }
-                _mm512_mask_storeu_ps(o + c, k0, act_vec(a0, op->act));
-                if (k1) _mm512_mask_storeu_ps(o + c + 16, k1, act_vec(a1, op->act));
-                if (k2) _mm512_mask_storeu_ps(o + c + 32, k2, act_vec(a2, op->act));
-                if (k3) _mm512_mask_storeu_ps(o + c + 48, k3, act_vec(a3, op->act));
-            }
-        }
+        float *orow = y + (size_t)r * OW * C;
+        int ox = 0;
+        for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox + TILE <= oxb; ox += TILE) dw_tile(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
     }
 }
