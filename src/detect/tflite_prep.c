@@ -264,7 +264,9 @@ static int prep_reshape(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     } else if (op->has_new_shape) {
         want = op->new_shape;
     } else {
-        want = m->t[op->out[0]].shape;
+        /* TFLite then reshapes to a scalar, which fails for any input with
+         * more than one element; refuse it the same way. */
+        want.ndim = 0;
     }
     int infer = -1;
     int64_t known = 1;
@@ -298,6 +300,9 @@ static int prep_concat(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     int rc;
     if ((rc = io_count(m, oi, 1, HM_TFL_MAX_OP_IO)) || (rc = check_act(m, oi)) || (rc = need_float(m, oi, 0, &x)))
         return rc;
+    /* TFLite's float kernel refuses a fused activation here too. */
+    if (op->act != HM_TFL_ACT_NONE)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (CONCATENATION): fused activation %d is not supported", oi, op->act);
     int r = x->shape.ndim;
     if (op->axis < -r || op->axis >= r || r == 0)
         return hm_err(HM_E_FORMAT, "tflite: op %d (CONCATENATION): axis %d for rank %d", oi, op->axis, r);
