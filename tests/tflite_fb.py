@@ -249,7 +249,7 @@ class ModelBuilder:
         opt = (options, options_table(options, values)) if options else None
         self.ops.append((self.opcode(builtin, version), list(inputs), list(outputs), opt))
 
-    def tables(self):
+    def tables(self, external=None):
         """The Model as a Table, for tests that edit it before writing."""
         tensors = []
         for shape, tcode, buf, name in self.tensors:
@@ -272,12 +272,31 @@ class ModelBuilder:
             if version != 1:
                 f[2] = ("i32", version)
             codes.append(Table(f))
-        bufs = [Table({0: ("bytes", b)}) if b else Table() for b in self.buffers]
+        if external is None:
+            bufs = [Table({0: ("bytes", b)}) if b else Table() for b in self.buffers]
+        else:
+            # Data after the FlatBuffer: Buffer.offset / Buffer.size (schema 3c).
+            bufs = [Table({1: ("u64", off), 2: ("u64", len(b))}) if b else Table()
+                    for b, off in zip(self.buffers, external)]
         return Table({0: ("u32", 3), 1: ("vec_tables", codes), 2: ("vec_tables", [sub]),
                       3: ("string", "hamer.c test model"), 4: ("vec_tables", bufs)})
 
-    def build(self):
-        return write_root(self.tables())
+    def build(self, external=False):
+        """The file; with external=True the constant data follows the
+        FlatBuffer (16-byte aligned) and buffers refer to it by offset."""
+        if not external:
+            return write_root(self.tables())
+        # The layout does not depend on the offsets' values: size it first.
+        head = len(write_root(self.tables(external=[2] * len(self.buffers))))
+        offs, at = [], head
+        for b in self.buffers:
+            offs.append(at if b else 0)
+            at += (len(b) + 15) // 16 * 16
+        out = bytearray(write_root(self.tables(external=offs)))
+        assert len(out) == head
+        for b in self.buffers:
+            out += b + bytes((-len(b)) % 16)
+        return bytes(out)
 
 
 # ---- reader (for dumps and test assertions; trusts its input) ------------

@@ -15,7 +15,8 @@
  *               slowest ops, with their multiply-add counts
  *   --info      print inputs, outputs, op count and arena size
  *
- * Errors: the library's one-line message on stderr, exit 1 (2: usage).
+ * Errors: "tool_tflite_run: error CODE: MESSAGE" (the library's code and
+ * one-line message) on stderr, exit 1 (2: usage).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static int usage(const char *msg) {
 }
 
 static int fail(void) {
-    fprintf(stderr, "tool_tflite_run: %s\n", hm_errmsg());
+    fprintf(stderr, "tool_tflite_run: error %d: %s\n", hm_errcode(), hm_errmsg());
     return 1;
 }
 
