@@ -401,6 +401,20 @@ def _(m):
     return [x], [(y, np.maximum(x + k, 0)), (s, k)]
 
 
+@case("constant_too_large_to_fold_runs_at_invoke")
+def _(m):
+    r = rs(20)
+    a = r.randn(2100, 1).astype(np.float32)
+    b = r.randn(1, 2000).astype(np.float32)
+    x = r.randn(1, 2000).astype(np.float32)
+    s = m.tensor([2100, 2000])
+    m.op("ADD", [m.const(a), m.const(b)], [s], "AddOptions")  # 4.2 M elements: not folded
+    xi = m.input(x.shape)
+    y = m.tensor([2100, 2000])
+    m.op("ADD", [s, xi], [y], "AddOptions")
+    return [x], [(y, a.astype(np.float64) + b + x)]
+
+
 @case("graph_palm_block")
 def _(m):
     """The shape of a palm-detector block: stem conv, PRELU, depthwise +

@@ -77,7 +77,8 @@ int hm_tfl_state_new(const hm_tfl_model *m, hm_tfl_state **out) {
         s->ops[r].in = (const float **)p;
         for (int k = 0; k < op->nin; k++) {
             int t = op->in[k];
-            s->ops[r].in[k] = t < 0 ? NULL : m->t[t].f ? m->t[t].f : tensor_ptr(m, s->pub.arena, t);
+            if (t < 0 || m->t[t].type == HM_TFL_INT32) s->ops[r].in[k] = NULL; /* taken at load */
+            else s->ops[r].in[k] = m->t[t].f ? m->t[t].f : tensor_ptr(m, s->pub.arena, t);
         }
         p += op->nin;
         s->ops[r].out = (float **)p;

@@ -47,6 +47,7 @@ enum { HM_TFL_ACT_NONE = 0, HM_TFL_ACT_RELU = 1, HM_TFL_ACT_RELU_N1_TO_1 = 2, HM
 #define HM_TFL_MAX_OP_IO 4096                       /* inputs (or outputs) of one op */
 #define HM_TFL_MAX_WINDOW 4096                      /* pool filter, stride */
 #define HM_TFL_NAME_MAX 255                         /* longer names are cut */
+#define HM_TFL_MAX_FOLD ((int64_t)1 << 22)          /* elements of one output folded at load */
 
 typedef struct {
     char *name;            /* printable ASCII (other bytes become '?'), owned */

@@ -36,11 +36,6 @@ static int by_size(const void *a, const void *b) {
     return x->first - y->first;
 }
 
-static int by_off(const void *a, const void *b) {
-    const item *const *x = a, *const *y = b;
-    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
-}
-
 int hm_tfl_plan(hm_tfl_model *m) {
     for (int i = 0; i < m->nt; i++) {
         m->t[i].first = m->nrun + 1;
@@ -57,7 +52,9 @@ int hm_tfl_plan(hm_tfl_model *m) {
     for (int r = 0; r < m->nrun; r++) {
         const hm_tfl_op *op = &m->ops[m->run[r]];
         for (int k = 0; k < op->nin; k++) {
-            if (op->in[k] < 0 || m->t[op->in[k]].f) continue;
+            /* Constants need no storage; INT32 inputs are constants whose
+             * values the op took at load. */
+            if (op->in[k] < 0 || m->t[op->in[k]].f || m->t[op->in[k]].type != HM_TFL_FLOAT32) continue;
             hm_tfl_tensor *t = &m->t[root_of(m, op->in[k])];
             if (t->last < r) t->last = r;
         }
@@ -76,10 +73,10 @@ int hm_tfl_plan(hm_tfl_model *m) {
     for (int i = 0; i < m->nt; i++)
         if (m->t[i].alias < 0 && m->t[i].last >= -1) n++;
     item *it = malloc(((size_t)n + 1) * sizeof *it);
-    item **live = malloc(((size_t)n + 1) * sizeof *live);
-    if (!it || !live) {
+    item **placed = malloc(((size_t)n + 1) * sizeof *placed);
+    if (!it || !placed) {
         free(it);
-        free(live);
+        free(placed);
         return hm_err(HM_E_NOMEM, "tflite: out of memory");
     }
     n = 0;
@@ -90,20 +87,22 @@ int hm_tfl_plan(hm_tfl_model *m) {
         it[n++] = (item){.t = i, .first = t->first, .last = t->last, .size = sz};
     }
     qsort(it, (size_t)n, sizeof *it, by_size);
+    /* placed: the storages placed so far, kept sorted by offset, so each
+     * placement is one pass (O(n^2) in all, whatever the lifetimes). */
     size_t top = 0;
     for (int i = 0; i < n; i++) {
-        /* The placed storages alive at the same time, by offset: take the
-         * first gap that fits. */
-        int nl = 0;
-        for (int j = 0; j < i; j++)
-            if (it[j].first <= it[i].last && it[i].first <= it[j].last) live[nl++] = &it[j];
-        qsort(live, (size_t)nl, sizeof *live, by_off);
         size_t off = 0;
-        for (int j = 0; j < nl; j++) {
-            if (live[j]->off >= off + it[i].size) break;
-            if (live[j]->off + live[j]->size > off) off = live[j]->off + live[j]->size;
+        int at = 0;
+        for (int j = 0; j < i; j++) {
+            const item *p = placed[j];
+            if (p->first > it[i].last || it[i].first > p->last) continue; /* not alive together */
+            if (p->off >= off + it[i].size) break;                       /* the gap before p fits */
+            if (p->off + p->size > off) off = p->off + p->size;
         }
         it[i].off = off;
+        while (at < i && placed[at]->off <= off) at++;
+        memmove(placed + at + 1, placed + at, (size_t)(i - at) * sizeof *placed);
+        placed[at] = &it[i];
         if (off + it[i].size > top) top = off + it[i].size;
     }
     for (int i = 0; i < n; i++) {
@@ -117,7 +116,7 @@ int hm_tfl_plan(hm_tfl_model *m) {
         m->t[i].planned = r->planned;
     }
     free(it);
-    free(live);
+    free(placed);
     size_t scratch = 0;
     for (int r = 0; r < m->nrun; r++)
         if (m->ops[m->run[r]].scratch > scratch) scratch = m->ops[m->run[r]].scratch;

@@ -516,14 +516,16 @@ static int prep_op(hm_tfl_model *m, int oi) {
                       y->name, b, a);
     }
     y->producer = oi;
-    if (op->code == HM_TFL_OP_RESHAPE) y->alias = op->in[0];
+    /* A RESHAPE of an activation shares its storage; of a constant it is
+     * folded, or copied at invoke when too large to fold. */
+    if (op->code == HM_TFL_OP_RESHAPE && !m->t[op->in[0]].f) y->alias = op->in[0];
     int all_const = 1;
     for (int k = 0; k < op->nin; k++)
         if (op->in[k] >= 0 && !m->t[op->in[k]].f && m->t[op->in[k]].type != HM_TFL_INT32) all_const = 0;
-    if (all_const) {
-        y->alias = -1;
-        return fold(m, oi);
-    }
+    /* Folding is skipped for outputs far larger than the inputs could
+     * justify (broadcasts, pads, resizes of constants): those run at invoke
+     * within the arena limit instead of growing the model. */
+    if (all_const && y->numel <= HM_TFL_MAX_FOLD) return fold(m, oi);
     return HM_OK;
 }
 
@@ -541,11 +543,11 @@ static void drop_load_only(hm_tfl_model *m) {
     for (int k = 0; k < m->noutputs; k++) keep[m->outputs[k]] = 1;
     for (int i = 0; i < m->nt; i++) {
         hm_tfl_tensor *t = &m->t[i];
-        if (keep[i] && t->type == HM_TFL_FLOAT32) continue;
-        hm_free(t->f);
-        hm_free(t->i32);
-        t->f = NULL;
+        hm_free(t->i32); /* shapes, axes, paddings: decoded into the ops */
         t->i32 = NULL;
+        if (keep[i]) continue;
+        hm_free(t->f);
+        t->f = NULL;
     }
     free(keep);
 }
