@@ -44,6 +44,9 @@
 #define LLVMFuzzerTestOneInput fuzz_image_one
 #include "../../fuzz/fuzz_image.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_tflite_one
+#include "../../fuzz/fuzz_tflite.c"
+#undef LLVMFuzzerTestOneInput
 /* The server's multipart parser is part of the CLI's sources, not the library. */
 #if __has_include("../../tools/serve/server_multipart.c") && __has_include("../../fuzz/fuzz_server.c")
 #define HM_HAVE_SERVER 1
@@ -66,7 +69,7 @@ static const struct {
     int (*one)(const uint8_t *, size_t);
 } targets[] = {
     {"zip", fuzz_zip_one}, {"pickle", fuzz_pickle_one}, {"ckpt", fuzz_ckpt_one}, {"model", fuzz_model_one}, {"packed", fuzz_packed_one},
-    {"npy", fuzz_npy_one}, {"boxes", fuzz_boxes_one}, {"image", fuzz_image_one},
+    {"npy", fuzz_npy_one}, {"boxes", fuzz_boxes_one}, {"image", fuzz_image_one}, {"tflite", fuzz_tflite_one},
 #ifdef HM_HAVE_SERVER
     {"server", fuzz_server_one},
 #endif
