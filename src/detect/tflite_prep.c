@@ -25,9 +25,14 @@ static void shape_str(const hm_tfl_shape *s, char *buf, size_t n) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* Element count, saturating just above the limit (dims are at most 2^24,
+ * so the product of a few would overflow). */
 static int64_t shape_numel(const hm_tfl_shape *s) {
     int64_t n = 1;
-    for (int d = 0; d < s->ndim; d++) n *= s->dims[d];
+    for (int d = 0; d < s->ndim; d++) {
+        n *= s->dims[d];
+        if (n > HM_TFL_MAX_NUMEL) return HM_TFL_MAX_NUMEL + 1;
+    }
     return n;
 }
 
