@@ -64,6 +64,7 @@ def one_op(build):
         inputs, outs = build(m)
         for t, _ in outs:
             m.output(t)
+        case.expect_runs = getattr(m, "expect_runs", None)
         return m.build(), inputs, [r for _, r in outs]
     return case
 
@@ -415,6 +416,58 @@ def _(m):
     return [x], [(y, a.astype(np.float64) + b + x)]
 
 
+def fused_case(name, shape, o, add="before", prelu="channel", add_act="NONE", extra_reader=False, runs=1,
+               seed=21):
+    """CONV_2D 1x1 -> ADD (residual) -> PRELU, which the loader fuses into
+    one op when it may (`runs`: the ops left to run); the residual computed
+    before the conv (fusable) or after it (not), alpha per channel
+    (fusable) or full-shaped (not), the conv's output read twice (not)."""
+    @case(name)
+    def build(m):
+        m.expect_runs = runs
+        r = rs(seed)
+        c = shape[3]
+        x = r.randn(*shape).astype(np.float32)
+        xi = m.input(shape)
+        w = (r.randn(o, 1, 1, c) / np.sqrt(c)).astype(np.float32)
+        b = r.randn(o).astype(np.float32)
+        z = r.randn(*shape[:3], o).astype(np.float32)
+        zi = m.input(z.shape)
+        res, vres = zi, z.astype(np.float64)
+        outs = []
+        if add == "before":
+            res = m.tensor(z.shape)
+            m.op("LOGISTIC", [zi], [res])
+            vres = tr.logistic(z)
+        t = m.tensor([*shape[:3], o])
+        m.op("CONV_2D", [xi, m.const(w), m.const(b)], [t], "Conv2DOptions", padding="VALID", stride_w=1, stride_h=1,
+             fused_activation_function="RELU")
+        v = tr.conv2d(x, w, b, 1, 1, "VALID", "RELU")
+        if add == "after":
+            res = m.tensor(z.shape)
+            m.op("LOGISTIC", [zi], [res])
+            vres = tr.logistic(z)
+        s_ = m.tensor([*shape[:3], o])
+        m.op("ADD", [t, res], [s_], "AddOptions", fused_activation_function=add_act)
+        vs = tr.act(v + vres, add_act)
+        al = r.uniform(-1, 1, (1, 1, o) if prelu == "channel" else (*shape[1:3], o)).astype(np.float32)
+        y = m.tensor([*shape[:3], o])
+        m.op("PRELU", [s_, m.const(al)], [y])
+        outs.append((y, tr.prelu(vs, al)))
+        if extra_reader:
+            q = m.tensor([*shape[:3], o])
+            m.op("LOGISTIC", [t], [q])
+            outs.append((q, tr.logistic(v)))
+        return [x, z], outs
+
+
+fused_case("fuse_conv_add_prelu", (1, 9, 7, 19), 21, runs=2)
+fused_case("fuse_conv_add_prelu_chunked_relu6", (1, 32, 32, 16), 24, add_act="RELU6", runs=2)
+fused_case("fuse_not_residual_after_conv", (1, 5, 6, 8), 9, add="after", runs=4)
+fused_case("fuse_conv_add_only_full_alpha", (1, 5, 6, 8), 9, prelu="full", runs=3)
+fused_case("fuse_not_conv_output_read_twice", (1, 5, 6, 8), 9, extra_reader=True, runs=5)
+
+
 @case("graph_palm_block")
 def _(m):
     """The shape of a palm-detector block: stem conv, PRELU, depthwise +
@@ -526,3 +579,7 @@ def test_op(name, tool, ref_runtime):
         check(g, refs[i], "%s output %d: C (scalar ISA) vs numpy" % (name, i))
     for i, g in enumerate(tr.run_c(tool, model, inputs, threads=2)):
         assert np.array_equal(g, got[i]), "%s output %d: 2 threads differ from 1" % (name, i)
+    if CASES[name].expect_runs is not None:
+        info = tr.run_c_info(tool, model)
+        assert info["run"] == CASES[name].expect_runs, "%s: %d ops run, want %d" % (name, info["run"],
+                                                                                  CASES[name].expect_runs)

@@ -66,6 +66,19 @@ def run_c_error(tool, model):
         return r.returncode, r.stderr
 
 
+def run_c_info(tool, model):
+    """tool_tflite_run --info's last line as a dict: ops, run (ops left to
+    run after folding and fusion), arena_bytes, scratch_bytes, isa."""
+    with tempfile.TemporaryDirectory() as d:
+        mp = Path(d) / "m.tflite"
+        mp.write_bytes(model)
+        r = subprocess.run([str(tool), str(mp), "--info"], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError("tool_tflite_run --info failed: %s" % r.stderr.strip())
+        words = r.stdout.strip().split("\n")[-1].split()
+        return {k: (v if k == "isa" else int(v)) for k, v in zip(words[::2], words[1::2])}
+
+
 def run_ref(model, inputs, timeout=300):
     """Outputs of the real TFLite runtime; raises on failure."""
     with tempfile.TemporaryDirectory() as d:

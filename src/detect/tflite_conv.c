@@ -46,7 +46,7 @@ void hm_tfl_act(float *x, size_t n, int act, int isa) {
 typedef struct {
     const hm_tfl_model *m;
     const hm_tfl_op *op;
-    const float *x;
+    const float *x, *res, *alpha; /* res, alpha: the fused epilogue's operands or NULL */
     float *y, *col;
     int H, W, C, OH, OW, O, K, rows;
     atomic_int rc;
@@ -84,47 +84,76 @@ static void im2col_task(void *ctx, int task, int tid) {
     }
 }
 
+/* Rows [r0, r0 + n) of y (N channels): the op's activation, then the fused
+ * ADD (+ its activation) and PRELU, while the rows are in cache. */
+static void epilogue(const conv_job *j, size_t r0, size_t n, int N) {
+    const hm_tfl_op *op = j->op;
+    float *y = j->y + r0 * N;
+    size_t len = n * N;
+    int isa = j->m->isa;
+    hm_tfl_act(y, len, op->act, isa);
+    if (j->res) {
+        const float *r = j->res + r0 * N;
+        if (isa == HM_ISA_AVX512) {
+            hm_tfl_add_avx512(y, r, y, len, op->post_act);
+        } else {
+            for (size_t i = 0; i < len; i++) y[i] += r[i];
+            hm_tfl_act(y, len, op->post_act, isa);
+        }
+    }
+    if (j->alpha) {
+        if (isa == HM_ISA_AVX512) {
+            hm_tfl_prelu_avx512(y, j->alpha, y, n, (size_t)N);
+        } else {
+            for (size_t i = 0; i < n; i++, y += N)
+                for (int c = 0; c < N; c++) y[c] = y[c] >= 0.0f ? y[c] : y[c] * j->alpha[c];
+        }
+    }
+}
+
 static void gemm_chunk_task(void *ctx, int task, int tid) {
     conv_job *j = ctx;
     int r0 = task * CHUNK_ROWS, m = j->rows - r0 < CHUNK_ROWS ? j->rows - r0 : CHUNK_ROWS;
     const float *A = j->col + (size_t)r0 * j->K;
-    float *C = j->y + (size_t)r0 * j->O;
-    int rc = tfl_gemm(NULL, m, A, j->K, &j->op->W, C, j->O);
+    int rc = tfl_gemm(NULL, m, A, j->K, &j->op->W, j->y + (size_t)r0 * j->O, j->O);
     if (rc) atomic_store(&j->rc, rc); /* every failing task fails the same way */
-    else hm_tfl_act(C, (size_t)m * j->O, j->op->act, j->m->isa);
+    else epilogue(j, (size_t)r0, (size_t)m, j->O);
 }
 
-/* y[rows, N] = A[rows, K] . W^T + b, activation fused per chunk. */
-static int gemm_act(const hm_tfl_model *m, const hm_tfl_op *op, const float *A, int rows, int K, float *y, int N,
-                    hm_pool *pool) {
+/* j->y[rows, O] = A[rows, K] . W^T + b, then the epilogue, per chunk when
+ * the pool splits the rows. */
+static int gemm_epilogue(conv_job *j, const float *A, hm_pool *pool) {
     /* Under about a million multiply-adds, waking the pool costs more than
      * the second thread saves. */
-    if ((int64_t)rows * K * N < (1 << 20)) pool = NULL;
-    if (rows >= 4 * CHUNK_ROWS && hm_pool_size(pool) > 1) {
-        conv_job j = {.m = m, .op = op, .col = (float *)A, .y = y, .K = K, .O = N, .rows = rows};
-        hm_pool_run(pool, gemm_chunk_task, &j, (rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
-        return atomic_load(&j.rc);
+    if ((int64_t)j->rows * j->K * j->O < (1 << 20)) pool = NULL;
+    j->col = (float *)A;
+    if (j->rows >= 4 * CHUNK_ROWS && hm_pool_size(pool) > 1) {
+        hm_pool_run(pool, gemm_chunk_task, j, (j->rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+        return atomic_load(&j->rc);
     }
-    int rc = tfl_gemm(pool, rows, A, K, &op->W, y, N);
-    if (!rc) hm_tfl_act(y, (size_t)rows * N, op->act, m->isa);
+    int rc = tfl_gemm(pool, j->rows, A, j->K, &j->op->W, j->y, j->O);
+    if (!rc) epilogue(j, 0, (size_t)j->rows, j->O);
     return rc;
 }
 
-int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, float *scratch, hm_pool *pool) {
+int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y, float *scratch,
+                hm_pool *pool) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
-    conv_job j = {.m = m, .op = op, .x = x, .y = y, .col = scratch, .H = xs->dims[1], .W = xs->dims[2],
+    conv_job j = {.m = m, .op = op, .x = in[0], .y = y, .col = scratch, .H = xs->dims[1], .W = xs->dims[2],
                   .C = xs->dims[3], .OH = ys->dims[1], .OW = ys->dims[2], .O = ys->dims[3]};
+    if (op->nin > 3) j.res = in[3];
+    if (op->nin > 4) j.alpha = in[4];
     j.K = op->kh * op->kw * j.C;
     j.rows = ys->dims[0] * j.OH * j.OW;
-    if (op->direct) return gemm_act(m, op, x, j.rows, j.K, y, j.O, pool);
+    if (op->direct) return gemm_epilogue(&j, in[0], pool);
     hm_pool_run(pool, im2col_task, &j, ys->dims[0] * j.OH);
-    return gemm_act(m, op, scratch, j.rows, j.K, y, j.O, pool);
+    return gemm_epilogue(&j, scratch, pool);
 }
 
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
-    int K = op->W.K, N = op->W.N;
-    int rows = (int)(m->t[op->in[0]].numel / K);
-    return gemm_act(m, op, x, rows, K, y, N, pool);
+    conv_job j = {.m = m, .op = op, .y = y, .K = op->W.K, .O = op->W.N};
+    j.rows = (int)(m->t[op->in[0]].numel / j.K);
+    return gemm_epilogue(&j, x, pool);
 }
 
 /* ---- depthwise ---------------------------------------------------------- */

@@ -17,7 +17,7 @@ int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const
     float *y = out[0];
     size_t n = (size_t)m->t[op->out[0]].numel;
     switch (op->code) {
-    case HM_TFL_OP_CONV_2D: return hm_tfl_conv(m, op, in[0], y, scratch, pool);
+    case HM_TFL_OP_CONV_2D: return hm_tfl_conv(m, op, in, y, scratch, pool);
     case HM_TFL_OP_FULLY_CONNECTED: return hm_tfl_fc(m, op, in[0], y, pool);
     case HM_TFL_OP_DEPTHWISE_CONV_2D: hm_tfl_depthwise(m, op, in[0], y, pool); return HM_OK;
     case HM_TFL_OP_MAX_POOL_2D: hm_tfl_maxpool(m, op, in[0], y, pool); return HM_OK;

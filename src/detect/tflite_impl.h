@@ -83,8 +83,14 @@ typedef struct {
     hm_tfl_shape new_shape;
     /* Prepared at load. */
     int folded;            /* evaluated at load: not run */
+    int fused;             /* merged into the CONV_2D before it: not run */
+    int post_act;          /* CONV_2D with a fused ADD: that ADD's activation */
     int pad_top, pad_left; /* CONV / DEPTHWISE / MAX_POOL */
     int kh, kw;            /* CONV / DEPTHWISE filter size */
+    /* A CONV_2D's epilogue, when the ADD and / or PRELU reading its output
+     * were fused into it: in[3] the ADD's other operand (same shape) or -1,
+     * in[4] the PRELU's per-channel alpha or -1; out[0] is then the last
+     * fused op's output. y = prelu(act_add(act(conv) + in[3]), in[4]). */
     hm_packed W;           /* CONV_2D and FULLY_CONNECTED weights (+ bias) */
     int has_W;
     int direct;            /* CONV_2D: 1x1 stride 1, the input is the GEMM's A */
@@ -142,7 +148,8 @@ int hm_tfl_invoke_timed(hm_tfl_state *s, hm_pool *pool, double *seconds);
 /* ---- tflite_ops.c: kernels (portable; the *_avx512 twins where it pays) ---- */
 void hm_tfl_act(float *x, size_t n, int act, int isa);
 void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1);
-int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, float *scratch, hm_pool *pool);
+int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y, float *scratch,
+                hm_pool *pool);
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool);
 void hm_tfl_depthwise(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool);
 void hm_tfl_maxpool(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool);

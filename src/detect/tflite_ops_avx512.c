@@ -95,25 +95,43 @@ static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int
 #define TILE 8
 
 /* TILE consecutive output pixels whose windows lie inside the input along
- * x: one weight load serves TILE multiply-adds. Same tap order. */
+ * x: one weight load serves TILE multiply-adds. Same tap order. The
+ * accumulators are spelled out: as an array, the compiler keeps them in
+ * memory. */
 static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int iy0, int ky0, int ky1,
                     int ix0, float *o) {
-    int KW = op->kw, sx = op->stride_w;
-    size_t step = (size_t)sx * C;
+    int KW = op->kw;
+    size_t step = (size_t)op->stride_w * C;
     for (int c = 0; c < C; c += 16) {
         __mmask16 k = tail_mask(C - c);
         __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();
-        __m512 a[TILE];
-        for (int p = 0; p < TILE; p++) a[p] = b;
+        __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
         for (int ky = ky0; ky < ky1; ky++) {
             const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;
             const float *wp = op->dw + (size_t)ky * KW * C + c;
             for (int kx = 0; kx < KW; kx++, ip += C, wp += C) {
                 __m512 w = _mm512_maskz_loadu_ps(k, wp);
-                for (int p = 0; p < TILE; p++) a[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ip + p * step), w, a[p]);
+#define DW_TAP(p, a) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ip + (p) * step), w, a)
+                DW_TAP(0, a0);
+                DW_TAP(1, a1);
+                DW_TAP(2, a2);
+                DW_TAP(3, a3);
+                DW_TAP(4, a4);
+                DW_TAP(5, a5);
+                DW_TAP(6, a6);
+                DW_TAP(7, a7);
+#undef DW_TAP
             }
         }
-        for (int p = 0; p < TILE; p++) _mm512_mask_storeu_ps(o + (size_t)p * C + c, k, act_vec(a[p], op->act));
+        int act = op->act;
+        _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));
+        _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));
+        _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));
+        _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));
+        _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));
+        _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));
+        _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));
+        _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));
     }
 }
 

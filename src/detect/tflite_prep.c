@@ -534,6 +534,78 @@ static int prep_op(hm_tfl_model *m, int oi) {
     return HM_OK;
 }
 
+/* Fuse into each CONV_2D the ADD that alone reads its output (the other
+ * operand of the same shape and computed before the CONV_2D runs) and the
+ * PRELU with a per-channel alpha that alone reads the result: the palm
+ * detector's conv -> residual add -> PRELU blocks become one pass over
+ * each chunk of rows instead of three over the whole tensor. Same
+ * arithmetic in the same order as unfused. */
+static int fuse_epilogues(hm_tfl_model *m) {
+    int *uses = calloc((size_t)m->nt + 1, sizeof *uses), *reader = malloc(((size_t)m->nt + 1) * sizeof *reader);
+    if (!uses || !reader) {
+        free(uses);
+        free(reader);
+        return hm_err(HM_E_NOMEM, "tflite: out of memory");
+    }
+    for (int oi = 0; oi < m->nops; oi++) {
+        const hm_tfl_op *op = &m->ops[oi];
+        if (op->folded) continue;
+        for (int k = 0; k < op->nin; k++)
+            if (op->in[k] >= 0) uses[op->in[k]]++, reader[op->in[k]] = oi;
+    }
+    for (int k = 0; k < m->noutputs; k++) uses[m->outputs[k]] += 2; /* kept as they are */
+    int rc = HM_OK;
+    for (int oi = 0; oi < m->nops && !rc; oi++) {
+        hm_tfl_op *op = &m->ops[oi];
+        if (op->code != HM_TFL_OP_CONV_2D || op->folded || op->nin > 3) continue;
+        int cur = op->out[0], res = -1, alpha = -1, post_act = 0;
+        const hm_tfl_shape *ys = &m->t[cur].shape;
+        if (uses[cur] == 1 && m->ops[reader[cur]].code == HM_TFL_OP_ADD && !m->ops[reader[cur]].folded) {
+            hm_tfl_op *a = &m->ops[reader[cur]];
+            int r = a->in[0] == cur ? a->in[1] : a->in[0];
+            const hm_tfl_tensor *rt = &m->t[r];
+            int ready = rt->f || rt->is_input || (rt->producer >= 0 && rt->producer < oi);
+            if (r != cur && ready && rt->shape.ndim == ys->ndim &&
+                !memcmp(rt->shape.dims, ys->dims, sizeof(int) * (size_t)ys->ndim)) {
+                res = r;
+                post_act = a->act;
+                a->fused = 1;
+                cur = a->out[0];
+            }
+        }
+        if (uses[cur] == 1 && m->ops[reader[cur]].code == HM_TFL_OP_PRELU && !m->ops[reader[cur]].folded &&
+            m->ops[reader[cur]].in[0] == cur) {
+            hm_tfl_op *p = &m->ops[reader[cur]];
+            const hm_tfl_tensor *at = &m->t[p->in[1]];
+            int C = ys->dims[ys->ndim - 1], channel = at->f && at->numel == C && at->shape.ndim <= ys->ndim;
+            for (int d = 0; channel && d < at->shape.ndim; d++)
+                channel = at->shape.dims[d] == (d == at->shape.ndim - 1 ? C : 1);
+            if (channel) {
+                alpha = p->in[1];
+                p->fused = 1;
+                cur = p->out[0];
+            }
+        }
+        if (res < 0 && alpha < 0) continue;
+        int *in = malloc(5 * sizeof *in);
+        if (!in) {
+            rc = hm_err(HM_E_NOMEM, "tflite: out of memory");
+            break;
+        }
+        for (int k = 0; k < 3; k++) in[k] = k < op->nin ? op->in[k] : -1;
+        in[3] = res;
+        in[4] = alpha;
+        free(op->in);
+        op->in = in;
+        op->nin = 5;
+        op->post_act = post_act;
+        op->out[0] = cur;
+    }
+    free(uses);
+    free(reader);
+    return rc;
+}
+
 /* Constant data only the load needed (fp16 originals, packed weights,
  * shape / axis / padding tensors): released once prepared. */
 static void drop_load_only(hm_tfl_model *m) {
@@ -541,9 +613,9 @@ static void drop_load_only(hm_tfl_model *m) {
     if (!keep) return; /* keeping them costs memory only */
     for (int r = 0; r < m->nrun; r++) {
         const hm_tfl_op *op = &m->ops[m->run[r]];
-        int packed = op->has_W;
+        int packed = op->has_W; /* the weights and bias, inputs 1 and 2, are in W */
         for (int k = 0; k < op->nin; k++)
-            if (op->in[k] >= 0 && !(packed && k > 0)) keep[op->in[k]] = 1;
+            if (op->in[k] >= 0 && !(packed && (k == 1 || k == 2))) keep[op->in[k]] = 1;
     }
     for (int k = 0; k < m->noutputs; k++) keep[m->outputs[k]] = 1;
     for (int i = 0; i < m->nt; i++) {
@@ -577,11 +649,12 @@ int hm_tfl_prepare(hm_tfl_model *m) {
         t->is_output = 1;
         t->used = 1;
     }
+    if ((rc = fuse_epilogues(m))) return rc;
     m->run = malloc(((size_t)m->nops + 1) * sizeof *m->run);
     if (!m->run) return hm_err(HM_E_NOMEM, "tflite: out of memory");
     m->nrun = 0;
     for (int oi = 0; oi < m->nops; oi++)
-        if (!m->ops[oi].folded) m->run[m->nrun++] = oi;
+        if (!m->ops[oi].folded && !m->ops[oi].fused) m->run[m->nrun++] = oi;
     drop_load_only(m);
     return HM_OK;
 }
