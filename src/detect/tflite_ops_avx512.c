@@ -135,6 +135,52 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
     }
 }
 
+/* Stride-1 tiles of the common 3x3 and 5x5 filters: each input vector of
+ * a filter row is loaded once and kept in a register for the KW taps that
+ * read it (TILE + KW - 1 loads per row instead of TILE * KW). Same
+ * arithmetic and tap order as dw_tile. */
+#define DW_FMA8(w, i)                                                                                  \
+    do {                                                                                               \
+        a0 = _mm512_fmadd_ps(v[(i) + 0], w, a0), a1 = _mm512_fmadd_ps(v[(i) + 1], w, a1);             \
+        a2 = _mm512_fmadd_ps(v[(i) + 2], w, a2), a3 = _mm512_fmadd_ps(v[(i) + 3], w, a3);             \
+        a4 = _mm512_fmadd_ps(v[(i) + 4], w, a4), a5 = _mm512_fmadd_ps(v[(i) + 5], w, a5);             \
+        a6 = _mm512_fmadd_ps(v[(i) + 6], w, a6), a7 = _mm512_fmadd_ps(v[(i) + 7], w, a7);             \
+    } while (0)
+
+#define DW_TILE_S1(KW_)                                                                                \
+    static void dw_tile_s1_k##KW_(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, \
+                                  int iy0, int ky0, int ky1, int ix0, float *o) {                      \
+        for (int c = 0; c < C; c += 16) {                                                              \
+            __mmask16 k = tail_mask(C - c);                                                            \
+            __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();        \
+            __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;                     \
+            for (int ky = ky0; ky < ky1; ky++) {                                                       \
+                const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;      \
+                const float *wp = op->dw + (size_t)ky * KW_ * C + c;                                   \
+                __m512 v[TILE + KW_ - 1];                                                              \
+                /* Unrolled, so v and the accumulators live in registers. */                            \
+                _Pragma("GCC unroll 16") for (int j = 0; j < TILE + KW_ - 1; j++)                      \
+                    v[j] = _mm512_maskz_loadu_ps(k, ip + (size_t)j * C);                               \
+                _Pragma("GCC unroll 8") for (int kx = 0; kx < KW_; kx++) {                             \
+                    __m512 w = _mm512_maskz_loadu_ps(k, wp + (size_t)kx * C);                           \
+                    DW_FMA8(w, kx);                                                                    \
+                }                                                                                      \
+            }                                                                                          \
+            int act = op->act;                                                                         \
+            _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));                                         \
+            _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));                         \
+            _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));                         \
+            _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));                         \
+            _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));                         \
+            _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));                         \
+            _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));                         \
+            _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));                         \
+        }                                                                                              \
+    }
+
+DW_TILE_S1(3)
+DW_TILE_S1(5)
+
 /* Depthwise rows [r0, r1), as hm_tfl_dw_rows: tiles where the windows are
  * inside the input along x, single pixels at the borders. */
 void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
@@ -153,7 +199,12 @@ void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const flo
         float *orow = y + (size_t)r * OW * C;
         int ox = 0;
         for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
-        for (; ox + TILE <= oxb; ox += TILE) dw_tile(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox + TILE <= oxb; ox += TILE) {
+            float *o = orow + (size_t)ox * C;
+            if (sx == 1 && KW == 5) dw_tile_s1_k5(op, x, n, H, W, C, iy0, ky0, ky1, ox - pl, o);
+            else if (sx == 1 && KW == 3) dw_tile_s1_k3(op, x, n, H, W, C, iy0, ky0, ky1, ox - pl, o);
+            else dw_tile(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, o);
+        }
         for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
     }
 }

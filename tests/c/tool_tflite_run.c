@@ -2,7 +2,7 @@
  * and for timing.
  *
  *   tool_tflite_run MODEL.tflite [--input IN.npy]... [--output OUT.npz]
- *                   [--threads N] [--bench N] [--profile] [--info]
+ *                   [--threads N] [--bench N] [--profile [--top N]] [--info]
  *
  *   --input     one per graph input, in order: float32 or float64 .npy with
  *               the input's element count (unfilled inputs are zero)
@@ -12,8 +12,8 @@
  *   --bench N   after the first invoke, N timed invokes: prints
  *               "median_ms M min_ms m" (one line)
  *   --profile   with --bench: per op its fastest time over the runs (robust
- *               on a shared machine), summed per op kind, and the ten
- *               slowest ops, with their multiply-add counts
+ *               on a shared machine), summed per op kind, and the slowest
+ *               ops (--top N of them, default 10) with their multiply-adds
  *   --info      print inputs, outputs, op count and arena size
  *
  * Errors: "tool_tflite_run: error CODE: MESSAGE" (the library's code and
@@ -32,7 +32,7 @@
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_tflite_run: %s\nusage: tool_tflite_run MODEL.tflite [--input IN.npy]... [--output OUT.npz] "
-                    "[--threads N] [--bench N] [--profile] [--info]\n", msg);
+                    "[--threads N] [--bench N] [--profile [--top N]] [--info]\n", msg);
     return 2;
 }
 
@@ -69,7 +69,7 @@ static double op_macs(const hm_tfl_model *m, const hm_tfl_op *op) {
     }
 }
 
-static void profile(const hm_tfl_model *m, const double *sec, int runs) {
+static void profile(const hm_tfl_model *m, const double *sec, int runs, int top) {
     double total = 0, macs = 0;
     for (int r = 0; r < m->nrun; r++) total += sec[r], macs += op_macs(m, &m->ops[m->run[r]]);
     printf("sum of per-op minima %.3f ms, %.3f GMAC\n", 1e3 * total / runs, macs * 1e-9);
@@ -93,7 +93,7 @@ static void profile(const hm_tfl_model *m, const double *sec, int runs) {
                 order[a] = order[b];
                 order[b] = t;
             }
-    for (int k = 0; k < 10 && k < m->nrun; k++) {
+    for (int k = 0; k < top && k < m->nrun; k++) {
         const hm_tfl_op *op = &m->ops[m->run[order[k]]];
         const hm_tfl_tensor *y = &m->t[op->out[0]];
         printf("  op %3d %-18s %7.3f ms  out ", m->run[order[k]], hm_tfl_op_name(op->code), 1e3 * sec[order[k]] / runs);
@@ -106,7 +106,7 @@ static void profile(const hm_tfl_model *m, const double *sec, int runs) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *output = NULL, *inputs[64];
-    int ninputs = 0, threads = 1, bench = 0, prof = 0, info = 0;
+    int ninputs = 0, threads = 1, bench = 0, prof = 0, info = 0, top = 10;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
         else if (!strcmp(a, "--bench") && has) bench = atoi(argv[++i]);
         else if (!strcmp(a, "--profile")) prof = 1;
+        else if (!strcmp(a, "--top") && has) top = atoi(argv[++i]);
         else if (!strcmp(a, "--info")) info = 1;
         else if (a[0] == '-') return usage("unknown option");
         else if (!model) model = a;
@@ -226,7 +227,7 @@ int main(int argc, char **argv) {
         qsort(times, (size_t)bench, sizeof *times, cmp_double);
         printf("median_ms %.3f min_ms %.3f threads %d isa %s\n", 1e3 * times[bench / 2], 1e3 * times[0], threads,
                hm_isa_name(m->isa));
-        if (prof) profile(m, sec, 1);
+        if (prof) profile(m, sec, 1, top);
     }
     rc = 0;
 out:
