@@ -46,40 +46,59 @@ void hm_tfl_act(float *x, size_t n, int act, int isa) {
 typedef struct {
     const hm_tfl_model *m;
     const hm_tfl_op *op;
-    const float *x, *res, *alpha; /* res, alpha: the fused epilogue's operands or NULL */
+    const float *x;               /* the input to im2col, or NULL when col is the input */
+    const float *res, *alpha;     /* the fused epilogue's operands or NULL */
     float *y, *col;
     int H, W, C, OH, OW, O, K, rows;
     atomic_int rc;
 } conv_job;
 
-/* im2col of output row `task` (one (n, oy)): OW rows of K = (ky, kx, c). */
-static void im2col_task(void *ctx, int task, int tid) {
-    const conv_job *j = ctx;
+/* Short copies and fills: the rows of a stem convolution's window are a
+ * few floats (3 channels x 3 or 5 taps), where a library call costs more
+ * than the copy. */
+static inline void copy_floats(float *dst, const float *src, size_t n, int isa) {
+    if (isa == HM_ISA_AVX512) hm_tfl_copy_avx512(dst, src, n);
+    else memcpy(dst, src, n * sizeof(float));
+}
+
+static inline void zero_floats(float *dst, size_t n, int isa) {
+    if (isa == HM_ISA_AVX512) hm_tfl_copy_avx512(dst, NULL, n);
+    else memset(dst, 0, n * sizeof(float));
+}
+
+/* im2col of GEMM rows [r0, r1) (row = one output pixel (n, oy, ox)): K
+ * values each, in (ky, kx, c) order, zeros where the window leaves the
+ * input. */
+static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
     const hm_tfl_op *op = j->op;
-    int n = task / j->OH, oy = task % j->OH;
-    size_t C = (size_t)j->C;
-    for (int ox = 0; ox < j->OW; ox++) {
-        float *dst = j->col + ((size_t)task * j->OW + ox) * j->K;
+    size_t C = (size_t)j->C, seg = (size_t)op->kw * C;
+    int isa = j->m->isa;
+    int ox = r0 % j->OW, oy = r0 / j->OW % j->OH, n = r0 / j->OW / j->OH;
+    for (int r = r0; r < r1; r++) {
         int ix0 = ox * op->stride_w - op->pad_left;
         int inside_x = ix0 >= 0 && ix0 + op->kw <= j->W;
         for (int ky = 0; ky < op->kh; ky++) {
             int iy = oy * op->stride_h - op->pad_top + ky;
             if (iy < 0 || iy >= j->H) {
-                memset(dst, 0, (size_t)op->kw * C * sizeof(float));
-                dst += (size_t)op->kw * C;
+                zero_floats(dst, seg, isa);
+                dst += seg;
                 continue;
             }
             const float *src = j->x + ((size_t)n * j->H + iy) * j->W * C;
             if (inside_x) { /* the window's row is contiguous in NHWC */
-                memcpy(dst, src + (size_t)ix0 * C, (size_t)op->kw * C * sizeof(float));
-                dst += (size_t)op->kw * C;
+                copy_floats(dst, src + (size_t)ix0 * C, seg, isa);
+                dst += seg;
                 continue;
             }
             for (int kx = 0; kx < op->kw; kx++, dst += C) {
                 int ix = ix0 + kx;
-                if (ix < 0 || ix >= j->W) memset(dst, 0, C * sizeof(float));
-                else memcpy(dst, src + (size_t)ix * C, C * sizeof(float));
+                if (ix < 0 || ix >= j->W) zero_floats(dst, C, isa);
+                else copy_floats(dst, src + (size_t)ix * C, C, isa);
             }
+        }
+        if (++ox == j->OW) {
+            ox = 0;
+            if (++oy == j->OH) oy = 0, n++;
         }
     }
 }
@@ -111,27 +130,46 @@ static void epilogue(const conv_job *j, size_t r0, size_t n, int N) {
     }
 }
 
+static void im2col_task(void *ctx, int task, int tid) {
+    const conv_job *j = ctx;
+    int r0 = task * CHUNK_ROWS, r1 = r0 + CHUNK_ROWS < j->rows ? r0 + CHUNK_ROWS : j->rows;
+    im2col_rows(j, r0, r1, j->col + (size_t)r0 * j->K);
+}
+
+/* One chunk of rows: (im2col,) GEMM, epilogue, all while the chunk is in
+ * cache. */
 static void gemm_chunk_task(void *ctx, int task, int tid) {
     conv_job *j = ctx;
     int r0 = task * CHUNK_ROWS, m = j->rows - r0 < CHUNK_ROWS ? j->rows - r0 : CHUNK_ROWS;
     const float *A = j->col + (size_t)r0 * j->K;
+    if (j->x) {
+        /* Each thread reuses one chunk of the scratch, which stays in its
+         * cache: there are at least 4 chunks per thread on this path, so
+         * chunk `tid` exists. */
+        float *col = j->col + (size_t)tid * CHUNK_ROWS * j->K;
+        im2col_rows(j, r0, r0 + m, col);
+        A = col;
+    }
     int rc = tfl_gemm(NULL, m, A, j->K, &j->op->W, j->y + (size_t)r0 * j->O, j->O);
     if (rc) atomic_store(&j->rc, rc); /* every failing task fails the same way */
     else epilogue(j, (size_t)r0, (size_t)m, j->O);
 }
 
-/* j->y[rows, O] = A[rows, K] . W^T + b, then the epilogue, per chunk when
- * the pool splits the rows. */
-static int gemm_epilogue(conv_job *j, const float *A, hm_pool *pool) {
+/* j->y[rows, O] = A[rows, K] . W^T + b, then the epilogue. A is j->col:
+ * the input itself, or (j->x set) the im2col scratch, filled here. Many
+ * rows: one chunk per task (in order on one thread). Few: the GEMM's own
+ * split over output panels. */
+static int gemm_epilogue(conv_job *j, hm_pool *pool) {
+    int nchunks = (j->rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     /* Under about a million multiply-adds, waking the pool costs more than
      * the second thread saves. */
     if ((int64_t)j->rows * j->K * j->O < (1 << 20)) pool = NULL;
-    j->col = (float *)A;
-    if (j->rows >= 4 * CHUNK_ROWS && hm_pool_size(pool) > 1) {
-        hm_pool_run(pool, gemm_chunk_task, j, (j->rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+    if (nchunks >= 4 * hm_pool_size(pool)) {
+        hm_pool_run(pool, gemm_chunk_task, j, nchunks);
         return atomic_load(&j->rc);
     }
-    int rc = tfl_gemm(pool, j->rows, A, j->K, &j->op->W, j->y, j->O);
+    if (j->x) hm_pool_run(pool, im2col_task, j, nchunks);
+    int rc = tfl_gemm(pool, j->rows, j->col, j->K, &j->op->W, j->y, j->O);
     if (!rc) epilogue(j, 0, (size_t)j->rows, j->O);
     return rc;
 }
@@ -145,15 +183,17 @@ int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *
     if (op->nin > 4) j.alpha = in[4];
     j.K = op->kh * op->kw * j.C;
     j.rows = ys->dims[0] * j.OH * j.OW;
-    if (op->direct) return gemm_epilogue(&j, in[0], pool);
-    hm_pool_run(pool, im2col_task, &j, ys->dims[0] * j.OH);
-    return gemm_epilogue(&j, scratch, pool);
+    if (op->direct) {
+        j.col = (float *)in[0];
+        j.x = NULL;
+    }
+    return gemm_epilogue(&j, pool);
 }
 
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
-    conv_job j = {.m = m, .op = op, .y = y, .K = op->W.K, .O = op->W.N};
+    conv_job j = {.m = m, .op = op, .y = y, .col = (float *)x, .K = op->W.K, .O = op->W.N};
     j.rows = (int)(m->t[op->in[0]].numel / j.K);
-    return gemm_epilogue(&j, x, pool);
+    return gemm_epilogue(&j, pool);
 }
 
 /* ---- depthwise ---------------------------------------------------------- */

@@ -42,11 +42,15 @@ static void maxpool_task(void *ctx, int r, int tid) {
         if (x0 < 0) x0 = 0;
         if (x1 > W) x1 = W;
         float *o = j->y + ((size_t)r * OW + ox) * C;
-        for (int c = 0; c < C; c++) o[c] = -FLT_MAX;
+        /* The window is never empty (SAME padding is at most half the
+         * filter): start from its first element. */
+        memcpy(o, j->x + (((size_t)n * H + y0) * W + x0) * C, (size_t)C * sizeof(float));
         for (int iy = y0; iy < y1; iy++)
-            for (int ix = x0; ix < x1; ix++) {
+            for (int ix = iy == y0 ? x0 + 1 : x0; ix < x1; ix++) {
                 const float *in = j->x + (((size_t)n * H + iy) * W + ix) * C;
-                for (int c = 0; c < C; c++) o[c] = in[c] > o[c] ? in[c] : o[c];
+                if (j->m->isa == HM_ISA_AVX512) hm_tfl_max_avx512(o, in, (size_t)C);
+                else
+                    for (int c = 0; c < C; c++) o[c] = in[c] > o[c] ? in[c] : o[c];
             }
         hm_tfl_act(o, (size_t)C, op->act, j->m->isa);
     }

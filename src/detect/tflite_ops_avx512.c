@@ -42,6 +42,26 @@ void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int a
     }
 }
 
+/* dst[0, n) = src[0, n), or zeros when src is NULL. */
+void hm_tfl_copy_avx512(float *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, src ? _mm512_loadu_ps(src + i) : _mm512_setzero_ps());
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(dst + i, k, src ? _mm512_maskz_loadu_ps(k, src + i) : _mm512_setzero_ps());
+    }
+}
+
+/* o = max(o, x) over n floats. */
+void hm_tfl_max_avx512(float *o, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), _mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(o + i, k, _mm512_max_ps(_mm512_maskz_loadu_ps(k, o + i), _mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
 /* rows x c: y = x >= 0 ? x : x * alpha[c] (alpha repeats every row). */
 void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c) {
     const __m512 zero = _mm512_setzero_ps();
