@@ -120,6 +120,9 @@ conv_case("conv_no_bias_batch2", (2, 6, 5, 3), 4, 3, 1, "SAME", bias="no")
 conv_case("conv_2x3_strides_1x2_bias_omitted", (1, 6, 6, 3), 4, (2, 3), (1, 2), "SAME", bias="omitted")
 conv_case("conv_3x3_chunked", (1, 32, 30, 17), 40, 3, 1, "SAME", "RELU")
 conv_case("conv_1x1_chunked_fp16", (1, 30, 30, 16), 24, 1, 1, "SAME", fp16=True)
+# >= 8 chunks of 192 rows: the chunked im2col path on 2 threads too.
+conv_case("conv_3x3_chunked_two_threads", (1, 40, 41, 5), 20, 3, 1, "SAME", "RELU6", scale=4.0)
+conv_case("conv_1x1_s2_chunked", (2, 70, 50, 7), 9, 1, 2, "VALID")
 conv_case("conv_3x3_s2_same_odd", (1, 7, 9, 2), 3, 3, 2, "SAME", "RELU6", scale=5.0)
 
 # ---- DEPTHWISE_CONV_2D -------------------------------------------------------
