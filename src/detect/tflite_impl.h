@@ -126,6 +126,12 @@ struct hm_tfl_state {
 int hm_tfl_read(const uint8_t *buf, size_t len, hm_tfl_model *m);
 const char *hm_tfl_op_name(int code);
 
+/* ---- tflite_shapes.c ---- */
+/* Check op oi against its inputs and options; its output shape in *os. */
+int hm_tfl_op_shape(hm_tfl_model *m, int oi, hm_tfl_shape *os);
+/* "[d0,d1,...]" into buf. */
+void hm_tfl_shape_str(const hm_tfl_shape *s, char *buf, size_t n);
+
 /* ---- tflite_prep.c ---- */
 /* Check every op against its inputs, infer and verify shapes, fold
  * constants (fp16 DEQUANTIZE first), pack weights, build m->run. */
