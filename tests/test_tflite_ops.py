@@ -358,6 +358,8 @@ fc_case("fc_bias", (1, 37), 13)
 fc_case("fc_flatten_no_bias_relu", (3, 2, 10), 9, "RELU", bias=False)
 fc_case("fc_keep_num_dims", (2, 3, 10), 7, keep=True)
 fc_case("fc_landmark_like_fp16", (1, 1152), 63, fp16=True)
+# fp16 weights of more than 4 M elements: DEQUANTIZE is folded whatever its size.
+fc_case("fc_large_fp16_weights", (1, 2000), 2100, fp16=True)
 
 
 @case("logistic_wide_range")

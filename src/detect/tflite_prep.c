@@ -86,10 +86,12 @@ static int prep_op(hm_tfl_model *m, int oi) {
     int all_const = 1;
     for (int k = 0; k < op->nin; k++)
         if (op->in[k] >= 0 && !m->t[op->in[k]].f && m->t[op->in[k]].type != HM_TFL_INT32) all_const = 0;
-    /* Folding is skipped for outputs far larger than the inputs could
-     * justify (broadcasts, pads, resizes of constants): those run at invoke
-     * within the arena limit instead of growing the model. */
-    if (all_const && y->numel <= HM_TFL_MAX_FOLD) return fold(m, oi);
+    /* Folding is skipped for outputs that can be far larger than their
+     * inputs (broadcasts, pads, resizes of constants): those run at invoke
+     * within the arena limit instead of growing the model. DEQUANTIZE and
+     * RESHAPE keep the size, and weights must be constants: always folded. */
+    int same_size = op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE;
+    if (all_const && (y->numel <= HM_TFL_MAX_FOLD || same_size)) return fold(m, oi);
     return HM_OK;
 }
 
