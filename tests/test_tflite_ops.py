@@ -158,6 +158,9 @@ dw_case("dw_5x5_s1_same_no_bias_batch2_wide", (2, 7, 37, 20), 5, 1, "SAME", bias
 dw_case("dw_3x3_s2_same_relu_n1_wide", (1, 6, 40, 16), 3, 2, "SAME", "RELU_N1_TO_1", fp16=True, scale=3.0)
 dw_case("dw_5x5_whole_input", (1, 5, 5, 3), 5, 1, "VALID")
 dw_case("dw_5x5_s1_same_palm_like", (1, 24, 24, 128), 5, 1, "SAME")
+# Few rows, many channels: tasks split the channels too.
+dw_case("dw_5x5_small_map_many_channels_relu6", (1, 7, 7, 200), 5, 1, "SAME", "RELU6", scale=4.0)
+dw_case("dw_3x3_s2_small_map_batch2", (2, 6, 9, 136), 3, 2, "SAME", fp16=True)
 
 # ---- MAX_POOL_2D -------------------------------------------------------------
 

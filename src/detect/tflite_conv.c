@@ -203,49 +203,63 @@ typedef struct {
     const hm_tfl_op *op;
     const float *x;
     float *y;
-    int rows, per_task;
+    int rows, per_task;   /* output rows (n, oy), rows per task */
+    int C, cchunk, nc;    /* channels, channels per task, channel chunks */
 } dw_job;
 
-/* Output rows [r0, r1) (row = one (n, oy)): bias, then the taps in (ky, kx)
- * order, accumulated in the output row itself. */
-void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
+/* Output rows [r0, r1) (row = one (n, oy)), channels [c0, c1): bias, then
+ * the taps in (ky, kx) order, accumulated in the output itself. */
+void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0, int c1) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
     int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
+    size_t nc = (size_t)(c1 - c0);
     for (int r = r0; r < r1; r++) {
         int n = r / OH, oy = r % OH;
         for (int ox = 0; ox < OW; ox++) {
-            float *o = y + ((size_t)r * OW + ox) * C;
-            if (op->bias) memcpy(o, op->bias, (size_t)C * sizeof(float));
-            else memset(o, 0, (size_t)C * sizeof(float));
+            float *o = y + ((size_t)r * OW + ox) * C + c0;
+            if (op->bias) memcpy(o, op->bias + c0, nc * sizeof(float));
+            else memset(o, 0, nc * sizeof(float));
             for (int ky = 0; ky < op->kh; ky++) {
                 int iy = oy * op->stride_h - op->pad_top + ky;
                 if (iy < 0 || iy >= H) continue;
                 for (int kx = 0; kx < op->kw; kx++) {
                     int ix = ox * op->stride_w - op->pad_left + kx;
                     if (ix < 0 || ix >= W) continue;
-                    const float *in = x + (((size_t)n * H + iy) * W + ix) * C;
-                    const float *w = op->dw + ((size_t)ky * op->kw + kx) * C;
-                    for (int c = 0; c < C; c++) o[c] += in[c] * w[c];
+                    const float *in = x + (((size_t)n * H + iy) * W + ix) * C + c0;
+                    const float *w = op->dw + ((size_t)ky * op->kw + kx) * C + c0;
+                    for (size_t c = 0; c < nc; c++) o[c] += in[c] * w[c];
                 }
             }
-            hm_tfl_act(o, (size_t)C, op->act, HM_ISA_SCALAR);
+            hm_tfl_act(o, nc, op->act, HM_ISA_SCALAR);
         }
     }
 }
 
 static void dw_task(void *ctx, int task, int tid) {
     const dw_job *j = ctx;
-    int r0 = task * j->per_task, r1 = r0 + j->per_task < j->rows ? r0 + j->per_task : j->rows;
-    if (j->m->isa == HM_ISA_AVX512) hm_tfl_dw_rows_avx512(j->m, j->op, j->x, j->y, r0, r1);
-    else hm_tfl_dw_rows(j->m, j->op, j->x, j->y, r0, r1);
+    int rt = task / j->nc, ct = task % j->nc;
+    int r0 = rt * j->per_task, r1 = r0 + j->per_task < j->rows ? r0 + j->per_task : j->rows;
+    int c0 = ct * j->cchunk, c1 = c0 + j->cchunk < j->C ? c0 + j->cchunk : j->C;
+    if (j->m->isa == HM_ISA_AVX512) hm_tfl_dw_rows_avx512(j->m, j->op, j->x, j->y, r0, r1, c0, c1);
+    else hm_tfl_dw_rows(j->m, j->op, j->x, j->y, r0, r1, c0, c1);
 }
 
 void hm_tfl_depthwise(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     const hm_tfl_shape *ys = &m->t[op->out[0]].shape;
-    dw_job j = {.m = m, .op = op, .x = x, .y = y, .rows = ys->dims[0] * ys->dims[1]};
+    dw_job j = {.m = m, .op = op, .x = x, .y = y, .rows = ys->dims[0] * ys->dims[1], .C = ys->dims[3]};
     /* About 64 K multiply-adds per task: enough to hide the hand-out cost. */
     int64_t per_row = (int64_t)ys->dims[2] * ys->dims[3] * op->kh * op->kw;
     j.per_task = (int)(65536 / (per_row ? per_row : 1));
     if (j.per_task < 1) j.per_task = 1;
-    hm_pool_run(pool, dw_task, &j, (j.rows + j.per_task - 1) / j.per_task);
+    /* Few rows of many channels (the landmark model's 7x7 and 14x14 maps):
+     * split the channels too, in multiples of 64, so the threads balance. */
+    int nrt = (j.rows + j.per_task - 1) / j.per_task;
+    j.cchunk = j.C;
+    if (nrt < 16 && j.C >= 128) {
+        int want = (16 + nrt - 1) / nrt;
+        j.cchunk = (j.C / want + 63) / 64 * 64;
+        if (j.cchunk < 64) j.cchunk = 64;
+    }
+    j.nc = (j.C + j.cchunk - 1) / j.cchunk;
+    hm_pool_run(pool, dw_task, &j, nrt * j.nc);
 }

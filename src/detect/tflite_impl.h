@@ -153,7 +153,7 @@ int hm_tfl_invoke_timed(hm_tfl_state *s, hm_pool *pool, double *seconds);
 
 /* ---- tflite_ops.c: kernels (portable; the *_avx512 twins where it pays) ---- */
 void hm_tfl_act(float *x, size_t n, int act, int isa);
-void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1);
+void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0, int c1);
 int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y, float *scratch,
                 hm_pool *pool);
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool);
@@ -167,7 +167,8 @@ void hm_tfl_mean(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, flo
 void hm_tfl_logistic(const float *x, float *y, size_t n);
 
 /* Per-ISA twins (tflite_ops_avx512.c); same results to float rounding. */
-void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1);
+void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
+                           int c1);
 void hm_tfl_act_avx512(float *x, size_t n, int act);
 void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act);
 void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c);

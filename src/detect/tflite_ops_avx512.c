@@ -80,13 +80,13 @@ void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t ro
  * accumulators (independent FMA chains), the taps in (ky, kx) order,
  * clipped to the input (addresses are formed only for taps inside it).
  * img: the image index; iy0 / ix0: the window's top-left input position. */
-static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int iy0, int ky0, int ky1,
-                     int ix0, float *o) {
+static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+                     int ky0, int ky1, int ix0, float *o) {
     int KW = op->kw;
     int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
-    for (int c = 0; c < C; c += 64) {
-        __mmask16 k0 = tail_mask(C - c), k1 = tail_mask(C - c - 16 > 0 ? C - c - 16 : 0),
-                  k2 = tail_mask(C - c - 32 > 0 ? C - c - 32 : 0), k3 = tail_mask(C - c - 48 > 0 ? C - c - 48 : 0);
+    for (int c = c0; c < c1; c += 64) {
+        __mmask16 k0 = tail_mask(c1 - c), k1 = tail_mask(c1 - c - 16 > 0 ? c1 - c - 16 : 0),
+                  k2 = tail_mask(c1 - c - 32 > 0 ? c1 - c - 32 : 0), k3 = tail_mask(c1 - c - 48 > 0 ? c1 - c - 48 : 0);
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         if (op->bias) {
             a0 = _mm512_maskz_loadu_ps(k0, op->bias + c);
@@ -118,12 +118,12 @@ static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int
  * x: one weight load serves TILE multiply-adds. Same tap order. The
  * accumulators are spelled out: as an array, the compiler keeps them in
  * memory. */
-static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int iy0, int ky0, int ky1,
-                    int ix0, float *o) {
+static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+                    int ky0, int ky1, int ix0, float *o) {
     int KW = op->kw;
     size_t step = (size_t)op->stride_w * C;
-    for (int c = 0; c < C; c += 16) {
-        __mmask16 k = tail_mask(C - c);
+    for (int c = c0; c < c1; c += 16) {
+        __mmask16 k = tail_mask(c1 - c);
         __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();
         __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
         for (int ky = ky0; ky < ky1; ky++) {
@@ -169,9 +169,9 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
 
 #define DW_TILE_S1(KW_)                                                                                \
     static void dw_tile_s1_k##KW_(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, \
-                                  int iy0, int ky0, int ky1, int ix0, float *o) {                      \
-        for (int c = 0; c < C; c += 16) {                                                              \
-            __mmask16 k = tail_mask(C - c);                                                            \
+                                  int c0, int c1, int iy0, int ky0, int ky1, int ix0, float *o) {      \
+        for (int c = c0; c < c1; c += 16) {                                                            \
+            __mmask16 k = tail_mask(c1 - c);                                                           \
             __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();        \
             __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;                     \
             for (int ky = ky0; ky < ky1; ky++) {                                                       \
@@ -201,9 +201,10 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
 DW_TILE_S1(3)
 DW_TILE_S1(5)
 
-/* Depthwise rows [r0, r1), as hm_tfl_dw_rows: tiles where the windows are
+/* Depthwise rows [r0, r1), channels [c0, c1), as hm_tfl_dw_rows: tiles where the windows are
  * inside the input along x, single pixels at the borders. */
-void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1) {
+void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
+                           int c1) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
     int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
     int KH = op->kh, KW = op->kw, sx = op->stride_w, pl = op->pad_left;
@@ -218,13 +219,13 @@ void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const flo
         int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
         float *orow = y + (size_t)r * OW * C;
         int ox = 0;
-        for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
         for (; ox + TILE <= oxb; ox += TILE) {
             float *o = orow + (size_t)ox * C;
-            if (sx == 1 && KW == 5) dw_tile_s1_k5(op, x, n, H, W, C, iy0, ky0, ky1, ox - pl, o);
-            else if (sx == 1 && KW == 3) dw_tile_s1_k3(op, x, n, H, W, C, iy0, ky0, ky1, ox - pl, o);
-            else dw_tile(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, o);
+            if (sx == 1 && KW == 5) dw_tile_s1_k5(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
+            else if (sx == 1 && KW == 3) dw_tile_s1_k3(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
+            else dw_tile(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, o);
         }
-        for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
     }
 }
