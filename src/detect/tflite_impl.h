@@ -61,7 +61,6 @@ typedef struct {
     /* Graph roles and the plan. */
     int producer;          /* op index, or -1 */
     int is_input, is_output;
-    int used;              /* read by some op or a graph output */
     int alias;             /* RESHAPE output: the tensor whose storage it shares; -1 */
     int first, last;       /* liveness in run order: -1 = before the first op, nrun = after the last */
     size_t off;            /* arena offset in floats */

@@ -60,7 +60,6 @@ static int prep_op(hm_tfl_model *m, int oi) {
         if (!is_const(t) && !t->is_input && t->producer < 0)
             return hm_err(HM_E_FORMAT, "tflite: op %d (%s): input %d ('%s') is not computed before it is read", oi,
                           OPNAME(op), k, t->name);
-        t->used = 1;
     }
     if (op->nout < 1) return hm_err(HM_E_FORMAT, "tflite: op %d (%s): no outputs", oi, OPNAME(op));
     hm_tfl_shape os = {0, {0}};
@@ -208,7 +207,6 @@ int hm_tfl_prepare(hm_tfl_model *m) {
         if (!t->f && !t->is_input && t->producer < 0)
             return hm_err(HM_E_FORMAT, "tflite: graph output '%s' is never computed", t->name);
         t->is_output = 1;
-        t->used = 1;
     }
     if ((rc = fuse_epilogues(m))) return rc;
     m->run = malloc(((size_t)m->nops + 1) * sizeof *m->run);
