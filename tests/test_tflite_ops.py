@@ -3,7 +3,7 @@ models (tests/tflite_fb.py writes them), checked against a float64 numpy
 reference and against the real TFLite runtime (tests/detect/tflite_ref.js).
 
 Bound: max |C - reference| <= 1e-5 * max |reference| for every output, for
-both references, on the active ISA and on the portable scalar path, and the
+both references, on the active ISA, the portable scalar path and AVX2, and the
 result is the same with 1 and 2 threads. The shapes are odd on purpose:
 channel counts not multiples of 16, odd spatial sizes, SAME and VALID
 padding, strides 1 and 2, each fused activation the models use and the
@@ -583,8 +583,9 @@ def test_op(name, tool, ref_runtime):
         for i, (g, r, want) in enumerate(zip(got, rt, refs)):
             check(r, want, "%s output %d: TFLite runtime vs numpy" % (name, i))
             check(g, r.astype(np.float64), "%s output %d: C vs TFLite runtime" % (name, i))
-    for i, g in enumerate(tr.run_c(tool, model, inputs, isa="scalar")):
-        check(g, refs[i], "%s output %d: C (scalar ISA) vs numpy" % (name, i))
+    for isa in tr.other_isas():
+        for i, g in enumerate(tr.run_c(tool, model, inputs, isa=isa)):
+            check(g, refs[i], "%s output %d: C (%s ISA) vs numpy" % (name, i, isa))
     for i, g in enumerate(tr.run_c(tool, model, inputs, threads=2)):
         assert np.array_equal(g, got[i]), "%s output %d: 2 threads differ from 1" % (name, i)
     if CASES[name].expect_runs is not None:

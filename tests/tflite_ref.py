@@ -21,6 +21,17 @@ REF_RUNTIME = TESTS / "detect" / "node_modules" / "@tensorflow" / "tfjs-tflite" 
 INSTALL_HINT = "cd tests/detect && npm install --ignore-scripts --legacy-peer-deps"
 
 
+def other_isas():
+    """The ISAs besides the native one to run the C executor on: the
+    portable scalar path always, AVX2 where the CPU has it."""
+    flags = ""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        pass
+    return ["scalar"] + (["avx2"] if " avx2" in flags and " fma" in flags else [])
+
+
 def ref_runtime_problem():
     """Why the reference runtime cannot run here, or None."""
     if not shutil.which("node"):
