@@ -11,6 +11,7 @@
 /* Largest file read (the MediaPipe models are 2-6 MB). */
 #define HM_TFL_MAX_FILE ((size_t)1 << 30)
 
+/* Also frees a partly read model (the loader's error path). NULL is fine. */
 void hm_tfl_free(hm_tfl_model *m) {
     if (!m) return;
     for (int i = 0; i < m->nt; i++) {
@@ -31,6 +32,7 @@ void hm_tfl_free(hm_tfl_model *m) {
     free(m);
 }
 
+/* On error, the code is returned, *out is NULL and nothing leaks. */
 int hm_tfl_load_mem(const void *buf, size_t len, hm_tfl_model **out) {
     if (!out) return hm_err(HM_E_ARG, "hm_tfl_load_mem: NULL output");
     *out = NULL;
@@ -48,6 +50,7 @@ int hm_tfl_load_mem(const void *buf, size_t len, hm_tfl_model **out) {
     return HM_OK;
 }
 
+/* The file is read whole, then parsed as hm_tfl_load_mem. */
 int hm_tfl_load(const char *path, hm_tfl_model **out) {
     if (!path || !out) return hm_err(HM_E_ARG, "hm_tfl_load: NULL argument");
     *out = NULL;
@@ -80,6 +83,7 @@ int hm_tfl_load(const char *path, hm_tfl_model **out) {
     return rc;
 }
 
+/* Accessors: 0 / NULL / HM_E_ARG for a NULL model or an index out of range. */
 int hm_tfl_n_inputs(const hm_tfl_model *m) { return m ? m->ninputs : 0; }
 int hm_tfl_n_outputs(const hm_tfl_model *m) { return m ? m->noutputs : 0; }
 

@@ -28,6 +28,7 @@ static int tfl_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_pack
     return HM_OK;
 }
 
+/* The fused activation in place (NONE: nothing). */
 void hm_tfl_act(float *x, size_t n, int act, int isa) {
     if (act == HM_TFL_ACT_NONE) return;
     if (isa == HM_ISA_AVX512) {
@@ -174,6 +175,8 @@ static int gemm_epilogue(conv_job *j, hm_pool *pool) {
     return rc;
 }
 
+/* in: the op's input pointers (x, -, -, residual or NULL, alpha or NULL);
+ * scratch: op->scratch floats. Returns the GEMM's status. */
 int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y, float *scratch,
                 hm_pool *pool) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
@@ -190,6 +193,7 @@ int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *
     return gemm_epilogue(&j, pool);
 }
 
+/* x viewed as [numel / K, K]; returns the GEMM's status. */
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     conv_job j = {.m = m, .op = op, .y = y, .col = (float *)x, .K = op->W.K, .O = op->W.N};
     j.rows = (int)(m->t[op->in[0]].numel / j.K);
@@ -244,6 +248,7 @@ static void dw_task(void *ctx, int task, int tid) {
     else hm_tfl_dw_rows(j->m, j->op, j->x, j->y, r0, r1, c0, c1);
 }
 
+/* Tasks of about 64 K multiply-adds over the output rows (and channels). */
 void hm_tfl_depthwise(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     const hm_tfl_shape *ys = &m->t[op->out[0]].shape;
     dw_job j = {.m = m, .op = op, .x = x, .y = y, .rows = ys->dims[0] * ys->dims[1], .C = ys->dims[3]};

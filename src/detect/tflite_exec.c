@@ -12,6 +12,8 @@
 #include "core/util.h"
 #include "detect/tflite_impl.h"
 
+/* See tflite_impl.h. Only the GEMM can fail at run time; its code is
+ * returned and the output is then undefined. */
 int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *const *out,
                   float *scratch, hm_pool *pool) {
     float *y = out[0];
@@ -33,7 +35,7 @@ int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const
         /* A RESHAPE output shares its input's storage; otherwise a copy. */
         if (y != in[0]) memmove(y, in[0], n * sizeof(float));
         return HM_OK;
-    default: return hm_err(HM_E_UNSUPPORTED, "tflite: op %s cannot run", hm_tfl_op_name(op->code));
+    default: return hm_err(HM_E_UNSUPPORTED, "tflite: builtin op %d cannot run", op->code);
     }
 }
 
@@ -53,6 +55,8 @@ static float *tensor_ptr(const hm_tfl_model *m, float *arena, int t) {
     return arena + m->t[t].off;
 }
 
+/* On error, HM_E_ARG / HM_E_NOMEM is returned, *out is NULL and nothing
+ * is kept. */
 int hm_tfl_state_new(const hm_tfl_model *m, hm_tfl_state **out) {
     if (!m || !out) return hm_err(HM_E_ARG, "hm_tfl_state_new: NULL argument");
     *out = NULL;
@@ -94,6 +98,7 @@ int hm_tfl_state_new(const hm_tfl_model *m, hm_tfl_state **out) {
     return HM_OK;
 }
 
+/* NULL is fine. */
 void hm_tfl_state_free(hm_tfl_state *st) {
     if (!st) return;
     struct hm_tfl_state_priv *s = (struct hm_tfl_state_priv *)st;
@@ -103,6 +108,7 @@ void hm_tfl_state_free(hm_tfl_state *st) {
     free(s);
 }
 
+/* NULL for a NULL state or an index out of range. */
 float *hm_tfl_input(hm_tfl_state *s, int i) {
     if (!s || i < 0 || i >= s->m->ninputs) return NULL;
     return tensor_ptr(s->m, s->arena, s->m->inputs[i]);
@@ -119,6 +125,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Stops at the first failing op and returns its code (outputs undefined). */
 int hm_tfl_invoke_timed(hm_tfl_state *st, hm_pool *pool, double *seconds) {
     if (!st) return hm_err(HM_E_ARG, "hm_tfl_invoke: NULL state");
     struct hm_tfl_state_priv *s = (struct hm_tfl_state_priv *)st;

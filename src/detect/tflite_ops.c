@@ -56,6 +56,7 @@ static void maxpool_task(void *ctx, int r, int tid) {
     }
 }
 
+/* One task per output row. */
 void hm_tfl_maxpool(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     row_job j = {m, op, x, y};
     const hm_tfl_shape *ys = out_shape(m, op);
@@ -129,6 +130,7 @@ static void bcast_strides(const bin_job *j, const hm_tfl_shape *s, size_t *st) {
     }
 }
 
+/* ADD (with its activation) or PRELU of a and b broadcast to y's shape. */
 void hm_tfl_binary(const hm_tfl_model *m, const hm_tfl_op *op, const float *a, const float *b, float *y, hm_pool *pool) {
     const hm_tfl_shape *as = in_shape(m, op, 0), *bs = in_shape(m, op, 1), *ys = out_shape(m, op);
     bin_job j = {.m = m, .op = op, .a = a, .b = b, .y = y};
@@ -158,6 +160,7 @@ void hm_tfl_binary(const hm_tfl_model *m, const hm_tfl_op *op, const float *a, c
 
 /* ---- PAD ---------------------------------------------------------------- */
 
+/* Zeros, then each input row (last axis) copied to its padded place. */
 void hm_tfl_pad(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y) {
     const hm_tfl_shape *xs = in_shape(m, op, 0), *ys = out_shape(m, op);
     int r = xs->ndim;
@@ -221,6 +224,7 @@ static void resize_task(void *ctx, int r, int tid) {
     }
 }
 
+/* One task per output row. */
 void hm_tfl_resize(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     row_job j = {m, op, x, y};
     const hm_tfl_shape *ys = out_shape(m, op);
@@ -229,6 +233,7 @@ void hm_tfl_resize(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, f
 
 /* ---- CONCATENATION -------------------------------------------------------- */
 
+/* in: the op's nin input pointers, in order along op->axis. */
 void hm_tfl_concat(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y) {
     const hm_tfl_shape *ys = out_shape(m, op);
     size_t outer = 1, inner = 1;
@@ -246,6 +251,7 @@ void hm_tfl_concat(const hm_tfl_model *m, const hm_tfl_op *op, const float *cons
 
 /* ---- MEAN ----------------------------------------------------------------- */
 
+/* Float sums in input order, divided by the count (as TFLite's kernel). */
 void hm_tfl_mean(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y) {
     const hm_tfl_shape *xs = in_shape(m, op, 0);
     int r = xs->ndim;

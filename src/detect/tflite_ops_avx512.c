@@ -21,6 +21,7 @@ static inline __m512 act_vec(__m512 v, int act) {
     }
 }
 
+/* hm_tfl_act in place. */
 void hm_tfl_act_avx512(float *x, size_t n, int act) {
     if (act == HM_TFL_ACT_NONE) return;
     size_t i = 0;
@@ -31,6 +32,7 @@ void hm_tfl_act_avx512(float *x, size_t n, int act) {
     }
 }
 
+/* y = act(a + b) over n floats; y may be a or b. */
 void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16)

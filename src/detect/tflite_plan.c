@@ -36,6 +36,8 @@ static int by_size(const void *a, const void *b) {
     return x->first - y->first;
 }
 
+/* See tflite_impl.h. On error (HM_E_NOMEM, or HM_E_UNSUPPORTED past the
+ * arena limit) the offsets are meaningless and the model is freed. */
 int hm_tfl_plan(hm_tfl_model *m) {
     for (int i = 0; i < m->nt; i++) {
         m->t[i].first = m->nrun + 1;

@@ -50,6 +50,8 @@ static int fold(hm_tfl_model *m, int oi) {
     return rc;
 }
 
+/* Op oi, in file order: its inputs exist, its output is new and has the
+ * shape the op computes; folded when its inputs are all constant. */
 static int prep_op(hm_tfl_model *m, int oi) {
     hm_tfl_op *op = &m->ops[oi];
     /* Inputs first, outputs after: an op can never read what it writes. */
@@ -189,6 +191,7 @@ static void drop_load_only(hm_tfl_model *m) {
     free(keep);
 }
 
+/* See tflite_impl.h; on error the model is only fit for hm_tfl_free. */
 int hm_tfl_prepare(hm_tfl_model *m) {
     int rc;
     for (int k = 0; k < m->ninputs; k++) {

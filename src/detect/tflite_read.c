@@ -152,6 +152,9 @@ static int buffer_bytes(const reader *r, uint32_t bi, const uint8_t **data, size
     return HM_OK;
 }
 
+/* Tensor i: name, shape, type, and its constant data decoded (fp16 to
+ * fp32). On error the code is returned; what t already owns is freed with
+ * the model. */
 static int read_tensor(const reader *r, const hm_fb_vec *tv, int i, hm_tfl_tensor *t) {
     const hm_fb *f = &r->f;
     char what[80];
@@ -248,6 +251,8 @@ static int read_indices(const reader *r, const hm_fb_table *tt, int id, int nt, 
     return HM_OK;
 }
 
+/* The fields of options table ot (union member otype) into op; unset fields
+ * take the schema's defaults. On error op's options are unchanged. */
 static int read_options(const reader *r, const hm_fb_table *ot, int otype, const char *what, hm_tfl_op *op) {
     const hm_fb *f = &r->f;
     int8_t pad = 0, act = 0;
@@ -325,6 +330,8 @@ static int read_options(const reader *r, const hm_fb_table *ot, int otype, const
     return HM_OK;
 }
 
+/* Operator i: its op code resolved (custom and unknown ops refused), version,
+ * tensor indices and options. */
 static int read_op(const reader *r, const hm_fb_vec *ov, int i, int nt, hm_tfl_op *op) {
     const hm_fb *f = &r->f;
     char what[80];
@@ -386,6 +393,7 @@ static int read_op(const reader *r, const hm_fb_vec *ov, int i, int nt, hm_tfl_o
     return HM_OK;
 }
 
+/* See tflite_impl.h: on error m holds what was read so far, for hm_tfl_free. */
 int hm_tfl_read(const uint8_t *buf, size_t len, hm_tfl_model *m) {
     reader r = {.f = {buf, len}};
     const hm_fb *f = &r.f;

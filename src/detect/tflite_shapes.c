@@ -140,6 +140,10 @@ static int io_count(const hm_tfl_model *m, int oi, int lo, int hi) {
     return HM_OK;
 }
 
+/* prep_<op>(m, oi, os): check op oi, fill its load-time fields, and write
+ * the shape it computes to *os. On error the code is returned with a
+ * message naming the op and what is wrong. */
+
 static int prep_conv(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     hm_tfl_op *op = &m->ops[oi];
     hm_tfl_tensor *x, *w, *b;
@@ -441,6 +445,8 @@ static int prep_logistic(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     return HM_OK;
 }
 
+/* See tflite_impl.h. On error the code is returned (the op's load-time
+ * fields may be partly set; the model is then freed). */
 int hm_tfl_op_shape(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     switch (m->ops[oi].code) {
     case HM_TFL_OP_CONV_2D: return prep_conv(m, oi, os);
