@@ -1,0 +1,233 @@
+/* detect/tflite_ops_avx512.c - AVX-512 twins of the depthwise and
+ * elementwise kernels (compiled with -mavx512f ...; called only when the
+ * model was loaded with the AVX-512 GEMM active, see tflite_impl.h).
+ *
+ * Same arithmetic as the portable kernels in the same order, except that
+ * multiply-adds are fused: results agree to float rounding.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "detect/tflite_impl.h"
+
+static inline __mmask16 tail_mask(int rem) { return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1); }
+
+static inline __m512 act_vec(__m512 v, int act) {
+    switch (act) {
+    case HM_TFL_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case HM_TFL_ACT_RELU6: return _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(6.0f));
+    case HM_TFL_ACT_RELU_N1_TO_1: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
+    default: return v;
+    }
+}
+
+/* hm_tfl_act in place. */
+void hm_tfl_act_avx512(float *x, size_t n, int act) {
+    if (act == HM_TFL_ACT_NONE) return;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, act_vec(_mm512_loadu_ps(x + i), act));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(x + i, k, act_vec(_mm512_maskz_loadu_ps(k, x + i), act));
+    }
+}
+
+/* y = act(a + b) over n floats; y may be a or b. */
+void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, act_vec(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), act));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i));
+        _mm512_mask_storeu_ps(y + i, k, act_vec(v, act));
+    }
+}
+
+/* dst[0, n) = src[0, n), or zeros when src is NULL. */
+void hm_tfl_copy_avx512(float *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, src ? _mm512_loadu_ps(src + i) : _mm512_setzero_ps());
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(dst + i, k, src ? _mm512_maskz_loadu_ps(k, src + i) : _mm512_setzero_ps());
+    }
+}
+
+/* o = max(o, x) over n floats. */
+void hm_tfl_max_avx512(float *o, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), _mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 k = tail_mask((int)(n - i));
+        _mm512_mask_storeu_ps(o + i, k, _mm512_max_ps(_mm512_maskz_loadu_ps(k, o + i), _mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+/* rows x c: y = x >= 0 ? x : x * alpha[c] (alpha repeats every row). */
+void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (size_t r = 0; r < rows; r++, x += c, y += c) {
+        for (size_t i = 0; i < c; i += 16) {
+            __mmask16 k = tail_mask((int)(c - i < 16 ? c - i : 16));
+            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+            __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+            v = _mm512_mask_mul_ps(v, neg, v, _mm512_maskz_loadu_ps(k, alpha + i));
+            _mm512_mask_storeu_ps(y + i, k, v);
+        }
+    }
+}
+
+/* One output pixel of a depthwise row, 64 channels at a time in four
+ * accumulators (independent FMA chains), the taps in (ky, kx) order,
+ * clipped to the input (addresses are formed only for taps inside it).
+ * img: the image index; iy0 / ix0: the window's top-left input position. */
+static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+                     int ky0, int ky1, int ix0, float *o) {
+    int KW = op->kw;
+    int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
+    for (int c = c0; c < c1; c += 64) {
+        __mmask16 k0 = tail_mask(c1 - c), k1 = tail_mask(c1 - c - 16 > 0 ? c1 - c - 16 : 0),
+                  k2 = tail_mask(c1 - c - 32 > 0 ? c1 - c - 32 : 0), k3 = tail_mask(c1 - c - 48 > 0 ? c1 - c - 48 : 0);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        if (op->bias) {
+            a0 = _mm512_maskz_loadu_ps(k0, op->bias + c);
+            if (k1) a1 = _mm512_maskz_loadu_ps(k1, op->bias + c + 16);
+            if (k2) a2 = _mm512_maskz_loadu_ps(k2, op->bias + c + 32);
+            if (k3) a3 = _mm512_maskz_loadu_ps(k3, op->bias + c + 48);
+        }
+        for (int ky = ky0; ky < ky1; ky++) {
+            const float *row = x + (img * H + (size_t)(iy0 + ky)) * W * C + c;
+            const float *w = op->dw + (size_t)ky * KW * C + c;
+            for (int kx = kx0; kx < kx1; kx++) {
+                const float *ip = row + (size_t)(ix0 + kx) * C, *wp = w + (size_t)kx * C;
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, ip), _mm512_maskz_loadu_ps(k0, wp), a0);
+                if (k1) a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, ip + 16), _mm512_maskz_loadu_ps(k1, wp + 16), a1);
+                if (k2) a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k2, ip + 32), _mm512_maskz_loadu_ps(k2, wp + 32), a2);
+                if (k3) a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k3, ip + 48), _mm512_maskz_loadu_ps(k3, wp + 48), a3);
+            }
+        }
+        _mm512_mask_storeu_ps(o + c, k0, act_vec(a0, op->act));
+        if (k1) _mm512_mask_storeu_ps(o + c + 16, k1, act_vec(a1, op->act));
+        if (k2) _mm512_mask_storeu_ps(o + c + 32, k2, act_vec(a2, op->act));
+        if (k3) _mm512_mask_storeu_ps(o + c + 48, k3, act_vec(a3, op->act));
+    }
+}
+
+#define TILE 8
+
+/* TILE consecutive output pixels whose windows lie inside the input along
+ * x: one weight load serves TILE multiply-adds. Same tap order. The
+ * accumulators are spelled out: as an array, the compiler keeps them in
+ * memory. */
+static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+                    int ky0, int ky1, int ix0, float *o) {
+    int KW = op->kw;
+    size_t step = (size_t)op->stride_w * C;
+    for (int c = c0; c < c1; c += 16) {
+        __mmask16 k = tail_mask(c1 - c);
+        __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();
+        __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
+        for (int ky = ky0; ky < ky1; ky++) {
+            const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;
+            const float *wp = op->dw + (size_t)ky * KW * C + c;
+            for (int kx = 0; kx < KW; kx++, ip += C, wp += C) {
+                __m512 w = _mm512_maskz_loadu_ps(k, wp);
+#define DW_TAP(p, a) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ip + (p) * step), w, a)
+                DW_TAP(0, a0);
+                DW_TAP(1, a1);
+                DW_TAP(2, a2);
+                DW_TAP(3, a3);
+                DW_TAP(4, a4);
+                DW_TAP(5, a5);
+                DW_TAP(6, a6);
+                DW_TAP(7, a7);
+#undef DW_TAP
+            }
+        }
+        int act = op->act;
+        _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));
+        _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));
+        _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));
+        _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));
+        _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));
+        _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));
+        _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));
+        _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));
+    }
+}
+
+/* Stride-1 tiles of the common 3x3 and 5x5 filters: each input vector of
+ * a filter row is loaded once and kept in a register for the KW taps that
+ * read it (TILE + KW - 1 loads per row instead of TILE * KW). Same
+ * arithmetic and tap order as dw_tile. */
+#define DW_FMA8(w, i)                                                                                  \
+    do {                                                                                               \
+        a0 = _mm512_fmadd_ps(v[(i) + 0], w, a0), a1 = _mm512_fmadd_ps(v[(i) + 1], w, a1);             \
+        a2 = _mm512_fmadd_ps(v[(i) + 2], w, a2), a3 = _mm512_fmadd_ps(v[(i) + 3], w, a3);             \
+        a4 = _mm512_fmadd_ps(v[(i) + 4], w, a4), a5 = _mm512_fmadd_ps(v[(i) + 5], w, a5);             \
+        a6 = _mm512_fmadd_ps(v[(i) + 6], w, a6), a7 = _mm512_fmadd_ps(v[(i) + 7], w, a7);             \
+    } while (0)
+
+#define DW_TILE_S1(KW_)                                                                                \
+    static void dw_tile_s1_k##KW_(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, \
+                                  int c0, int c1, int iy0, int ky0, int ky1, int ix0, float *o) {      \
+        for (int c = c0; c < c1; c += 16) {                                                            \
+            __mmask16 k = tail_mask(c1 - c);                                                           \
+            __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();        \
+            __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;                     \
+            for (int ky = ky0; ky < ky1; ky++) {                                                       \
+                const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;      \
+                const float *wp = op->dw + (size_t)ky * KW_ * C + c;                                   \
+                __m512 v[TILE + KW_ - 1];                                                              \
+                /* Unrolled, so v and the accumulators live in registers. */                            \
+                _Pragma("GCC unroll 16") for (int j = 0; j < TILE + KW_ - 1; j++)                      \
+                    v[j] = _mm512_maskz_loadu_ps(k, ip + (size_t)j * C);                               \
+                _Pragma("GCC unroll 8") for (int kx = 0; kx < KW_; kx++) {                             \
+                    __m512 w = _mm512_maskz_loadu_ps(k, wp + (size_t)kx * C);                           \
+                    DW_FMA8(w, kx);                                                                    \
+                }                                                                                      \
+            }                                                                                          \
+            int act = op->act;                                                                         \
+            _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));                                         \
+            _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));                         \
+            _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));                         \
+            _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));                         \
+            _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));                         \
+            _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));                         \
+            _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));                         \
+            _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));                         \
+        }                                                                                              \
+    }
+
+DW_TILE_S1(3)
+DW_TILE_S1(5)
+
+/* Depthwise rows [r0, r1), channels [c0, c1), as hm_tfl_dw_rows: tiles where the windows are
+ * inside the input along x, single pixels at the borders. */
+void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
+                           int c1) {
+    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
+    int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
+    int KH = op->kh, KW = op->kw, sx = op->stride_w, pl = op->pad_left;
+    /* Interior along x: ox * sx - pl >= 0 and ox * sx - pl + KW <= W. */
+    int oxa = (pl + sx - 1) / sx, oxb = W - KW + pl >= 0 ? (W - KW + pl) / sx + 1 : 0;
+    if (oxb > OW) oxb = OW;
+    if (oxa > oxb) oxa = oxb;
+    for (int r = r0; r < r1; r++) {
+        size_t n = (size_t)(r / OH);
+        int oy = r % OH;
+        int iy0 = oy * op->stride_h - op->pad_top;
+        int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
+        float *orow = y + (size_t)r * OW * C;
+        int ox = 0;
+        for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        for (; ox + TILE <= oxb; ox += TILE) {
+            float *o = orow + (size_t)ox * C;
+            if (sx == 1 && KW == 5) dw_tile_s1_k5(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
+            else if (sx == 1 && KW == 3) dw_tile_s1_k3(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
+            else dw_tile(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, o);
+        }
+        for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+    }
+}

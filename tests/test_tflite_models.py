@@ -1,0 +1,150 @@
+"""The four MediaPipe Hands models through the C TFLite executor, against the
+real TFLite runtime (tests/detect/tflite_ref.js), on real photos and on
+random inputs.
+
+Bound: for every output, max |C - runtime| <= 1e-4 x the output's range
+(max - min of the runtime's values; for the one-element outputs, the
+hand-presence and handedness probabilities, the range is taken as 1). Run on
+the active ISA and the portable scalar path (and AVX2 on random inputs); 2
+threads must give the same bits as 1.
+
+Environment:
+  HAMER_DETECTOR_DIR  directory with palm_detection_{full,lite}.tflite and
+                      hand_landmark_{full,lite}.tflite (scripts/get_detector.sh
+                      installs them); the tests fail when it is not set.
+  HAMER_TEST_IMAGES   the test photos (default: ../shared/images beside the
+                      repository, with hands.json).
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tflite_ref as tr
+
+BUILD = Path(os.environ.get("HAMER_BUILD") or tr.REPO / "build").resolve()
+TOOL = BUILD / "tests" / "tool_tflite_run"
+SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", "true", "yes")
+TOL = 1e-4
+MODELS = {"palm_detection_full": 192, "palm_detection_lite": 192, "hand_landmark_full": 224,
+          "hand_landmark_lite": 224}
+
+
+@pytest.fixture(scope="session")
+def tool():
+    if not TOOL.exists():
+        pytest.fail("%s is missing: build the project first (cmake --build %s)" % (TOOL, BUILD))
+    return TOOL
+
+
+@pytest.fixture(scope="session")
+def ref_runtime():
+    why = tr.ref_runtime_problem()
+    if why:
+        pytest.fail(why)
+
+
+@pytest.fixture(scope="session")
+def detector_dir():
+    d = os.environ.get("HAMER_DETECTOR_DIR")
+    if not d:
+        pytest.fail("HAMER_DETECTOR_DIR is not set: run scripts/get_detector.sh and set HAMER_DETECTOR_DIR to the "
+                    "directory it installed the models in")
+    missing = [m for m in MODELS if not (Path(d) / (m + ".tflite")).is_file()]
+    if missing:
+        pytest.fail("HAMER_DETECTOR_DIR=%s lacks %s: run scripts/get_detector.sh" %
+                    (d, ", ".join(m + ".tflite" for m in missing)))
+    return Path(d)
+
+
+@pytest.fixture(scope="session")
+def images():
+    d = Path(os.environ.get("HAMER_TEST_IMAGES") or tr.REPO.parent / "shared" / "images")
+    if not (d / "hands.json").is_file():
+        pytest.fail("test photos not found in %s (set HAMER_TEST_IMAGES to the folder with hands.json)" % d)
+    return d, json.loads((d / "hands.json").read_text())["images"]
+
+
+def letterbox(path, n):
+    """The photo scaled to fit n x n (aspect kept, centred, zero border),
+    RGB in [0, 1]: the palm detector's input."""
+    from PIL import Image
+    im = Image.open(path).convert("RGB")
+    w, h = im.size
+    s = n / max(w, h)
+    sw, sh = max(1, round(w * s)), max(1, round(h * s))
+    px = np.asarray(im.resize((sw, sh), Image.BILINEAR), np.float32) / 255
+    out = np.zeros((n, n, 3), np.float32)
+    y0, x0 = (n - sh) // 2, (n - sw) // 2
+    out[y0:y0 + sh, x0:x0 + sw] = px
+    return out[None]
+
+
+def hand_crop(path, point, side, n):
+    """A square of `side` pixels around an annotated hand, resized to n x n."""
+    from PIL import Image
+    im = Image.open(path).convert("RGB")
+    x, y = point
+    c = im.crop((x - side // 2, y - side // 2, x + side // 2, y + side // 2)).resize((n, n), Image.BILINEAR)
+    return (np.asarray(c, np.float32) / 255)[None]
+
+
+def real_inputs(model, images):
+    d, ann = images
+    n = MODELS[model]
+    if model.startswith("palm"):
+        return [(name, letterbox(d / name, n)) for name in sorted(ann)]
+    out = []
+    for name in sorted(ann):
+        side = 200 if ann[name]["width"] < 1000 else 450
+        for k, h in enumerate(ann[name]["hands"]):
+            out.append(("%s#%d" % (name, k), hand_crop(d / name, h["point"], side, n)))
+    return out
+
+
+def output_scale(ref):
+    return 1.0 if ref.size == 1 else float(ref.max() - ref.min())
+
+
+def compare(got, ref, what):
+    assert len(got) == len(ref), what
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert g.shape == r.shape, "%s output %d: shape %s, runtime %s" % (what, i, g.shape, r.shape)
+        err = tr.max_rel_err(g, r, output_scale(r))
+        assert err <= TOL, "%s output %d: max error %.3g of the output's range (bound %g)" % (what, i, err, TOL)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_model_real_photos(model, tool, ref_runtime, detector_dir, images):
+    data = (detector_dir / (model + ".tflite")).read_bytes()
+    isas = [None] if SANITIZE else [None, "scalar"]
+    for name, x in real_inputs(model, images):
+        ref = tr.run_ref(data, [x])
+        for isa in isas:
+            got = tr.run_c(tool, data, [x], isa=isa)
+            compare(got, ref, "%s on %s (isa %s)" % (model, name, isa or "native"))
+        # The models do what they are for on these photos (a sanity check of
+        # the inputs, not of the executor): a palm above the detector's 0.5
+        # threshold, a hand present in every hand crop.
+        if model.startswith("palm"):
+            assert got[1].max() > 0, "%s on %s: no anchor scores above 0.5" % (model, name)
+        else:
+            assert got[1].ravel()[0] > 0.5, "%s on %s: hand presence %.3f" % (model, name, got[1].ravel()[0])
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_model_random_input(model, tool, ref_runtime, detector_dir):
+    data = (detector_dir / (model + ".tflite")).read_bytes()
+    n = MODELS[model]
+    x = np.random.RandomState(7).rand(1, n, n, 3).astype(np.float32)
+    ref = tr.run_ref(data, [x])
+    got = tr.run_c(tool, data, [x])
+    compare(got, ref, "%s on a random input" % model)
+    for isa in [] if SANITIZE else tr.other_isas():
+        compare(tr.run_c(tool, data, [x], isa=isa), ref, "%s on a random input (%s)" % (model, isa))
+    two = tr.run_c(tool, data, [x], threads=2)
+    for i, (a, b) in enumerate(zip(got, two)):
+        assert np.array_equal(a, b), "%s output %d: 2 threads differ from 1" % (model, i)
