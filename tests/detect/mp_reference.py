@@ -339,7 +339,7 @@ def box_iou(a, b):
 # ------------------------------------------------------------ multi-pass --
 
 DEFAULTS = dict(max_hands=8, min_palm=0.5, min_presence=0.5, tile_presence=0.9, levels=(2, 4), overlap=0.25,
-                min_tile=192, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8, merge_lm=0.25)
+                min_tile=192, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8)
 
 
 def pass_rois(w, h, levels, overlap, min_tile):
@@ -370,16 +370,11 @@ def overlap_stats(a, b):
 def same_hand(a, b, o):
     """The merge rule: b repeats a if their landmark boxes overlap by IoU >
     merge_iou, or the smaller lies inside the larger by > merge_contain of
-    its area (a partial re-detection, e.g. the fingers alone), or their 21
-    landmarks agree: mean distance < merge_lm times the larger box's
-    sqrt(area)."""
+    its area (a partial re-detection, e.g. the fingers alone). Landmark
+    agreement (mean distance of the 21 points) was tried and dropped: a
+    candidate whose landmarks mix two overlapping hands agrees with both."""
     iou_, cont = overlap_stats(a['box'], b['box'])
-    if iou_ > o['merge_iou'] or cont > o['merge_contain']:
-        return True
-    ba, bb = a['box'], b['box']
-    size = math.sqrt(max((ba[2] - ba[0]) * (ba[3] - ba[1]), (bb[2] - bb[0]) * (bb[3] - bb[1]), 1e-12))
-    d = np.linalg.norm(a['landmarks'][:, :2] - b['landmarks'][:, :2], axis=1).mean()
-    return d < o['merge_lm'] * size
+    return iou_ > o['merge_iou'] or cont > o['merge_contain']
 
 
 def detect(img, runtime, palm_model, lm_model, anchors=None, **opts):
