@@ -22,9 +22,7 @@ struct hm_det_state {
     int idx[HM_PALM_ANCHORS];
     /* all passes */
     hm_palm_px cand[HM_DET_MAX_CANDIDATES];
-    int ncand;
-    long cand_seq[HM_DET_MAX_CANDIDATES]; /* arrival order, the tie-break */
-    long seq;
+    int ncand, seq;
     int order[HM_DET_MAX_CANDIDATES];
     hm_det_hand hands[HM_DET_MAX_CANDIDATES]; /* landmarked, then merged in place */
 };

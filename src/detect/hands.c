@@ -54,18 +54,18 @@ static double now_ms(void) {
 
 /* Candidates arrive pass by pass; past the cap the worst one gives way. */
 static void add_cand(hm_det_state *s, const hm_palm_px *p) {
-    if (s->ncand < HM_DET_MAX_CANDIDATES) {
-        s->cand_seq[s->ncand] = s->seq++;
-        s->cand[s->ncand++] = *p;
-        return;
+    const int seq = s->seq++;
+    int at = s->ncand;
+    if (s->ncand == HM_DET_MAX_CANDIDATES) {
+        at = 0;
+        for (int i = 1; i < s->ncand; i++)
+            if (s->cand[i].score < s->cand[at].score) at = i;
+        if (!(p->score > s->cand[at].score)) return;
+    } else {
+        s->ncand++;
     }
-    int worst = 0;
-    for (int i = 1; i < s->ncand; i++)
-        if (s->cand[i].score < s->cand[worst].score) worst = i;
-    if (p->score > s->cand[worst].score) {
-        s->cand[worst] = *p;
-        s->cand_seq[worst] = s->seq++;
-    }
+    s->cand[at] = *p;
+    s->cand[at].seq = seq;
 }
 
 static int palm_pass(hm_det_state *s, const uint8_t *rgb, int w, int h, hm_det_rect roi, int level,
@@ -94,31 +94,6 @@ static int palm_pass(hm_det_state *s, const uint8_t *rgb, int w, int h, hm_det_r
     st->palm_ms += t2 - t1;
     st->post_ms += now_ms() - t2;
     return HM_OK;
-}
-
-static double iou_d(const double a[4], const double b[4]) {
-    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    if (!(iw >= 0) || !(ih >= 0)) return 0.0;
-    const double inter = iw * ih;
-    const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-    return uni > 0 ? inter / uni : 0.0;
-}
-
-/* The merge rule (detect.h step 4) on two landmark boxes. */
-static int same_hand(const float fa[4], const float fb[4], const hm_det_opts *o) {
-    const double a[4] = {fa[0], fa[1], fa[2], fa[3]}, b[4] = {fb[0], fb[1], fb[2], fb[3]};
-    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    const double inter = (iw > 0 ? iw : 0) * (ih > 0 ? ih : 0);
-    const double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]);
-    const double uni = aa + ab - inter, mn = fmin(aa, ab);
-    const double iou = uni > 0 ? inter / uni : 0.0, cont = mn > 0 ? inter / mn : 0.0;
-    return iou > o->merge_iou || cont > o->merge_contain;
-}
-
-/* Best score first; equal scores in arrival order. */
-static int cand_before(const hm_det_state *s, int a, int b) {
-    if (s->cand[a].score != s->cand[b].score) return s->cand[a].score > s->cand[b].score;
-    return s->cand_seq[a] < s->cand_seq[b];
 }
 
 static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_palm_px *p, const hm_det_opts *o,
@@ -197,24 +172,7 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
 
     /* 2. cross-pass palm suppression, best score first */
     double t0 = now_ms();
-    int no = 0;
-    for (int i = 0; i < s->ncand; i++) { /* insertion sort: at most 256 */
-        int j = no++;
-        while (j > 0 && cand_before(s, i, s->order[j - 1])) {
-            s->order[j] = s->order[j - 1];
-            j--;
-        }
-        s->order[j] = i;
-    }
-    int nkept = 0;
-    for (int k = 0; k < no; k++) {
-        hm_palm_px *c = &s->cand[s->order[k]];
-        int rep = -1;
-        for (int j = 0; j < nkept && rep < 0; j++)
-            if (iou_d(s->cand[s->order[j]].box, c->box) > opts->palm_iou) rep = j;
-        if (rep < 0) s->order[nkept++] = s->order[k];
-        else s->cand[s->order[rep]].levels |= c->levels;
-    }
+    const int nkept = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
     st.post_ms += now_ms() - t0;
 
     /* 3. landmarks of each kept palm */
@@ -228,14 +186,7 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
 
     /* 4. merge repeats (kept is in palm-score order) */
     t0 = now_ms();
-    int nout = 0;
-    for (int i = 0; i < nh; i++) {
-        int rep = -1;
-        for (int j = 0; j < nout && rep < 0; j++)
-            if (same_hand(s->hands[j].box, s->hands[i].box, opts)) rep = j;
-        if (rep < 0) s->hands[nout++] = s->hands[i];
-        else s->hands[rep].levels |= s->hands[i].levels;
-    }
+    const int nout = hm_det_merge(s->hands, nh, opts->merge_iou, opts->merge_contain);
     int lim = opts->max_hands < cap ? opts->max_hands : cap;
     if (nout < lim) lim = nout;
     for (int i = 0; i < lim; i++) out[i] = s->hands[i];

@@ -166,3 +166,37 @@ hm_det_rect hm_palm_hand_rect(const hm_palm_px *p) {
     const double side = (w > h ? w : h) * scale;
     return (hm_det_rect){cx, cy, side, side, rot};
 }
+
+static double iou_px(const double a[4], const double b[4]) {
+    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    if (!(iw >= 0) || !(ih >= 0)) return 0.0;
+    const double inter = iw * ih;
+    const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return uni > 0 ? inter / uni : 0.0;
+}
+
+static int before(const hm_palm_px *a, const hm_palm_px *b) {
+    if (a->score != b->score) return a->score > b->score;
+    return a->seq < b->seq;
+}
+
+int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order) {
+    for (int i = 0; i < n; i++) { /* insertion sort: n is small (capped) */
+        int j = i;
+        while (j > 0 && before(&c[i], &c[order[j - 1]])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    int nk = 0;
+    for (int k = 0; k < n; k++) {
+        hm_palm_px *p = &c[order[k]];
+        int rep = -1;
+        for (int j = 0; j < nk && rep < 0; j++)
+            if (iou_px(c[order[j]].box, p->box) > iou) rep = j;
+        if (rep < 0) order[nk++] = order[k];
+        else c[order[rep]].levels |= p->levels;
+    }
+    return nk;
+}

@@ -28,8 +28,9 @@ typedef struct {
     double score;
     double box[4];
     double kp[HM_PALM_KP][2];
-    int level;     /* pass level that found it */
-    unsigned levels;
+    int level;       /* pass level that found it */
+    unsigned levels; /* bit per level of it and the repeats it absorbed */
+    int seq;         /* arrival order over all passes: the tie-break */
 } hm_palm_px;
 
 /* SsdAnchorsCalculator with the palm graph's options: (x, y) centres of the
@@ -81,6 +82,18 @@ void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]);
  * outer ones flush with the edges; one centred tile when n <= side.
  * Returns the count (at most cap). */
 int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
+
+/* Cross-pass palm suppression (detect.h step 2): order gets the indices of
+ * c[0..n) best score first (ties: lower seq first), then only those kept;
+ * a palm overlapping a kept one by IoU > iou is a repeat and its levels are
+ * OR-ed into the keeper's. Returns the kept count. */
+int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order);
+
+/* The merge (detect.h step 4): h[0..n) in priority order; a hand whose
+ * landmark box overlaps a kept one by IoU > merge_iou, or lies inside it
+ * (or contains it) by more than merge_contain of the smaller area, is
+ * removed, its levels OR-ed into the keeper's. In place; returns the count. */
+int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain);
 
 /* IoU of two x1,y1,x2,y2 boxes (float, as OverlapSimilarity), 0 if apart. */
 float hm_det_iou(const float a[4], const float b[4]);
