@@ -3,53 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/util.h"
 #include "detect/det_internal.h"
-
-static int has_models(const char *dir, int lite) {
-    char p[4096];
-    const char *v = lite ? "lite" : "full";
-    snprintf(p, sizeof p, "%s/palm_detection_%s.tflite", dir, v);
-    if (access(p, R_OK) != 0) return 0;
-    snprintf(p, sizeof p, "%s/hand_landmark_%s.tflite", dir, v);
-    return access(p, R_OK) == 0;
-}
-
-static int put(char *out, size_t cap, const char *s) {
-    if (strlen(s) + 1 > cap) return hm_err(HM_E_ARG, "models directory path too long (%zu bytes)", strlen(s));
-    memcpy(out, s, strlen(s) + 1);
-    return HM_OK;
-}
-
-int hm_det_find_dir(const char *dir, int lite, char *out, size_t cap) {
-    const char *v = lite ? "lite" : "full";
-    if (!out || cap == 0) return hm_err(HM_E_ARG, "hm_det_find_dir: no output buffer");
-    if (dir && dir[0]) {
-        /* an explicit directory is what the caller asked for: no fallback */
-        if (has_models(dir, lite)) return put(out, cap, dir);
-        return hm_err(HM_E_IO, "hand detector models (palm_detection_%s.tflite, hand_landmark_%s.tflite) not in %s; run scripts/get_detector.sh %s",
-                      v, v, dir, dir);
-    }
-    char tried[4][2048];
-    int nt = 0;
-    const char *env = getenv("HAMER_DETECTOR_DIR");
-    if (env && env[0]) snprintf(tried[nt++], sizeof tried[0], "%s", env);
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0]) snprintf(tried[nt++], sizeof tried[0], "%s/hamer/detector", xdg);
-    else if (home && home[0]) snprintf(tried[nt++], sizeof tried[0], "%s/.local/share/hamer/detector", home);
-    snprintf(tried[nt++], sizeof tried[0], "/usr/local/share/hamer/detector");
-    for (int i = 0; i < nt; i++)
-        if (has_models(tried[i], lite)) return put(out, cap, tried[i]);
-    char list[4 * 2048 + 16] = "";
-    for (int i = 0; i < nt; i++) {
-        strcat(list, i ? ", " : "");
-        strcat(list, tried[i]);
-    }
-    return hm_err(HM_E_IO, "hand detector models (palm_detection_%s.tflite, hand_landmark_%s.tflite) not found in %s; run scripts/get_detector.sh to install them",
-                  v, v, list);
-}
 
 static int shape_is(const hm_tfl_shape *s, int n, const int *d) {
     if (s->ndim != n) return 0;

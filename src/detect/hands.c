@@ -8,44 +8,6 @@
 #include "detect/det_internal.h"
 #include "format/image.h"
 
-void hm_det_opts_default(hm_det_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->max_hands = 8;
-    o->min_palm = 0.5f;
-    o->min_presence = 0.5f;
-    o->tile_presence = 0.9f;
-    o->n_levels = 2;
-    o->levels[0] = 2.0f;
-    o->levels[1] = 4.0f;
-    o->overlap = 0.25f;
-    o->min_tile = 192;
-    o->palm_iou = 0.5f;
-    o->merge_iou = 0.5f;
-    o->merge_contain = 0.8f;
-}
-
-static int in01(float v) { return v >= 0.0f && v <= 1.0f; }
-
-int hm_det_opts_check(const hm_det_opts *o) {
-    if (o->max_hands < 1 || o->max_hands > HM_DET_MAX_HANDS)
-        return hm_err(HM_E_ARG, "max_hands %d out of range 1..%d", o->max_hands, HM_DET_MAX_HANDS);
-    if (!in01(o->min_palm) || !in01(o->min_presence) || !in01(o->tile_presence))
-        return hm_err(HM_E_ARG, "detector score thresholds must lie in [0,1] (palm %g, presence %g, tile presence %g)",
-                      o->min_palm, o->min_presence, o->tile_presence);
-    if (o->n_levels < 0 || o->n_levels > HM_DET_MAX_LEVELS)
-        return hm_err(HM_E_ARG, "%d tile levels (at most %d)", o->n_levels, HM_DET_MAX_LEVELS);
-    for (int i = 0; i < o->n_levels; i++)
-        if (!(o->levels[i] >= 1.0f && o->levels[i] <= 16.0f))
-            return hm_err(HM_E_ARG, "tile level %g out of range [1, 16] (tile side = image side / level)", o->levels[i]);
-    /* these two bounds keep a level under 64 tiles per axis */
-    if (!(o->overlap >= 0.0f && o->overlap <= 0.75f))
-        return hm_err(HM_E_ARG, "tile overlap %g out of range [0, 0.75]", o->overlap);
-    if (o->min_tile < 16) return hm_err(HM_E_ARG, "min_tile %d under 16 pixels", o->min_tile);
-    if (!in01(o->palm_iou) || !in01(o->merge_iou) || !in01(o->merge_contain))
-        return hm_err(HM_E_ARG, "detector overlap thresholds must lie in [0,1]");
-    return HM_OK;
-}
-
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
