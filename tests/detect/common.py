@@ -127,4 +127,4 @@ def score_image(boxes, is_right, hands):
     extra = [i for i in range(len(boxes)) if i not in hand_of]
     wrong = [j for j, i in box_of.items() if hands[j]['is_right'] is not None and bool(is_right[i]) != hands[j]['is_right']]
     return {'pass': not missed and not extra and not wrong, 'matched': sorted(box_of), 'missed': missed,
-            'extra': extra, 'wrong_hand': wrong}
+            'extra': extra, 'wrong_hand': wrong, 'pairs': dict(box_of)}
