@@ -15,8 +15,6 @@ Measured facts these tests pin down:
   is returned.
 """
 
-import io
-import math
 
 import numpy as np
 import pytest

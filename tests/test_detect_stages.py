@@ -19,13 +19,12 @@ the reference in float64/float32 as noted in it):
   suppression, merge       identical choices
 """
 
-import math
 import subprocess
 
 import numpy as np
 import pytest
 
-from detect.common import BUILD, PHOTOS, R, landmark_model, load_rgb, palm_model, runtime, shared_images, tool
+from detect.common import PHOTOS, R, landmark_model, load_rgb, palm_model, runtime, shared_images, tool
 
 
 def run_stages(tmp_path, **arrays):

@@ -23,7 +23,7 @@ REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import mp_reference as R  # noqa: E402
+import mp_reference as R  # noqa: E402,F401  (re-exported for the tests)
 import tflite_runtime  # noqa: E402
 
 BUILD = Path(os.environ.get('HAMER_BUILD') or REPO / 'build').resolve()

@@ -243,32 +243,6 @@ def project_landmarks(raw, roi, padding):
     return np.stack([(c * x - s * y) * w + cx, (s * x + c * y) * h + cy, z * w], 1)
 
 
-def landmarks_to_roi(lm):
-    """HandLandmarksToRect + RectTransformation (scale 2.0, shift_y -0.1,
-    square_long): the roi the tracking graph would use next (pixels)."""
-    # rotation: wrist (0) -> middle of index (5), middle (9) and ring (13)
-    # MCPs, weighted as the calculator does (x: (5+13)/2 then with 9)
-    x0, y0 = lm[0, 0], lm[0, 1]
-    x1 = (lm[5, 0] + lm[13, 0]) / 2
-    y1 = (lm[5, 1] + lm[13, 1]) / 2
-    x1 = (x1 + lm[9, 0]) / 2
-    y1 = (y1 + lm[9, 1]) / 2
-    rot = normalize_radians(math.pi / 2 - math.atan2(-(y1 - y0), x1 - x0))
-    idx = [0, 1, 2, 3, 5, 6, 9, 10, 13, 14, 17, 18]
-    pts = lm[idx, :2]
-    c, s = math.cos(-rot), math.sin(-rot)
-    mn, mx = pts.min(0), pts.max(0)
-    ac = (mn + mx) / 2
-    rp = np.stack([(pts[:, 0] - ac[0]) * c - (pts[:, 1] - ac[1]) * s, (pts[:, 0] - ac[0]) * s + (pts[:, 1] - ac[1]) * c], 1)
-    rmn, rmx = rp.min(0), rp.max(0)
-    pc = (rmn + rmx) / 2
-    c2, s2 = math.cos(rot), math.sin(rot)
-    cx = c2 * pc[0] - s2 * pc[1] + ac[0]
-    cy = s2 * pc[0] + c2 * pc[1] + ac[1]
-    w, h = rmx - rmn
-    return rect_transform((cx, cy, w, h, rot), 2.0, 0.0, -0.1)
-
-
 def tight_box(lm):
     return np.array([lm[:, 0].min(), lm[:, 1].min(), lm[:, 0].max(), lm[:, 1].max()])
 
@@ -331,9 +305,6 @@ def tiles(w, h, side, overlap):
         return [side / 2.0 + i * step for i in range(k)]
     return [(cx, cy) for cy in axis(h) for cx in axis(w)]
 
-
-def box_iou(a, b):
-    return iou(a, b)
 
 
 # ------------------------------------------------------------ multi-pass --
