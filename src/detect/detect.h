@@ -1,0 +1,137 @@
+/* detect/detect.h - the built-in hand detector: MediaPipe Hands' palm
+ * detector + hand landmark model (TFLite, run by detect/tflite.h), their
+ * published CPU graphs re-implemented, and a multi-pass scheme for small
+ * hands in large photos.
+ *
+ * Pipeline per image (hm_det_run):
+ *   1. Palm passes. Level 0 is MediaPipe's own: the whole image letterboxed
+ *      into 192x192. Levels 1..n: square tiles of side round(L / levels[i])
+ *      (L = the longer image side; a level is skipped when its tiles would
+ *      be under min_tile px), overlapping by at least `overlap` of a side.
+ *      Each pass: the bilinear warp to [0,1], the palm model, SSD decoding
+ *      against 2016 anchors, sigmoid scores >= min_palm, weighted NMS at
+ *      IoU 0.3, back to image pixels.
+ *   2. Across passes, palm boxes overlapping a better-scored one by IoU >
+ *      palm_iou are repeats and are not landmarked.
+ *   3. Each remaining palm -> rotated hand rectangle (keypoint 0 -> 2 at 90
+ *      degrees, scale 2.6, shift -0.5, square) -> 224x224 crop -> landmark
+ *      model: 21 landmarks, presence, handedness. Presence must reach
+ *      min_presence for a level-0 palm, tile_presence for a tile's (many
+ *      more windows are looked at, so the bar is higher; measured: tile
+ *      false positives reached 0.85, tile true hands 0.95+).
+ *   4. Merge: in palm-score order a hand is dropped as a repeat of a kept
+ *      one when their landmark boxes overlap by IoU > merge_iou or the
+ *      smaller lies inside the larger by more than merge_contain of its
+ *      area. A hand is never returned twice.
+ *
+ * Handedness: the landmark model's binary output s is the score of label 0
+ * ("Left") for a MIRRORED (selfie) image. On ordinary photos it is the
+ * other way round, measured on the annotated photos: s > 0.5 is a right
+ * hand. is_right below is that (s > 0.5); `handedness` keeps s itself.
+ *
+ * Memory: hm_det_model holds the two loaded models and the anchors
+ * (read-only, shareable between threads). hm_det_state holds the two
+ * TFLite run states and fixed-size scratch (candidate lists; the warps read
+ * the caller's image directly, so nothing depends on the image size):
+ * allocated once by hm_det_state_new, hm_det_run allocates nothing.
+ *
+ * Errors: HM_OK or a negative HM_E_* code after hm_err() (core/util.h).
+ *
+ * Proposed public API (for include/hamer.h, not there yet):
+ *
+ *   typedef struct hamer_detector hamer_detector;  // models, shareable
+ *   typedef struct {
+ *       hamer_box box;           // tight box of the 21 landmarks + is_right
+ *       float palm_score, presence_score, handedness_score;
+ *       float landmarks[21][3];  // image pixels; z in the same scale as x
+ *       int pass;                // 0 full frame, k tile level k
+ *   } hamer_detection;
+ *   int hamer_detector_load(const char *dir, int lite, hamer_detector **out); // dir may be NULL
+ *   int hamer_detect(hamer_detector *d, const uint8_t *rgb, int w, int h,
+ *                    int max_hands, float min_score, int multi_pass,
+ *                    hamer_detection *out, int *n);
+ *   void hamer_detector_free(hamer_detector *d);
+ * (one hm_det_state per thread inside hamer_detector, or a separate
+ * hamer_detector_state if the public API keeps model/state apart).
+ */
+#ifndef HM_DETECT_DETECT_H
+#define HM_DETECT_DETECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/pool.h"
+
+#define HM_DET_LANDMARKS 21
+#define HM_DET_MAX_LEVELS 4
+#define HM_DET_MAX_HANDS 64
+#define HM_DET_MAX_CANDIDATES 256 /* palm candidates kept over all passes (best scores) */
+
+typedef struct hm_det_model hm_det_model;
+typedef struct hm_det_state hm_det_state;
+
+/* A rectangle in image pixels: centre, size, rotation (radians, clockwise
+ * on screen, i.e. from +x towards +y). */
+typedef struct {
+    double cx, cy, w, h, rot;
+} hm_det_rect;
+
+typedef struct {
+    float box[4];      /* x1, y1, x2, y2: tight box of the 21 landmarks (the box HaMeR takes) */
+    int is_right;      /* handedness > 0.5 (see the note above) */
+    float palm_score;  /* palm detector score of the representative candidate */
+    float presence;    /* hand presence (landmark model) */
+    float handedness;  /* raw handedness output: > 0.5 right hand on a non-mirrored photo */
+    float landmarks[HM_DET_LANDMARKS][3]; /* x, y image pixels; z relative depth, x's pixel scale */
+    hm_det_rect roi;   /* the rotated crop the landmarks came from */
+    int level;         /* pass level of the representative: 0 full frame, k tile level k */
+    unsigned levels;   /* bit k set: a candidate from level k merged into this hand */
+} hm_det_hand;
+
+typedef struct {
+    int max_hands;          /* 1..HM_DET_MAX_HANDS, default 8 */
+    float min_palm;         /* palm score threshold, default 0.5 (MediaPipe's) */
+    float min_presence;     /* presence threshold, level 0, default 0.5 (MediaPipe's) */
+    float tile_presence;    /* presence threshold, tile levels, default 0.9 */
+    int n_levels;           /* 0 = MediaPipe's single pass; default 2 */
+    float levels[HM_DET_MAX_LEVELS]; /* tile side = L / levels[i]; default 2, 4 */
+    float overlap;          /* minimum tile overlap, fraction of the side, default 0.25 */
+    int min_tile;           /* smallest tile side in pixels, default 192 */
+    float palm_iou;         /* cross-pass palm repeat IoU, default 0.5 */
+    float merge_iou;        /* landmark-box repeat IoU, default 0.5 */
+    float merge_contain;    /* landmark-box containment, default 0.8 */
+} hm_det_opts;
+
+typedef struct {
+    int palm_calls, landmark_calls, candidates, hands;
+    double warp_ms, palm_ms, landmark_ms, post_ms, total_ms;
+} hm_det_stats;
+
+void hm_det_opts_default(hm_det_opts *o);
+/* HM_E_ARG with a message for out-of-range options. */
+int hm_det_opts_check(const hm_det_opts *o);
+
+/* The models directory: dir if given (it must hold the files), else the
+ * first of $HAMER_DETECTOR_DIR, ${XDG_DATA_HOME:-$HOME/.local/share}/hamer/detector,
+ * /usr/local/share/hamer/detector that holds palm_detection_<v>.tflite and
+ * hand_landmark_<v>.tflite (v = lite or full). HM_E_IO naming every place
+ * looked at and scripts/get_detector.sh; HM_E_ARG if out is too small. */
+int hm_det_find_dir(const char *dir, int lite, char *out, size_t cap);
+
+/* Load both models from dir (found as above when dir is NULL) and check
+ * their input/output shapes. */
+int hm_det_model_load(const char *dir, int lite, hm_det_model **out);
+/* The same from explicit file paths. */
+int hm_det_model_load_files(const char *palm_path, const char *landmark_path, hm_det_model **out);
+void hm_det_model_free(hm_det_model *m);
+
+int hm_det_state_new(const hm_det_model *m, hm_det_state **out);
+void hm_det_state_free(hm_det_state *s);
+
+/* Detect hands in an RGB image (w x h, interleaved, row-major, 8-bit).
+ * Writes up to min(cap, o->max_hands) hands, best palm score first, and
+ * their count to *n; o NULL = defaults; pool may be NULL; stats may be NULL. */
+int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *o, hm_pool *pool,
+               hm_det_hand *out, int cap, int *n, hm_det_stats *stats);
+
+#endif

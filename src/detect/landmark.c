@@ -1,0 +1,138 @@
+/* landmark.c - the crops both models see (ImageToTensor's OpenCV path) and
+ * the landmark post-processing of hand_landmark_cpu.pbtxt. */
+#include <math.h>
+
+#include "detect/stages.h"
+
+/* cv::RotatedRect::points in float, as OpenCV computes them: the corners
+ * that boxPoints hands to getPerspectiveTransform. */
+static void box_points(const hm_det_rect *r, float p[4][2]) {
+    /* MediaPipe: rotation * 180.f / M_PI, handed to RotatedRect as float */
+    const float ang = (float)((double)((float)r->rot * 180.0f) / M_PI);
+    const double a_rad = ang * M_PI / 180.0;
+    const float b = (float)cos(a_rad) * 0.5f, a = (float)sin(a_rad) * 0.5f;
+    const float cx = (float)r->cx, cy = (float)r->cy, w = (float)r->w, h = (float)r->h;
+    p[0][0] = cx - a * h - b * w;
+    p[0][1] = cy + b * h - a * w;
+    p[1][0] = cx + a * h - b * w;
+    p[1][1] = cy - b * h - a * w;
+    p[2][0] = 2 * cx - p[0][0];
+    p[2][1] = 2 * cy - p[0][1];
+    p[3][0] = 2 * cx - p[1][0];
+    p[3][1] = 2 * cy - p[1][1];
+}
+
+/* X >> 5 with floor semantics for negative X too */
+static inline long floor_div32(long X) { return X >= 0 ? X / 32 : -((-X + 31) / 32); }
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow, int oh, int replicate,
+                 float *out) {
+    /* corners 1 (top-left), 2 (top-right), 0 (bottom-left) go to tensor
+     * (0,0), (ow,0), (0,oh); the map between them is affine up to the
+     * float rounding of the corners, which warpPerspective's own solve
+     * carries too */
+    float p[4][2];
+    box_points(r, p);
+    const double ux = ((double)p[2][0] - p[1][0]) / ow, uy = ((double)p[2][1] - p[1][1]) / ow;
+    const double vx = ((double)p[0][0] - p[1][0]) / oh, vy = ((double)p[0][1] - p[1][1]) / oh;
+    const float inv255 = 1.0f / 255.0f;
+    for (int v = 0; v < oh; v++) {
+        for (int u = 0; u < ow; u++) {
+            const double sx = p[1][0] + ux * u + vx * v, sy = p[1][1] + uy * u + vy * v;
+            /* warpPerspective: X = rint(32 x), integer part X >> 5, 1/32 fraction X & 31 */
+            double fx = sx * 32.0, fy = sy * 32.0;
+            fx = fx < -1e9 ? -1e9 : fx > 1e9 ? 1e9 : fx;
+            fy = fy < -1e9 ? -1e9 : fy > 1e9 ? 1e9 : fy;
+            const long X = lrint(fx), Y = lrint(fy);
+            const long x0 = floor_div32(X), y0 = floor_div32(Y);
+            const int ax = (int)(X - x0 * 32), ay = (int)(Y - y0 * 32);
+            const int wt[4] = {(32 - ay) * (32 - ax) * 32, (32 - ay) * ax * 32, ay * (32 - ax) * 32, ay * ax * 32};
+            const uint8_t *px[4] = {NULL, NULL, NULL, NULL};
+            for (int k = 0; k < 4; k++) {
+                long xx = x0 + (k & 1), yy = y0 + (k >> 1);
+                if (replicate) {
+                    xx = xx < 0 ? 0 : xx >= w ? w - 1 : xx;
+                    yy = yy < 0 ? 0 : yy >= h ? h - 1 : yy;
+                } else if (xx < 0 || xx >= w || yy < 0 || yy >= h) {
+                    continue;
+                }
+                px[k] = rgb + ((size_t)yy * (size_t)w + (size_t)xx) * 3;
+            }
+            float *o = out + ((size_t)v * ow + u) * 3;
+            for (int c = 0; c < 3; c++) {
+                int sum = 1 << 14;
+                for (int k = 0; k < 4; k++)
+                    if (px[k]) sum += px[k][c] * wt[k];
+                o[c] = (float)clampi(sum >> 15, 0, 255) * inv255;
+            }
+        }
+    }
+}
+
+void hm_lm_project(const float *raw, const hm_det_rect *roi, const float pad[4], float out[HM_DET_LANDMARKS][3]) {
+    const double sx = 1.0 - pad[0] - pad[2], sy = 1.0 - pad[1] - pad[3];
+    const double c = cos(roi->rot), s = sin(roi->rot);
+    for (int i = 0; i < HM_DET_LANDMARKS; i++) {
+        double u = raw[3 * i] / (double)HM_LM_SIZE, v = raw[3 * i + 1] / (double)HM_LM_SIZE;
+        double z = raw[3 * i + 2] / (double)HM_LM_SIZE / 0.4;
+        u = (u - pad[0]) / sx - 0.5;
+        v = (v - pad[1]) / sy - 0.5;
+        z /= sx;
+        out[i][0] = (float)((c * u - s * v) * roi->w + roi->cx);
+        out[i][1] = (float)((s * u + c * v) * roi->h + roi->cy);
+        out[i][2] = (float)(z * roi->w);
+    }
+}
+
+void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]) {
+    box[0] = box[2] = lm[0][0];
+    box[1] = box[3] = lm[0][1];
+    for (int i = 1; i < HM_DET_LANDMARKS; i++) {
+        box[0] = fminf(box[0], lm[i][0]);
+        box[1] = fminf(box[1], lm[i][1]);
+        box[2] = fmaxf(box[2], lm[i][0]);
+        box[3] = fmaxf(box[3], lm[i][1]);
+    }
+}
+
+int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap) {
+    if (cap < 1) return 0;
+    if (n <= side) {
+        c[0] = n / 2.0;
+        return 1;
+    }
+    const double step_max = side * (1.0 - overlap);
+    int k = (int)ceil((double)(n - side) / step_max - 1e-9) + 1;
+    if (k > cap) k = cap;
+    const double step = (double)(n - side) / (k - 1);
+    for (int i = 0; i < k; i++) c[i] = side / 2.0 + i * step;
+    return k;
+}
+
+static int same_hand(const float fa[4], const float fb[4], float merge_iou, float merge_contain) {
+    const double a[4] = {fa[0], fa[1], fa[2], fa[3]}, b[4] = {fb[0], fb[1], fb[2], fb[3]};
+    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    const double inter = (iw > 0 ? iw : 0) * (ih > 0 ? ih : 0);
+    const double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]);
+    const double uni = aa + ab - inter, mn = fmin(aa, ab);
+    const double iou = uni > 0 ? inter / uni : 0.0, cont = mn > 0 ? inter / mn : 0.0;
+    return iou > merge_iou || cont > merge_contain;
+}
+
+int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain) {
+    int nout = 0;
+    for (int i = 0; i < n; i++) {
+        int rep = -1;
+        for (int j = 0; j < nout && rep < 0; j++)
+            if (same_hand(h[j].box, h[i].box, merge_iou, merge_contain)) rep = j;
+        if (rep >= 0) {
+            h[rep].levels |= h[i].levels;
+        } else {
+            if (nout != i) h[nout] = h[i];
+            nout++;
+        }
+    }
+    return nout;
+}

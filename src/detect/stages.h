@@ -1,0 +1,101 @@
+/* detect/stages.h - the detector's stages as pure functions (no model
+ * calls), so that each one can be tested on tensors dumped from the real
+ * TFLite runtime. Units are stated per function; "tensor units" are [0,1]
+ * across the model input. */
+#ifndef HM_DETECT_STAGES_H
+#define HM_DETECT_STAGES_H
+
+#include <stdint.h>
+
+#include "detect/detect.h"
+
+#define HM_PALM_SIZE 192
+#define HM_PALM_ANCHORS 2016
+#define HM_PALM_COORDS 18
+#define HM_PALM_KP 7
+#define HM_LM_SIZE 224
+
+/* A decoded palm in tensor units (floats, as TensorsToDetections keeps it). */
+typedef struct {
+    float score;
+    float box[4]; /* xmin, ymin, xmax, ymax */
+    float kp[HM_PALM_KP][2];
+    int anchor;
+} hm_palm_det;
+
+/* A palm in image pixels. */
+typedef struct {
+    double score;
+    double box[4];
+    double kp[HM_PALM_KP][2];
+    int level;       /* pass level that found it */
+    unsigned levels; /* bit per level of it and the repeats it absorbed */
+    int seq;         /* arrival order over all passes: the tie-break */
+} hm_palm_px;
+
+/* SsdAnchorsCalculator with the palm graph's options: (x, y) centres of the
+ * 2016 anchors (24x24 cells x 2, then 12x12 cells x 6), sizes fixed to 1. */
+void hm_palm_anchors(float a[HM_PALM_ANCHORS][2]);
+
+/* TensorsToDetectionsCalculator: raw [2016,18] boxes (x, y, w, h, then 7
+ * keypoints x, y; 192-pixel units relative to the anchor) and [2016] raw
+ * scores -> the detections with sigmoid(clip(score, +-100)) >= min_score
+ * and a non-negative size, in anchor order. Returns their count. */
+int hm_palm_decode(const float *raw_boxes, const float *raw_scores, const float a[HM_PALM_ANCHORS][2],
+                   float min_score, hm_palm_det *out);
+
+/* NonMaxSuppressionCalculator, WEIGHTED, IoU > thr: out gets the weighted
+ * detections, best score first. idx: n ints of scratch. Returns the count. */
+int hm_palm_wnms(const hm_palm_det *d, int n, float thr, hm_palm_det *out, int *idx);
+
+/* ImageToTensor's PadRoi (keep_aspect_ratio): r grown to the ow:oh aspect;
+ * pad = left, top, right, bottom fractions of the tensor. */
+hm_det_rect hm_det_pad_roi(hm_det_rect r, int ow, int oh, float pad[4]);
+
+/* DetectionLetterboxRemoval + the pass's placement: tensor units -> image
+ * pixels; roi is the padded (unrotated) rectangle the pass warped. */
+void hm_palm_to_image(const hm_palm_det *d, const hm_det_rect *roi, const float pad[4], hm_palm_px *out);
+
+/* DetectionsToRects (box, rotation from keypoint 0 to 2, target 90 deg) +
+ * RectTransformation (scale 2.6, shift_y -0.5, square_long), in pixels. */
+hm_det_rect hm_palm_hand_rect(const hm_palm_px *p);
+
+/* ImageToTensor's OpenCV CPU path: the rectangle r of the RGB image to an
+ * ow x oh float tensor in [0,1] (NHWC), as boxPoints + getPerspectiveTransform
+ * + warpPerspective(INTER_LINEAR) + convertTo(1/255): tensor pixel (u, v)
+ * samples r.c + R(rot) ((u/ow - 1/2) w, (v/oh - 1/2) h), quantised to 1/32
+ * pixel, 15-bit bilinear weights on the 8-bit pixels; outside the image zero
+ * (replicate = 0) or the nearest edge pixel (replicate = 1). */
+void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow, int oh, int replicate,
+                 float *out);
+
+/* TensorsToLandmarks (/224, z /224/0.4) + LandmarkLetterboxRemoval +
+ * LandmarkProjection: 63 raw values -> 21 x (x, y, z) image pixels (z times
+ * the roi width, the scale of x). */
+void hm_lm_project(const float *raw, const hm_det_rect *roi, const float pad[4], float out[HM_DET_LANDMARKS][3]);
+
+/* Tight box of the landmarks' x, y. */
+void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]);
+
+/* Tile centres along one axis of n pixels for tiles of `side` px
+ * overlapping by at least `overlap`: the fewest tiles, evenly spread, the
+ * outer ones flush with the edges; one centred tile when n <= side.
+ * Returns the count (at most cap). */
+int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
+
+/* Cross-pass palm suppression (detect.h step 2): order gets the indices of
+ * c[0..n) best score first (ties: lower seq first), then only those kept;
+ * a palm overlapping a kept one by IoU > iou is a repeat and its levels are
+ * OR-ed into the keeper's. Returns the kept count. */
+int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order);
+
+/* The merge (detect.h step 4): h[0..n) in priority order; a hand whose
+ * landmark box overlaps a kept one by IoU > merge_iou, or lies inside it
+ * (or contains it) by more than merge_contain of the smaller area, is
+ * removed, its levels OR-ed into the keeper's. In place; returns the count. */
+int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain);
+
+/* IoU of two x1,y1,x2,y2 boxes (float, as OverlapSimilarity), 0 if apart. */
+float hm_det_iou(const float a[4], const float b[4]);
+
+#endif
