@@ -2,9 +2,16 @@
 # Build hamer.c twice (Release, and AddressSanitizer + UndefinedBehaviorSanitizer)
 # and run the whole test suite on both builds; then every fuzz target for a
 # short budget (FUZZ_SECONDS, default 20) and a valgrind memcheck subset.
+# First it installs what the tests read: the hand-detector models
+# (scripts/get_detector.sh) and tests/detect's npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+
+# The hand detector's models (installed where the library looks by default)
+# and the real TFLite runtime the detector tests compare against.
+bash scripts/get_detector.sh
+(cd tests/detect && npm ci --ignore-scripts --legacy-peer-deps --no-audit --no-fund >/dev/null)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"

@@ -43,7 +43,7 @@ def one_line_error(r):
 @pytest.fixture(scope='module')
 def installed(tmp_path_factory):
     if shutil.which('npm') is None:
-        pytest.skip('npm not installed')
+        pytest.fail('npm not installed (scripts/deps.sh installs it)')
     d = tmp_path_factory.mktemp('det') / 'models'
     r = run(d)
     assert r.returncode == 0, r.stderr

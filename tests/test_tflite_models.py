@@ -12,7 +12,7 @@ Environment:
   HAMER_DETECTOR_DIR  directory with palm_detection_{full,lite}.tflite and
                       hand_landmark_{full,lite}.tflite (scripts/get_detector.sh
                       installs them); the tests fail when it is not set.
-  HAMER_TEST_IMAGES   the test photos (default: ../shared/images beside the
+  HAMER_SHARED_IMAGES   the test photos (default: ../shared/images beside the
                       repository, with hands.json).
 """
 
@@ -49,22 +49,22 @@ def ref_runtime():
 
 @pytest.fixture(scope="session")
 def detector_dir():
-    d = os.environ.get("HAMER_DETECTOR_DIR")
-    if not d:
-        pytest.fail("HAMER_DETECTOR_DIR is not set: run scripts/get_detector.sh and set HAMER_DETECTOR_DIR to the "
-                    "directory it installed the models in")
+    # Where the library looks: $HAMER_DETECTOR_DIR, then the install directory
+    # of scripts/get_detector.sh.
+    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.environ.get("HOME", "/nonexistent"), ".local", "share")
+    d = os.environ.get("HAMER_DETECTOR_DIR") or os.path.join(xdg, "hamer", "detector")
     missing = [m for m in MODELS if not (Path(d) / (m + ".tflite")).is_file()]
     if missing:
-        pytest.fail("HAMER_DETECTOR_DIR=%s lacks %s: run scripts/get_detector.sh" %
+        pytest.fail("%s lacks %s: run scripts/get_detector.sh (or set HAMER_DETECTOR_DIR)" %
                     (d, ", ".join(m + ".tflite" for m in missing)))
     return Path(d)
 
 
 @pytest.fixture(scope="session")
 def images():
-    d = Path(os.environ.get("HAMER_TEST_IMAGES") or tr.REPO.parent / "shared" / "images")
+    d = Path(os.environ.get("HAMER_SHARED_IMAGES") or tr.REPO.parent / "shared" / "images")
     if not (d / "hands.json").is_file():
-        pytest.fail("test photos not found in %s (set HAMER_TEST_IMAGES to the folder with hands.json)" % d)
+        pytest.fail("test photos not found in %s (set HAMER_SHARED_IMAGES to the folder with hands.json)" % d)
     return d, json.loads((d / "hands.json").read_text())["images"]
 
 

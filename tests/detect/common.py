@@ -52,7 +52,7 @@ def models_dir(lite=False):
     for c in cands:
         if (c / f'palm_detection_{v}.tflite').exists() and (c / f'hand_landmark_{v}.tflite').exists():
             return c
-    pytest.skip('hand detector models not installed (run scripts/get_detector.sh, or set HAMER_DETECTOR_DIR)')
+    pytest.fail('hand detector models not installed (run scripts/get_detector.sh, or set HAMER_DETECTOR_DIR)')
 
 
 def palm_model(lite=False):
@@ -66,14 +66,14 @@ def landmark_model(lite=False):
 def runtime():
     why = tflite_runtime.unavailable_reason()
     if why:
-        pytest.skip(why)
+        pytest.fail(why)
     return tflite_runtime.RefRuntime(BUILD / 'test-fixtures' / 'tflite-cache')
 
 
 def tool(name):
     p = BUILD / 'tests' / name
     if not p.exists():
-        pytest.skip(f'{p} not built' + (' (it needs the TFLite executor in the tree)' if name == 'tool_detect' else ''))
+        pytest.fail(f'{p} not built')
     return p
 
 
@@ -89,7 +89,7 @@ def skimage_path(name):
     import skimage.data
     p = Path(skimage.data.__file__).parent / name
     if not p.exists():
-        pytest.skip(f'scikit-image sample {name} not found')
+        pytest.fail(f'scikit-image sample {name} not found (Debian python3-skimage)')
     return p
 
 
