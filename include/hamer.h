@@ -167,10 +167,21 @@ typedef struct {
     float keypoints_2d[21 * 2];  /* full-image pixels */
     float vertices[778 * 3];     /* same frame as keypoints_3d */
     double box_center[2], box_size; /* the crop the model saw */
+    /* Where the box came from: filled by hamer_predict_detections (detected
+     * = 1), zero for boxes given to hamer_predict. */
+    struct {
+        int detected;
+        float score;             /* palm detector score */
+        float presence;          /* hand presence (landmark model) */
+        float handedness;        /* P(right hand) */
+        float landmarks[21 * 3]; /* x, y image pixels; z relative depth on x's scale */
+        int pass;                /* 0 full frame, k > 0 tile level k */
+    } detection;
 } hamer_hand;
 
 typedef struct {
     double decode_ms, crop_ms, regress_ms, finalise_ms;
+    double detect_ms;       /* hand detection, when the boxes were detected (else 0) */
 } hamer_timings;
 
 HAMER_API hamer_predict_params hamer_predict_default_params(void);
@@ -181,6 +192,79 @@ HAMER_API hamer_predict_params hamer_predict_default_params(void);
  * HAMER_MAX_HANDS boxes, or a model without MANO buffers. */
 HAMER_API int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h, const hamer_box *boxes, int n,
                   const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings);
+
+/* ---- Hand detection (built in: MediaPipe Hands' palm detector and hand
+ * landmark model, run by the library's own TFLite executor) ----
+ *
+ * A hamer_detector holds the two models (read-only, shareable between
+ * threads, like a hamer_model); each thread detecting owns a
+ * hamer_detect_state (all buffers, allocated once). The models are files
+ * installed by scripts/get_detector.sh; the library looks in
+ * params.dir when given (and only there), else $HAMER_DETECTOR_DIR, then
+ * ${XDG_DATA_HOME:-$HOME/.local/share}/hamer/detector, then
+ * /usr/local/share/hamer/detector. */
+
+typedef struct hamer_detector hamer_detector;
+typedef struct hamer_detect_state hamer_detect_state;
+
+typedef struct {
+    const char *dir;        /* models directory, or NULL to search (above) */
+    int lite;               /* 1: the lite models (faster, less accurate) */
+} hamer_detector_params;
+
+typedef struct {
+    int max_hands;          /* at most this many hands (1..HAMER_MAX_HANDS), default 8 */
+    float min_score;        /* palm detector score threshold, default 0.5 */
+    float min_presence;     /* hand presence threshold, default 0.5 */
+    int tiles;              /* 1 (default): also search overlapping tiles of the
+                               image for small hands; 0: MediaPipe's one
+                               full-frame pass only (faster) */
+} hamer_detect_params;
+
+typedef struct {
+    hamer_box box;          /* tight box of the 21 landmarks; is_right from handedness */
+    float score;            /* palm detector score */
+    float presence;         /* hand presence */
+    float handedness;       /* P(right hand) on a non-mirrored photo */
+    float landmarks[21 * 3];/* x, y image pixels; z relative depth on x's scale */
+    int pass;               /* 0 full frame, k > 0 tile level k */
+} hamer_detection;
+
+HAMER_API hamer_detector_params hamer_detector_default_params(void);
+HAMER_API hamer_detect_params hamer_detect_default_params(void);
+/* NULL on failure (models not found: the message lists where it looked and
+ * names scripts/get_detector.sh; a malformed model file: what is wrong). */
+HAMER_API hamer_detector *hamer_detector_load(const hamer_detector_params *params);
+HAMER_API void hamer_detector_free(hamer_detector *detector);
+/* The directory the models were loaded from (owned by the detector). */
+HAMER_API const char *hamer_detector_dir(const hamer_detector *detector);
+/* Per-thread detection state with n_threads worker threads (0 = online CPUs). */
+HAMER_API hamer_detect_state *hamer_detect_state_new(const hamer_detector *detector, int n_threads);
+HAMER_API void hamer_detect_state_free(hamer_detect_state *state);
+/* Hands in an RGB image (w x h, interleaved, 8-bit): up to max (and
+ * params->max_hands) detections, best palm score first; returns their
+ * count, or a negative code. Duplicates across passes are merged: a hand
+ * is never returned twice. detect_ms (may be NULL) receives the time. */
+HAMER_API int hamer_detect(hamer_detect_state *state, const uint8_t *rgb, int w, int h,
+                           const hamer_detect_params *params, hamer_detection *out, int max, double *detect_ms);
+/* hamer_predict on detected hands: their boxes, with each hand's
+ * `detection` filled from its detection. */
+HAMER_API int hamer_predict_detections(hamer_state *state, const uint8_t *rgb, int w, int h,
+                                       const hamer_detection *dets, int n, const hamer_predict_params *params,
+                                       hamer_hand *hands, hamer_timings *timings);
+/* The boxes document `hamer run --boxes` reads, with each detection's
+ * scores and landmarks added ({"bbox", "is_right", "score", "presence",
+ * "handedness", "pass", "landmarks"}), as the JSON object {"image":
+ * {"width", "height"}, "detector": {...}, "hands": [...]}. Free with
+ * hamer_free; NULL on failure. */
+HAMER_API char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, const hamer_detector *detector,
+                                      const hamer_detect_params *params, double detect_ms);
+
+/* PNG (in memory) of the image with every detection's box (green: right
+ * hand, orange: left) and landmark skeleton drawn over it. *png is freed
+ * with hamer_free. */
+HAMER_API int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n,
+                                          uint8_t **png, size_t *len);
 
 /* Decode a JPEG or PNG file / buffer into 8-bit RGB (EXIF orientation
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */

@@ -10,6 +10,7 @@
 #include "core/cpu.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "detect/detect.h"
 #include "format/image.h"
 #include "format/mesh_io.h"
 #include "hamer.h"
@@ -17,6 +18,7 @@
 #include "model/model.h"
 #include "pipeline/predict.h"
 #include "pipeline/result_json.h"
+#include "render/draw.h"
 #include "render/overlay.h"
 
 /* The public constants are the internal ones. */
@@ -291,6 +293,187 @@ int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max) {
 int hamer_box_parse(const char *text, hamer_box *box) {
     if (!text || !box) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
     return hm_box_parse(text, box);
+}
+
+/* ---- hand detection ---- */
+
+struct hamer_detector {
+    hm_det_model *m;
+    int lite;
+    char dir[4096];
+};
+
+struct hamer_detect_state {
+    hm_det_state *s;
+    hm_pool *pool;
+    const hamer_detector *d;
+};
+
+hamer_detector_params hamer_detector_default_params(void) {
+    hamer_detector_params p = {NULL, 0};
+    return p;
+}
+
+hamer_detect_params hamer_detect_default_params(void) {
+    hm_det_opts o;
+    hm_det_opts_default(&o);
+    hamer_detect_params p = {o.max_hands, o.min_palm, o.min_presence, 1};
+    return p;
+}
+
+hamer_detector *hamer_detector_load(const hamer_detector_params *params) {
+    hamer_detector_params p = params ? *params : hamer_detector_default_params();
+    hamer_detector *d = calloc(1, sizeof *d);
+    if (!d) {
+        hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+        return NULL;
+    }
+    d->lite = p.lite != 0;
+    if (hm_det_find_dir(p.dir, d->lite, d->dir, sizeof d->dir) || hm_det_model_load(d->dir, d->lite, &d->m)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void hamer_detector_free(hamer_detector *d) {
+    if (!d) return;
+    hm_det_model_free(d->m);
+    free(d);
+}
+
+const char *hamer_detector_dir(const hamer_detector *d) {
+    if (!d) {
+        hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
+        return NULL;
+    }
+    return d->dir;
+}
+
+hamer_detect_state *hamer_detect_state_new(const hamer_detector *d, int n_threads) {
+    if (!d || n_threads < 0 || n_threads > 1024) {
+        hm_err(HM_E_ARG, "%s: bad arguments (detector %p, n_threads %d)", __func__, (const void *)d, n_threads);
+        return NULL;
+    }
+    if (n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)n : 1;
+    }
+    hamer_detect_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+        return NULL;
+    }
+    st->d = d;
+    if (hm_det_state_new(d->m, &st->s) || !(st->pool = hm_pool_create(n_threads))) {
+        hamer_detect_state_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+void hamer_detect_state_free(hamer_detect_state *st) {
+    if (!st) return;
+    hm_det_state_free(st->s);
+    hm_pool_destroy(st->pool);
+    free(st);
+}
+
+/* Public parameters -> the pipeline's options (defaults for the rest). */
+static int det_opts(const hamer_detect_params *p, hm_det_opts *o) {
+    hm_det_opts_default(o);
+    if (p) {
+        if (p->max_hands < 1 || p->max_hands > HAMER_MAX_HANDS)
+            return hm_err(HM_E_ARG, "detect: max_hands %d outside 1..%d", p->max_hands, HAMER_MAX_HANDS);
+        o->max_hands = p->max_hands;
+        o->min_palm = p->min_score;
+        o->min_presence = p->min_presence;
+        if (!p->tiles) o->n_levels = 0;
+    }
+    return hm_det_opts_check(o);
+}
+
+int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const hamer_detect_params *params,
+                 hamer_detection *out, int max, double *detect_ms) {
+    if (!st || !rgb || w < 1 || h < 1 || max < 0 || (max > 0 && !out))
+        return hm_err(HM_E_ARG, "%s: bad arguments (state %p, image %dx%d, max %d)", __func__, (void *)st, w, h, max);
+    hm_det_opts o;
+    int rc = det_opts(params, &o), n = 0;
+    if (rc) return rc;
+    hm_det_hand hands[HM_DET_MAX_HANDS];
+    hm_det_stats stats;
+    double t0 = hm_now();
+    rc = hm_det_run(st->s, rgb, w, h, &o, st->pool, hands, max < HM_DET_MAX_HANDS ? max : HM_DET_MAX_HANDS, &n,
+                    &stats);
+    if (detect_ms) *detect_ms = 1e3 * (hm_now() - t0);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        hamer_detection *d = &out[i];
+        memcpy(d->box.bbox, hands[i].box, sizeof d->box.bbox);
+        d->box.is_right = hands[i].is_right;
+        d->score = hands[i].palm_score, d->presence = hands[i].presence, d->handedness = hands[i].handedness;
+        memcpy(d->landmarks, hands[i].landmarks, sizeof d->landmarks);
+        d->pass = hands[i].level;
+    }
+    return n;
+}
+
+int hamer_predict_detections(hamer_state *st, const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n,
+                             const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings) {
+    if (!st || n < 0 || (n > 0 && (!dets || !hands))) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    if (n > HAMER_MAX_HANDS) return hm_err(HM_E_ARG, "%s: %d hands, at most %d per image", __func__, n, HAMER_MAX_HANDS);
+    hamer_box boxes[HAMER_MAX_HANDS];
+    memset(boxes, 0, sizeof boxes);
+    for (int i = 0; i < n; i++) boxes[i] = dets[i].box;
+    int rc = hamer_predict(st, rgb, w, h, boxes, n, params, hands, timings);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        __typeof__(hands[i].detection) *d = &hands[i].detection;
+        d->detected = 1;
+        d->score = dets[i].score, d->presence = dets[i].presence, d->handedness = dets[i].handedness;
+        memcpy(d->landmarks, dets[i].landmarks, sizeof d->landmarks);
+        d->pass = dets[i].pass;
+    }
+    return HAMER_OK;
+}
+
+char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, const hamer_detector *detector,
+                            const hamer_detect_params *params, double detect_ms) {
+    if (w < 1 || h < 1 || n < 0 || (n > 0 && !dets)) {
+        hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+        return NULL;
+    }
+    return hm_detections_json(w, h, dets, n, detector ? detector->dir : NULL, detector ? detector->lite : 0,
+                              params ? params->tiles : 1, detect_ms);
+}
+
+int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n, uint8_t **png,
+                                 size_t *len) {
+    if (!rgb || w < 1 || h < 1 || n < 0 || (n > 0 && !dets) || !png || !len)
+        return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    if ((double)w * h > HM_IMAGE_MAX_PIXELS) return hm_err(HM_E_ARG, "%s: image of %dx%d is too large", __func__, w, h);
+    hm_image img = {w, h, hm_alloc((size_t)w * h * 3)};
+    if (!img.rgb) return HM_E_NOMEM;
+    memcpy(img.rgb, rgb, (size_t)w * h * 3);
+    /* Marks scale with the picture so they stay visible on large photos. */
+    float lw = (w > h ? w : h) / 400.0f;
+    lw = lw < 1.5f ? 1.5f : lw;
+    for (int i = 0; i < n; i++) {
+        static const uint8_t right[3] = {40, 220, 60}, left[3] = {255, 150, 20}, joint[3] = {240, 30, 30};
+        const uint8_t *c = dets[i].box.is_right ? right : left;
+        const float *b = dets[i].box.bbox, *L = dets[i].landmarks;
+        const float corner[5][2] = {{b[0], b[1]}, {b[2], b[1]}, {b[2], b[3]}, {b[0], b[3]}, {b[0], b[1]}};
+        for (int k = 0; k < 4; k++)
+            hm_draw_line(img.rgb, w, h, corner[k][0], corner[k][1], corner[k + 1][0], corner[k + 1][1], lw, c);
+        for (int k = 0; k < HM_DRAW_HAND_BONES; k++) {
+            const float *p = L + 3 * hm_draw_hand_bones[k][0], *q = L + 3 * hm_draw_hand_bones[k][1];
+            hm_draw_line(img.rgb, w, h, p[0], p[1], q[0], q[1], lw, c);
+        }
+        for (int k = 0; k < 21; k++) hm_draw_dot(img.rgb, w, h, L[3 * k], L[3 * k + 1], 1.2f * lw, joint);
+    }
+    int rc = hm_image_encode_png(&img, png, len);
+    hm_image_free(&img);
+    return rc;
 }
 
 void hamer_free(void *p) { free(p); }

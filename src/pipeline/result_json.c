@@ -58,16 +58,37 @@ static json_t *hand_json(const hamer_hand *H, int with_vertices) {
     return o;
 }
 
+/* The detector's view of one hand: scores, pass and landmarks. */
+static json_t *detection_json(float score, float presence, float handedness, int pass, const float *landmarks) {
+    return json_pack("{s:f,s:f,s:f,s:i,s:o}", "score", score, "presence", presence, "handedness", handedness, "pass",
+                     pass, "landmarks", matrix(landmarks, 21, 3));
+}
+
 char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm) {
     json_t *root = json_object();
     json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(arr, hand_json(&hands[i], with_vertices));
+    int detected = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *o = hand_json(&hands[i], with_vertices);
+        const __typeof__(hands[i].detection) *d = &hands[i].detection;
+        if (d->detected) {
+            json_object_set_new(o, "detection", detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks));
+            detected++;
+        }
+        json_array_append_new(arr, o);
+    }
+    /* Which boxes the hands came from: the caller's, or the detector's. */
+    json_object_set_new(root, "boxes", json_string(detected ? "detected" : "given"));
     json_object_set_new(root, "hands", arr);
-    if (tm)
-        json_object_set_new(root, "timings_ms",
-                            json_pack("{s:f,s:f,s:f,s:f}", "decode", tm->decode_ms, "crop", tm->crop_ms, "regress",
-                                      tm->regress_ms, "finalise", tm->finalise_ms));
+    if (tm) {
+        json_t *t = json_pack("{s:f}", "decode", tm->decode_ms);
+        if (detected) json_object_set_new(t, "detect", json_real(tm->detect_ms));
+        json_object_set_new(t, "crop", json_real(tm->crop_ms));
+        json_object_set_new(t, "regress", json_real(tm->regress_ms));
+        json_object_set_new(t, "finalise", json_real(tm->finalise_ms));
+        json_object_set_new(root, "timings_ms", t);
+    }
     char *s = json_dumps(root, JSON_REAL_PRECISION(9) | JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!s) hm_err(HM_E_NOMEM, "out of memory writing JSON");
@@ -80,13 +101,37 @@ static int num(json_t *v, double *out) {
     return 0;
 }
 
+char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const char *models, int lite, int tiles,
+                         double detect_ms) {
+    json_t *root = json_object();
+    json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
+    json_object_set_new(root, "detector", json_pack("{s:s,s:s,s:s}", "models", models ? models : "", "variant",
+                                                    lite ? "lite" : "full", "passes", tiles ? "full frame + tiles" : "full frame"));
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *o = detection_json(d[i].score, d[i].presence, d[i].handedness, d[i].pass, d[i].landmarks);
+        json_object_set_new(o, "bbox", floats(d[i].box.bbox, 4));
+        json_object_set_new(o, "is_right", json_boolean(d[i].box.is_right));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, "hands", arr);
+    json_object_set_new(root, "timings_ms", json_pack("{s:f}", "detect", detect_ms));
+    char *s = json_dumps(root, JSON_REAL_PRECISION(9) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) hm_err(HM_E_NOMEM, "out of memory writing JSON");
+    return s;
+}
+
 int hm_boxes_parse_json(const char *text, size_t len, hamer_box *boxes, int max) {
     json_error_t e;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-    if (!root) return hm_err(HM_E_ARG, "boxes JSON: %s at line %d column %d", e.text, e.line, e.column);
+    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    if (!doc) return hm_err(HM_E_ARG, "boxes JSON: %s at line %d column %d", e.text, e.line, e.column);
     int rc = 0;
+    /* A bare list, or a document with a "hands" list: `hamer detect`'s
+     * output and RESULT.json both carry their boxes that way. */
+    json_t *root = json_is_object(doc) ? json_object_get(doc, "hands") : doc;
     if (!json_is_array(root)) {
-        rc = hm_err(HM_E_ARG, "boxes JSON: expected an array of {\"bbox\": [x1,y1,x2,y2], \"is_right\": bool}");
+        rc = hm_err(HM_E_ARG, "boxes JSON: expected an array of {\"bbox\": [x1,y1,x2,y2], \"is_right\": bool} (or an object with one under \"hands\")");
         goto out;
     }
     size_t n = json_array_size(root);
@@ -119,7 +164,7 @@ int hm_boxes_parse_json(const char *text, size_t len, hamer_box *boxes, int max)
     }
     rc = (int)n;
 out:
-    json_decref(root);
+    json_decref(doc);
     return rc;
 }
 

@@ -9,8 +9,15 @@
  * string, or NULL (hm_err) on allocation failure. */
 char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm);
 
+/* `hamer detect`'s document: image size, detector (models directory,
+ * variant, passes), and per hand its box, is_right, scores, pass and
+ * landmarks; malloc'd, or NULL (hm_err) when out of memory. */
+char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const char *models, int lite, int tiles,
+                         double detect_ms);
+
 /* Parse a boxes document `[{"bbox":[x1,y1,x2,y2],"is_right":true}, ...]`
- * (is_right optional, default true). At most HAMER_MAX_HANDS entries.
+ * (is_right optional, default true; other keys ignored), bare or as the
+ * "hands" list of an object (hamer detect's output, RESULT.json). At most HAMER_MAX_HANDS entries.
  * Returns the count (>= 0) or a negative error with a message naming the
  * offending entry. */
 int hm_boxes_parse_json(const char *text, size_t len, hamer_box *boxes, int max);

@@ -11,6 +11,7 @@ int hm_cli_bench(int argc, char **argv);
 int hm_cli_run(int argc, char **argv);
 int hm_cli_serve(int argc, char **argv);
 int hm_cli_convert(int argc, char **argv);
+int hm_cli_detect(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);
@@ -27,6 +28,24 @@ double hm_cli_now(void);
 /* hamer_model_load with the commands' common parameters (a progress bar on
  * a terminal); NULL with hamer_last_error() set on failure. */
 hamer_model *hm_cli_load_model(const char *path, const char *mano, int precision);
+/* The detector options `detect` and `run` share. */
+typedef struct {
+    const char *dir;          /* --detector DIR */
+    int lite;                 /* --lite */
+    hamer_detect_params params; /* --max-hands, --min-score, --single-pass */
+} hm_cli_detect_args;
+void hm_cli_detect_defaults(hm_cli_detect_args *d);
+/* If argv[*i] is a detector option, consume it (and its value) into d:
+ * returns 0; a usage error is printed and returned as 2 (cmd names the
+ * subcommand); -1 when argv[*i] is not a detector option. */
+int hm_cli_detect_option(int argc, char **argv, int *i, hm_cli_detect_args *d, const char *cmd);
+/* hamer_detector_load with those options; NULL with hamer_last_error(). */
+hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d);
+/* Write data to path through a temporary file beside it, then rename: the
+ * path holds the old content or the complete new one. 0, or -1 with a
+ * message naming the path and the reason in err. */
+int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */
 double hm_cli_pcc(const float *a, const float *b, size_t n);

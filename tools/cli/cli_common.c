@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "cli/cli.h"
 
 int hm_cli_fail(int code, const char *fmt, const char *arg) {
@@ -66,4 +68,73 @@ double hm_cli_pcc(const float *a, const float *b, size_t n) {
         sab += x * y, saa += x * x, sbb += y * y;
     }
     return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : (saa == sbb ? 1.0 : 0.0);
+}
+
+void hm_cli_detect_defaults(hm_cli_detect_args *d) {
+    d->dir = NULL;
+    d->lite = 0;
+    d->params = hamer_detect_default_params();
+}
+
+int hm_cli_detect_option(int argc, char **argv, int *i, hm_cli_detect_args *d, const char *cmd) {
+    const char *o = argv[*i];
+    if (!strcmp(o, "--lite")) return d->lite = 1, 0;
+    if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
+    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score")) return -1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
+        return 2;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(o, "--detector")) {
+        d->dir = v;
+    } else if (!strcmp(o, "--max-hands")) {
+        if (hm_cli_parse_int(v, 1, HAMER_MAX_HANDS, &d->params.max_hands)) {
+            fprintf(stderr, "hamer: %s: --max-hands must be an integer in 1..%d, got '%s'\n", cmd, HAMER_MAX_HANDS, v);
+            return 2;
+        }
+    } else {
+        char *end;
+        double s = strtod(v, &end);
+        if (end == v || *end || strspn(v, "0123456789.eE+-") != strlen(v) || !(s > 0 && s < 1)) {
+            fprintf(stderr, "hamer: %s: --min-score must be a number in (0, 1), got '%s'\n", cmd, v);
+            return 2;
+        }
+        d->params.min_score = (float)s;
+    }
+    return 0;
+}
+
+hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d) {
+    hamer_detector_params p = hamer_detector_default_params();
+    p.dir = d->dir;
+    p.lite = d->lite;
+    return hamer_detector_load(&p);
+}
+
+int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) {
+        snprintf(err, errlen, "cannot write '%s': out of memory", path);
+        return -1;
+    }
+    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp), e = 0;
+    if (fd < 0) {
+        e = errno;
+    } else {
+        fchmod(fd, 0644);
+        for (size_t off = 0; off < len && !e;) {
+            ssize_t k = write(fd, (const char *)data + off, len - off);
+            if (k < 0 && errno != EINTR) e = errno;
+            if (k > 0) off += (size_t)k;
+        }
+        if (close(fd) != 0 && !e) e = errno;
+        if (!e && rename(tmp, path) != 0) e = errno;
+        if (e) unlink(tmp);
+    }
+    free(tmp);
+    if (e) snprintf(err, errlen, "cannot write '%s': %s", path, strerror(e));
+    return e ? -1 : 0;
 }

@@ -3,7 +3,8 @@
  *
  * Exit status: 0 every hand succeeded; 1 the request failed (nothing
  * written); 2 bad usage; 3 RESULT.json written but some hands failed (each
- * failure has an "error" entry in the JSON and a line on stderr).
+ * failure has an "error" entry in the JSON and a line on stderr); 4 written,
+ * but no box was given and the detector found no hand.
  *
  * Like the server, it uses only the public API (include/hamer.h).
  */
@@ -16,13 +17,16 @@
 #include "hamer.h"
 
 static const char *USAGE_RUN =
-    "usage: hamer run --model M --image IMG (--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json)\n"
-    "                 --output RESULT.json [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
+    "usage: hamer run --model M --image IMG --output RESULT.json\n"
+    "                 [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
+    "                 [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--single-pass]\n"
+    "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
     "                 [--render OVERLAY.png] [--side-view SIDE.png] [--obj-dir DIR] [--vertices]\n"
     "                 [--mano FILE.npz] [--precision fp32|fast]\n"
     "\n"
-    "Crops every hand box from a JPEG or PNG image (the official HaMeR warp by\n"
-    "default), regresses the MANO hand and writes RESULT.json:\n"
+    "Finds the hands of a JPEG or PNG photo with the built-in detector (or takes\n"
+    "the boxes given), crops each (the official HaMeR warp by default),\n"
+    "regresses the MANO hand and writes RESULT.json:\n"
     "  {\"image\": {\"width\", \"height\"}, \"hands\": [{bbox, is_right, global_orient\n"
     "   (3x3), hand_pose (15x3x3), *_axis_angle, betas, pred_cam, cam_t_full,\n"
     "   focal_length, crop, keypoints_3d (21x3 m), keypoints_2d (21x2 px),\n"
@@ -30,7 +34,11 @@ static const char *USAGE_RUN =
     "Left hands are mirrored back (x negated) as HaMeR's demo does.\n"
     "\n"
     "  --box B         x1,y1,x2,y2 in pixels, ':left' or ':right' (default right); repeatable\n"
-    "  --boxes FILE    JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...]\n"
+    "  --boxes FILE    JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...], or a\n"
+    "                  document with such a \"hands\" list ('hamer detect', RESULT.json)\n"
+    "  (no boxes)      detect: --detector DIR (models; default: $HAMER_DETECTOR_DIR,\n"
+    "                  ~/.local/share/hamer/detector), --lite, --max-hands N (default 8),\n"
+    "                  --min-score S (0.5), --single-pass (no tile search for small hands)\n"
     "  --rescale S     box scale factor in (0, 16] (default 2.0)\n"
     "  --crop-mode M   warp (official affine warp, default) or pad (square crop, grey padding)\n"
     "  --render PNG    the image with every hand's mesh drawn over it\n"
@@ -39,12 +47,15 @@ static const char *USAGE_RUN =
     "  --vertices      include the 778 vertices per hand in RESULT.json\n"
     "\n"
     "Exit status: 0 all hands ok; 1 failed (nothing written); 2 bad usage;\n"
-    "3 written, but some hands failed (see their \"error\" entries).\n";
+    "3 written, but some hands failed (see their \"error\" entries); 4 written,\n"
+    "but the detector found no hand.\n";
 
 typedef struct {
     const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *mano;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
+    hm_cli_detect_args det;       /* used when no box is given */
+    hamer_detection dets[HAMER_MAX_HANDS];
     hamer_predict_params pp;
 } run_args;
 
@@ -93,12 +104,16 @@ static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
     a->precision = HAMER_PRECISION_FP32;
     a->pp = hamer_predict_default_params();
+    hm_cli_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_RUN, stdout);
             return -1;
         }
+        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "run");
+        if (used > 0) return used; /* a usage error, already printed */
+        if (used == 0) continue;
         if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
         if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "run: unexpected argument '%s'", o);
         if (i + 1 >= argc) return hm_cli_fail(2, "run: option '%s' needs a value (or is unknown)", o);
@@ -131,7 +146,7 @@ static int parse(int argc, char **argv, run_args *a) {
         }
     }
     if (!a->model || !a->image || !a->output) return hm_cli_fail(2, "run: --model, --image and --output are required%s", "");
-    if (!a->nbox == !a->boxes_file) return hm_cli_fail(2, "run: give hand boxes with --box or --boxes (not both)%s", "");
+    if (a->nbox && a->boxes_file) return hm_cli_fail(2, "run: give hand boxes with --box or --boxes, not both%s", "");
     return 0;
 }
 
@@ -168,6 +183,18 @@ static int write_extras(const run_args *a, const hamer_model *hm, const uint8_t 
     return 0;
 }
 
+/* The detector's hands of the image into a->dets; their count, or -1
+ * (message printed). */
+static int detect(run_args *a, const uint8_t *rgb, int w, int h, double *ms) {
+    hamer_detector *det = hm_cli_load_detector(&a->det);
+    hamer_detect_state *ds = det ? hamer_detect_state_new(det, a->threads) : NULL;
+    int n = ds ? hamer_detect(ds, rgb, w, h, &a->det.params, a->dets, HAMER_MAX_HANDS, ms) : -1;
+    if (n < 0) fprintf(stderr, "hamer: %s\n", hamer_last_error());
+    hamer_detect_state_free(ds);
+    hamer_detector_free(det);
+    return n;
+}
+
 static int run(run_args *a) {
     char err[1024];
     if (a->boxes_file) {
@@ -188,6 +215,17 @@ static int run(run_args *a) {
     if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
     double decode_ms = 1e3 * (hm_cli_now() - t0);
 
+    /* No boxes given: the built-in detector finds the hands. */
+    int detected = !a->nbox && !a->boxes_file;
+    double detect_ms = 0;
+    if (detected) {
+        a->nbox = detect(a, rgb, w, h, &detect_ms);
+        if (a->nbox < 0) {
+            hamer_free(rgb);
+            return 1;
+        }
+    }
+
     hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
     hamer_state *st = hm ? hamer_state_new(hm, a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1, a->threads) : NULL;
     hamer_hand *hands = calloc(a->nbox > 0 ? a->nbox : 1, sizeof *hands);
@@ -198,10 +236,12 @@ static int run(run_args *a) {
         fprintf(stderr, "hamer: %s\n", hm && st ? "out of memory" : hamer_last_error());
         goto done;
     }
-    if (hamer_predict(st, rgb, w, h, a->boxes, a->nbox, &a->pp, hands, &tm)) {
+    if (detected ? hamer_predict_detections(st, rgb, w, h, a->dets, a->nbox, &a->pp, hands, &tm)
+                 : hamer_predict(st, rgb, w, h, a->boxes, a->nbox, &a->pp, hands, &tm)) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    tm.detect_ms = detect_ms;
     tm.decode_ms = decode_ms;
     int nfail = 0;
     for (int i = 0; i < a->nbox; i++)
@@ -222,6 +262,10 @@ static int run(run_args *a) {
         goto done;
     }
     status = nfail ? 3 : 0;
+    if (detected && a->nbox == 0) {
+        fprintf(stderr, "hamer: no hand found in %s (RESULT.json lists none)\n", a->image);
+        status = 4;
+    }
 done:
     hamer_free(json);
     free(hands);

@@ -11,7 +11,8 @@ static const char *USAGE_MAIN =
     "HaMeR 3D hand-mesh recovery (CVPR 2024) in C.\n"
     "\n"
     "commands:\n"
-    "  run       image + hand boxes in: RESULT.json, meshes (.obj), overlay pictures\n"
+    "  run       a photo in (hands found, or boxes given): RESULT.json, meshes (.obj), pictures\n"
+    "  detect    find the hands in a photo: boxes, scores, 21 landmarks (JSON), a picture\n"
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
@@ -20,7 +21,7 @@ static const char *USAGE_MAIN =
     "\n"
     "main job:\n"
     "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
-    "  hamer run --model hamer.ckpt --image IMG --box x1,y1,x2,y2[:left] --output RESULT.json\n"
+    "  hamer run --model hamer.ckpt --image IMG --output RESULT.json [--box x1,y1,x2,y2[:left]]\n"
     "\n"
     "options:\n"
     "  -h, --help      this help; 'hamer <command> --help' for a command\n"
@@ -36,6 +37,7 @@ static const struct {
     {"bench", hm_cli_bench},
     {"serve", hm_cli_serve},
     {"convert", hm_cli_convert},
+    {"detect", hm_cli_detect},
 };
 
 /* The library never prints: its messages come here. Progress lines are

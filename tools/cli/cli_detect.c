@@ -1,0 +1,116 @@
+/* cli_detect.c - `hamer detect`: a photo in, the hands the built-in
+ * detector finds out, as the boxes document `hamer run --boxes` reads
+ * (plus scores and landmarks), and optionally a picture of them.
+ *
+ * Exit status: 0 hands found; 4 no hand found (the document is still
+ * written, with an empty list); 1 failed (nothing written); 2 bad usage.
+ * Uses only the public API (include/hamer.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "hamer.h"
+
+static const char *USAGE_DETECT =
+    "usage: hamer detect --image IMG --output BOXES.json [--render PNG] [--detector DIR] [--lite]\n"
+    "                    [--max-hands N] [--min-score S] [--single-pass] [--threads N]\n"
+    "\n"
+    "Finds the hands in a JPEG or PNG photo with the built-in detector (MediaPipe\n"
+    "Hands' palm detector and hand landmark model, installed by\n"
+    "scripts/get_detector.sh) and writes\n"
+    "  {\"image\": {\"width\", \"height\"}, \"detector\": {...}, \"hands\": [{\"bbox\":\n"
+    "   [x1,y1,x2,y2], \"is_right\", \"score\", \"presence\", \"handedness\", \"pass\",\n"
+    "   \"landmarks\" (21 x [x, y, z] pixels)}, ...], \"timings_ms\": {\"detect\"}}\n"
+    "which `hamer run --boxes` reads. The box is the tight box of the 21 landmarks.\n"
+    "\n"
+    "  --render PNG    the photo with the boxes and landmark skeletons drawn over it\n"
+    "  --detector DIR  the models' directory (default: $HAMER_DETECTOR_DIR, then\n"
+    "                  ~/.local/share/hamer/detector, then /usr/local/share/hamer/detector)\n"
+    "  --lite          the lite models (faster, less accurate)\n"
+    "  --max-hands N   at most N hands (1..64, default 8)\n"
+    "  --min-score S   palm score threshold in (0, 1) (default 0.5)\n"
+    "  --single-pass   MediaPipe's one full-frame pass only (faster; misses small\n"
+    "                  hands in large photos, which the default tile pass finds)\n"
+    "\n"
+    "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
+    "(nothing written); 2 bad usage.\n";
+
+typedef struct {
+    const char *image, *output, *render;
+    hm_cli_detect_args det;
+    int threads;
+} detect_args;
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
+static int parse(int argc, char **argv, detect_args *a) {
+    memset(a, 0, sizeof *a);
+    hm_cli_detect_defaults(&a->det);
+    for (int i = 0; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(USAGE_DETECT, stdout);
+            return -1;
+        }
+        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "detect");
+        if (used > 0) return used; /* a usage error, already printed */
+        if (used == 0) continue;
+        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "detect: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_cli_fail(2, "detect: option '%s' needs a value (or is unknown)", o);
+        const char *v = argv[++i];
+        if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--output")) a->output = v;
+        else if (!strcmp(o, "--render")) a->render = v;
+        else if (!strcmp(o, "--threads")) {
+            if (hm_cli_parse_threads(v, &a->threads))
+                return hm_cli_fail(2, "detect: --threads must be an integer in 1..1024, got '%s'", v);
+        } else {
+            return hm_cli_fail(2, "detect: unknown option '%s' (see 'hamer detect --help')", o);
+        }
+    }
+    if (!a->image || !a->output) return hm_cli_fail(2, "detect: --image and --output are required%s", "");
+    return 0;
+}
+
+static int run(const detect_args *a) {
+    uint8_t *rgb = NULL, *png = NULL;
+    int w, h, status = 1;
+    char *json = NULL, err[1024];
+    size_t png_len = 0;
+    hamer_detection dets[HAMER_MAX_HANDS];
+    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
+    hamer_detector *det = hm_cli_load_detector(&a->det);
+    hamer_detect_state *ds = det ? hamer_detect_state_new(det, a->threads) : NULL;
+    if (!ds) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    double ms = 0;
+    int n = hamer_detect(ds, rgb, w, h, &a->det.params, dets, HAMER_MAX_HANDS, &ms);
+    if (n < 0 || !(json = hamer_detections_json(w, h, dets, n, det, &a->det.params, ms)) ||
+        (a->render && hamer_render_detections_png(rgb, w, h, dets, n, &png, &png_len))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (hm_cli_write_file(a->output, json, strlen(json), err, sizeof err) ||
+        (a->render && hm_cli_write_file(a->render, png, png_len, err, sizeof err))) {
+        fprintf(stderr, "hamer: %s\n", err);
+        goto done;
+    }
+    status = n > 0 ? 0 : 4;
+    if (n == 0) fprintf(stderr, "hamer: no hand found in %s\n", a->image);
+done:
+    hamer_free(json);
+    hamer_free(png);
+    hamer_detect_state_free(ds);
+    hamer_detector_free(det);
+    hamer_free(rgb);
+    return status;
+}
+
+int hm_cli_detect(int argc, char **argv) {
+    detect_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
+}
