@@ -179,12 +179,12 @@ def uint8_crops(batch, seed=20):
 # Running the CLI
 # ---------------------------------------------------------------------------
 
-def run_hamer(args, timeout=None):
+def run_hamer(args, timeout=None, env=None):
     """Run ``hamer ARGS``; returns the CompletedProcess (text mode)."""
     cmd = [str(HAMER_BIN)] + [str(a) for a in args]
     try:
         return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout or TIMEOUT_SMALL, text=True, errors="replace")
+                              timeout=timeout or TIMEOUT_SMALL, text=True, errors="replace", env=env)
     except subprocess.TimeoutExpired:
         pytest.fail(f"timed out after {timeout or TIMEOUT_SMALL}s: {' '.join(cmd)}")
 

@@ -1,0 +1,136 @@
+"""`hamer detect` and `hamer run` without boxes: the built-in detector as
+users reach it (public API, CLI), on the annotated photos.
+
+- `hamer detect` scores as shared/images/README.md says on both photos
+  (every non-difficult hand, handedness right, no extras), writes a
+  document `hamer run --boxes` reads, and a picture;
+- `hamer run` without boxes equals `hamer run --boxes <detect's output>`
+  hand for hand, bit for bit, and RESULT.json carries each detection;
+- a photo without hands: exit 4, an empty list, still written;
+- missing models: exit 1, one line naming where it looked, nothing written.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import describe, run_hamer
+from detect.common import PHOTOS, annotations, models_dir, score_image, shared_images, skimage_path
+
+
+def detect(img, out, *extra):
+    return run_hamer(["detect", "--image", img, "--output", out, *extra])
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+def test_detect_scores_on_the_photos(tmp_path, name):
+    out, pic = tmp_path / "boxes.json", tmp_path / "boxes.png"
+    proc = detect(shared_images() / name, out, "--render", pic, "--detector", models_dir())
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(out.read_text())
+    ann = annotations()[name]
+    assert doc["image"] == {"width": ann["width"], "height": ann["height"]}
+    hands = doc["hands"]
+    r = score_image([h["bbox"] for h in hands], [h["is_right"] for h in hands], ann["hands"])
+    assert r["pass"], r
+    for h in hands:
+        lm = np.array(h["landmarks"])
+        assert lm.shape == (21, 3)
+        # The box is the tight box of the landmarks.
+        np.testing.assert_allclose(h["bbox"], [*lm[:, :2].min(0), *lm[:, :2].max(0)], atol=1e-3)
+        assert 0.5 <= h["score"] <= 1 and 0.5 <= h["presence"] <= 1 and 0 <= h["handedness"] <= 1
+        assert h["is_right"] == (h["handedness"] > 0.5)
+    # The picture is the photo with marks only near the hands.
+    src = np.asarray(Image.open(shared_images() / name).convert("RGB")).astype(int)
+    got = np.asarray(Image.open(pic).convert("RGB")).astype(int)
+    changed = np.any(src != got, -1)
+    assert changed.any()
+    near = np.zeros_like(changed)
+    for h in hands:
+        x1, y1, x2, y2 = h["bbox"]
+        pad = max(src.shape) / 100 + 4
+        near[max(0, int(y1 - pad)):int(y2 + pad) + 1, max(0, int(x1 - pad)):int(x2 + pad) + 1] = True
+    assert not (changed & ~near).any()
+
+
+def test_single_pass_option_misses_the_small_hand(tmp_path):
+    """--single-pass is MediaPipe's own pass: it misses the lower hand of
+    hamer_example_1 that the tile pass finds (the reason tiles exist)."""
+    out = tmp_path / "b.json"
+    proc = detect(shared_images() / "hamer_example_1.jpg", out, "--single-pass")
+    assert proc.returncode == 0, describe(proc)
+    hands = json.loads(out.read_text())["hands"]
+    r = score_image([h["bbox"] for h in hands], [h["is_right"] for h in hands],
+                    annotations()["hamer_example_1.jpg"]["hands"])
+    assert not r["pass"] and r["missed"] and not r["extra"], r
+    assert json.loads(out.read_text())["detector"]["passes"] == "full frame"
+
+
+def test_run_without_boxes_equals_run_with_detected_boxes(tmp_path, ckpt):
+    model = ckpt("d2h2")
+    img = shared_images() / "hamer_example_1.jpg"
+    boxes, auto, given = tmp_path / "boxes.json", tmp_path / "auto.json", tmp_path / "given.json"
+    assert detect(img, boxes).returncode == 0
+    p = run_hamer(["run", "--model", model, "--image", img, "--output", auto, "--vertices"])
+    assert p.returncode == 0, describe(p)
+    p = run_hamer(["run", "--model", model, "--image", img, "--output", given, "--vertices", "--boxes", boxes])
+    assert p.returncode == 0, describe(p)
+    a, g, b = (json.loads(f.read_text()) for f in (auto, given, boxes))
+    assert a["boxes"] == "detected" and g["boxes"] == "given"
+    assert "detect" in a["timings_ms"] and "detect" not in g["timings_ms"]
+    assert len(a["hands"]) == len(g["hands"]) == len(b["hands"]) >= 3
+    for ha, hg, hb in zip(a["hands"], g["hands"], b["hands"]):
+        det = ha.pop("detection")
+        assert "detection" not in hg
+        assert ha == hg  # the same hand, bit for bit
+        assert ha["bbox"] == hb["bbox"] and ha["is_right"] == hb["is_right"]
+        assert det["landmarks"] == hb["landmarks"] and det["score"] == hb["score"]
+    # RESULT.json itself is a boxes document too.
+    again = tmp_path / "again.json"
+    p = run_hamer(["run", "--model", model, "--image", img, "--output", again, "--vertices", "--boxes", given])
+    assert p.returncode == 0 and json.loads(again.read_text())["hands"] == g["hands"], describe(p)
+
+
+def test_no_hand_photo(tmp_path, ckpt):
+    img = skimage_path("coffee.png")
+    out = tmp_path / "b.json"
+    proc = detect(img, out)
+    assert proc.returncode == 4 and "no hand found" in proc.stderr, describe(proc)
+    assert json.loads(out.read_text())["hands"] == []
+    res = tmp_path / "r.json"
+    proc = run_hamer(["run", "--model", ckpt("d1h1"), "--image", img, "--output", res])
+    assert proc.returncode == 4, describe(proc)
+    assert json.loads(res.read_text())["hands"] == []
+
+
+def test_missing_models_fail_cleanly(tmp_path, ckpt):
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    for args in (["detect", "--image", shared_images() / "hamer_example_5.jpg", "--output", tmp_path / "o.json"],
+                 ["run", "--model", ckpt("d1h1"), "--image", shared_images() / "hamer_example_5.jpg",
+                  "--output", tmp_path / "o.json"]):
+        proc = run_hamer([*args, "--detector", empty])
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, describe(proc)
+        assert str(empty) in lines[0] and "get_detector.sh" in lines[0], describe(proc)
+        assert not (tmp_path / "o.json").exists()
+    # The search, without --detector, names every place it looked.
+    env = dict(os.environ, HAMER_DETECTOR_DIR=str(empty), XDG_DATA_HOME=str(tmp_path / "xdg"))
+    proc = run_hamer(["detect", "--image", shared_images() / "hamer_example_5.jpg", "--output", tmp_path / "o.json"],
+                     env=env)
+    assert proc.returncode == 1 and str(empty) in proc.stderr and "xdg" in proc.stderr, describe(proc)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-hands", "0"], "--max-hands"), (["--max-hands", "65"], "--max-hands"),
+    (["--min-score", "1"], "--min-score"), (["--min-score", "0x1"], "--min-score"),
+    (["--detector"], "needs a value"),
+])
+def test_detect_usage_errors(tmp_path, args, needle):
+    out = tmp_path / "o.json"
+    proc = detect(shared_images() / "hamer_example_5.jpg", out, *args)
+    assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.splitlines()) == 1, describe(proc)
+    assert not out.exists()
