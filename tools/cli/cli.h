@@ -46,6 +46,11 @@ hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d);
  * message naming the path and the reason in err. */
 int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* `hamer bench --image`: the photo-to-hands job on model, timed per stage
+ * (cli_bench_photo.c); the exit status. */
+int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detect_args *det, int threads, int warmup,
+                       int iters, int json);
+
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */
 double hm_cli_pcc(const float *a, const float *b, size_t n);

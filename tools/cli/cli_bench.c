@@ -35,9 +35,13 @@ static const char *USAGE_BENCH =
     "                   [--batch B] [--iters N] [--warmup W] [--threads N]\n"
     "                   [--mano FILE.npz] [--reference M] [--seed S] [--peak GFLOPS]\n"
     "                   [--json]\n"
+    "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
+    "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
     "\n"
     "Measures the regressor's speed on random crops and the accuracy of the\n"
-    "chosen precision against fp32.\n"
+    "chosen precision against fp32. With --image: the whole photo-to-hands job\n"
+    "(decode, detect, crop, regress, finalise; medians per stage) and the\n"
+    "detector's time against one hand's regression.\n"
     "\n"
     "  --model CKPT      a HaMeR checkpoint or packed model file (hamer convert)\n"
     "  --synthetic       a full-size model with random weights, built in memory\n"
@@ -246,6 +250,8 @@ typedef struct {
     model_src src;
     int precision, B, iters, warmup, threads, json;
     double peak;
+    const char *image;        /* --image: the photo-to-hands job instead */
+    hm_cli_detect_args det;
 } bench_args;
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
@@ -253,6 +259,9 @@ static int parse(int argc, char **argv, bench_args *args) {
     model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
     double peak = 0;
+    const char *image = NULL;
+    hm_cli_detect_args det;
+    hm_cli_detect_defaults(&det);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -261,14 +270,19 @@ static int parse(int argc, char **argv, bench_args *args) {
         }
         if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        int used = hm_cli_detect_option(argc, argv, &i, &det, "bench");
+        if (used > 0) return used; /* a usage error, already printed */
+        if (used == 0) continue;
         static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
-                                             "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference"};
+                                             "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference",
+                                             "--image"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) return hm_cli_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
         if (i + 1 >= argc) return hm_cli_fail(2, "bench: option '%s' needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) src.model_path = v;
+        else if (!strcmp(a, "--image")) image = v;
         else if (!strcmp(a, "--mano")) src.mano = v;
         else if (!strcmp(a, "--reference")) src.reference_path = v;
         else if (!strcmp(a, "--precision")) {
@@ -304,7 +318,7 @@ static int parse(int argc, char **argv, bench_args *args) {
     }
     src.nthreads = threads;
 
-    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak};
+    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak, image, det};
     return 0;
 }
 
@@ -318,6 +332,11 @@ static int run(bench_args *args) {
     hamer_model *model = load_model(&src, precision, 0);
     double load_s = hm_cli_now() - t0;
     if (!model) return hm_cli_fail(1, "%s", hamer_last_error());
+    if (args->image) {
+        int r = hm_cli_bench_photo(model, args->image, &args->det, threads, warmup, iters, json);
+        hamer_model_free(model);
+        return r;
+    }
     hamer_model_info info;
     hamer_model_get_info(model, &info);
     hamer_state *st = hamer_state_new(model, B, threads);
