@@ -365,7 +365,8 @@ hamer_detect_state *hamer_detect_state_new(const hamer_detector *d, int n_thread
         return NULL;
     }
     st->d = d;
-    if (hm_det_state_new(d->m, &st->s) || !(st->pool = hm_pool_create(n_threads))) {
+    if (hm_det_state_new(d->m, &st->s) || hm_det_state_reserve(st->s, n_threads) ||
+        !(st->pool = hm_pool_create(n_threads))) {
         hamer_detect_state_free(st);
         return NULL;
     }

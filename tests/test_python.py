@@ -176,7 +176,10 @@ int main(void) {
     S(hamer_hand) F(hamer_hand, error) F(hamer_hand, box) F(hamer_hand, global_orient) F(hamer_hand, hand_pose)
     F(hamer_hand, betas) F(hamer_hand, pred_cam) F(hamer_hand, cam_t_full) F(hamer_hand, focal_length)
     F(hamer_hand, keypoints_3d) F(hamer_hand, keypoints_2d) F(hamer_hand, vertices) F(hamer_hand, box_center)
-    F(hamer_hand, box_size)
+    F(hamer_hand, box_size) F(hamer_hand, detection)
+    S(hamer_detection) F(hamer_detection, box) F(hamer_detection, score) F(hamer_detection, landmarks)
+    F(hamer_detection, pass)
+    S(hamer_detect_params) F(hamer_detect_params, tiles) S(hamer_detector_params) F(hamer_detector_params, lite)
     return 0;
 }
 """
@@ -199,12 +202,13 @@ def test_struct_layouts_match_the_header(tmp_path):
     structs = {"hamer_model_params": _lib.ModelParams, "hamer_model_info": _lib.ModelInfo,
                "hamer_output": _lib.Output, "hamer_box": _lib.Box,
                "hamer_predict_params": _lib.PredictParams, "hamer_timings": _lib.Timings,
-               "hamer_hand": _lib.Hand}
+               "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
+               "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams}
     for line in out.splitlines():
         name, value = line.split()
         if "." in name:
             t, f = name.split(".")
-            got = getattr(structs[t], f).offset
+            got = getattr(structs[t], f if f != "pass" else "pass_").offset
         else:
             got = ctypes.sizeof(structs[name])
         assert got == int(value), f"{name}: ctypes {got}, C {value}"

@@ -123,6 +123,17 @@ class PredictParams(ctypes.Structure):
     ]
 
 
+class HandDetection(ctypes.Structure):
+    _fields_ = [
+        ("detected", ctypes.c_int),
+        ("score", ctypes.c_float),
+        ("presence", ctypes.c_float),
+        ("handedness", ctypes.c_float),
+        ("landmarks", ctypes.c_float * (N_KP * 3)),
+        ("pass_", ctypes.c_int),
+    ]
+
+
 class Hand(ctypes.Structure):
     _fields_ = [
         ("ok", ctypes.c_int),
@@ -139,6 +150,34 @@ class Hand(ctypes.Structure):
         ("vertices", ctypes.c_float * (N_VERTS * 3)),
         ("box_center", ctypes.c_double * 2),
         ("box_size", ctypes.c_double),
+        ("detection", HandDetection),
+    ]
+
+
+class Detection(ctypes.Structure):
+    _fields_ = [
+        ("box", Box),
+        ("score", ctypes.c_float),
+        ("presence", ctypes.c_float),
+        ("handedness", ctypes.c_float),
+        ("landmarks", ctypes.c_float * (N_KP * 3)),
+        ("pass_", ctypes.c_int),
+    ]
+
+
+class DetectParams(ctypes.Structure):
+    _fields_ = [
+        ("max_hands", ctypes.c_int),
+        ("min_score", ctypes.c_float),
+        ("min_presence", ctypes.c_float),
+        ("tiles", ctypes.c_int),
+    ]
+
+
+class DetectorParams(ctypes.Structure):
+    _fields_ = [
+        ("dir", ctypes.c_char_p),
+        ("lite", ctypes.c_int),
     ]
 
 
@@ -148,6 +187,7 @@ class Timings(ctypes.Structure):
         ("crop_ms", ctypes.c_double),
         ("regress_ms", ctypes.c_double),
         ("finalise_ms", ctypes.c_double),
+        ("detect_ms", ctypes.c_double),
     ]
 
 

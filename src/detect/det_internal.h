@@ -14,17 +14,37 @@ struct hm_det_model {
     float anchors[HM_PALM_ANCHORS][2];
 };
 
-struct hm_det_state {
-    const hm_det_model *m;
+/* What one thread needs to run a palm pass or a landmark call on its own:
+ * its model states and the pass's scratch. */
+typedef struct {
     hm_tfl_state *palm, *lm;
-    /* one palm pass */
     hm_palm_det dec[HM_PALM_ANCHORS], nms[HM_PALM_ANCHORS];
     int idx[HM_PALM_ANCHORS];
+    hm_det_stats st;         /* this thread's share of the call's counts and times */
+} hm_det_worker;
+
+/* Tiles of one batch of palm passes and what each found (kept before the
+ * candidates of all passes are merged in tile order, so the result does
+ * not depend on which thread ran which tile). */
+#define HM_DET_TILE_BATCH 64
+#define HM_DET_TILE_CANDS 32 /* palms kept per tile, best scores (weighted NMS leaves a few) */
+typedef struct {
+    hm_det_rect roi;
+    int level, n;
+    hm_palm_px p[HM_DET_TILE_CANDS];
+} hm_det_tile;
+
+struct hm_det_state {
+    const hm_det_model *m;
+    int nworkers;
+    hm_det_worker *w[HM_DET_MAX_WORKERS];      /* w[0] always; more from hm_det_state_reserve */
+    hm_det_tile tiles[HM_DET_TILE_BATCH];
     /* all passes */
     hm_palm_px cand[HM_DET_MAX_CANDIDATES];
     int ncand, seq;
     int order[HM_DET_MAX_CANDIDATES];
     hm_det_hand hands[HM_DET_MAX_CANDIDATES]; /* landmarked, then merged in place */
+    int keep[HM_DET_MAX_CANDIDATES];
 };
 
 #endif

@@ -98,6 +98,27 @@ void hm_det_model_free(hm_det_model *m) {
     free(m);
 }
 
+static void worker_free(hm_det_worker *w) {
+    if (!w) return;
+    hm_tfl_state_free(w->palm);
+    hm_tfl_state_free(w->lm);
+    hm_free(w);
+}
+
+static int worker_new(const hm_det_model *m, hm_det_worker **out) {
+    hm_det_worker *w = hm_alloc(sizeof *w);
+    if (!w) return hm_err(HM_E_NOMEM, "out of memory for the hand detector state");
+    memset(w, 0, sizeof *w);
+    int rc = hm_tfl_state_new(m->palm, &w->palm);
+    if (!rc) rc = hm_tfl_state_new(m->lm, &w->lm);
+    if (rc) {
+        worker_free(w);
+        return rc;
+    }
+    *out = w;
+    return HM_OK;
+}
+
 int hm_det_state_new(const hm_det_model *m, hm_det_state **out) {
     if (!m || !out) return hm_err(HM_E_ARG, "hm_det_state_new: NULL argument");
     *out = NULL;
@@ -105,19 +126,28 @@ int hm_det_state_new(const hm_det_model *m, hm_det_state **out) {
     if (!s) return hm_err(HM_E_NOMEM, "out of memory for the hand detector state");
     memset(s, 0, sizeof *s);
     s->m = m;
-    int rc = hm_tfl_state_new(m->palm, &s->palm);
-    if (!rc) rc = hm_tfl_state_new(m->lm, &s->lm);
+    int rc = worker_new(m, &s->w[0]);
     if (rc) {
         hm_det_state_free(s);
         return rc;
     }
+    s->nworkers = 1;
     *out = s;
+    return HM_OK;
+}
+
+int hm_det_state_reserve(hm_det_state *s, int n) {
+    if (!s || n < 1) return hm_err(HM_E_ARG, "hm_det_state_reserve: bad arguments");
+    if (n > HM_DET_MAX_WORKERS) n = HM_DET_MAX_WORKERS;
+    for (; s->nworkers < n; s->nworkers++) {
+        int rc = worker_new(s->m, &s->w[s->nworkers]);
+        if (rc) return rc;
+    }
     return HM_OK;
 }
 
 void hm_det_state_free(hm_det_state *s) {
     if (!s) return;
-    hm_tfl_state_free(s->palm);
-    hm_tfl_state_free(s->lm);
+    for (int i = 0; i < s->nworkers; i++) worker_free(s->w[i]);
     hm_free(s);
 }

@@ -127,6 +127,13 @@ void hm_det_model_free(hm_det_model *m);
 
 int hm_det_state_new(const hm_det_model *m, hm_det_state **out);
 void hm_det_state_free(hm_det_state *s);
+/* Give the state model states for n threads (at most HM_DET_MAX_WORKERS),
+ * so that hm_det_run can hand whole tile passes and landmark calls to the
+ * pool's threads instead of splitting each model call (coarser work,
+ * better scaling). Allocates now, never in hm_det_run; results do not
+ * depend on n. */
+#define HM_DET_MAX_WORKERS 64
+int hm_det_state_reserve(hm_det_state *s, int n);
 
 /* Detect hands in an RGB image (w x h, interleaved, row-major, 8-bit).
  * Writes up to min(cap, o->max_hands) hands, best palm score first, and

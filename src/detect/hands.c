@@ -30,37 +30,37 @@ static void add_cand(hm_det_state *s, const hm_palm_px *p) {
     s->cand[at].seq = seq;
 }
 
-static int palm_pass(hm_det_state *s, const uint8_t *rgb, int w, int h, hm_det_rect roi, int level,
-                     const hm_det_opts *o, hm_pool *pool, hm_det_stats *st) {
-    const hm_det_model *m = s->m;
+/* One palm pass of roi on worker w (its own model state and scratch):
+ * the palms found, in image pixels, into out (at most cap, best scores
+ * first: weighted NMS orders them). Returns their count or an error. */
+static int palm_pass(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb, int iw, int ih, hm_det_rect roi,
+                     int level, const hm_det_opts *o, hm_pool *pool, hm_palm_px *out, int cap) {
     float pad[4];
     const hm_det_rect lroi = hm_det_pad_roi(roi, HM_PALM_SIZE, HM_PALM_SIZE, pad);
     double t0 = now_ms();
-    hm_det_warp(rgb, w, h, &lroi, HM_PALM_SIZE, HM_PALM_SIZE, 0, hm_tfl_input(s->palm, 0));
+    hm_det_warp(rgb, iw, ih, &lroi, HM_PALM_SIZE, HM_PALM_SIZE, 0, hm_tfl_input(w->palm, 0));
     double t1 = now_ms();
-    int rc = hm_tfl_invoke(s->palm, pool);
+    int rc = hm_tfl_invoke(w->palm, pool);
     double t2 = now_ms();
     if (rc) return rc;
-    const int nd = hm_palm_decode(hm_tfl_output(s->palm, m->palm_boxes), hm_tfl_output(s->palm, m->palm_scores),
-                                  m->anchors, o->min_palm, s->dec);
-    const int nk = hm_palm_wnms(s->dec, nd, 0.3f, s->nms, s->idx);
+    const int nd = hm_palm_decode(hm_tfl_output(w->palm, m->palm_boxes), hm_tfl_output(w->palm, m->palm_scores),
+                                  m->anchors, o->min_palm, w->dec);
+    int nk = hm_palm_wnms(w->dec, nd, 0.3f, w->nms, w->idx);
+    if (nk > cap) nk = cap;
     for (int i = 0; i < nk; i++) {
-        hm_palm_px p;
-        hm_palm_to_image(&s->nms[i], &lroi, pad, &p);
-        p.level = level;
-        p.levels = 1u << level;
-        add_cand(s, &p);
+        hm_palm_to_image(&w->nms[i], &lroi, pad, &out[i]);
+        out[i].level = level;
+        out[i].levels = 1u << level;
     }
-    st->palm_calls++;
-    st->warp_ms += t1 - t0;
-    st->palm_ms += t2 - t1;
-    st->post_ms += now_ms() - t2;
-    return HM_OK;
+    w->st.palm_calls++;
+    w->st.warp_ms += t1 - t0;
+    w->st.palm_ms += t2 - t1;
+    w->st.post_ms += now_ms() - t2;
+    return nk;
 }
 
-static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_palm_px *p, const hm_det_opts *o,
-                    hm_pool *pool, hm_det_stats *st, hm_det_hand *out, int *keep) {
-    const hm_det_model *m = s->m;
+static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb, int iw, int ih, const hm_palm_px *p,
+                    const hm_det_opts *o, hm_pool *pool, hm_det_hand *out, int *keep) {
     const hm_det_rect rect = hm_palm_hand_rect(p);
     float pad[4];
     *keep = 0;
@@ -69,19 +69,19 @@ static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_
         return HM_OK;
     const hm_det_rect lroi = hm_det_pad_roi(rect, HM_LM_SIZE, HM_LM_SIZE, pad);
     double t0 = now_ms();
-    hm_det_warp(rgb, w, h, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(s->lm, 0));
+    hm_det_warp(rgb, iw, ih, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(w->lm, 0));
     double t1 = now_ms();
-    int rc = hm_tfl_invoke(s->lm, pool);
+    int rc = hm_tfl_invoke(w->lm, pool);
     double t2 = now_ms();
     if (rc) return rc;
-    st->landmark_calls++;
-    st->warp_ms += t1 - t0;
-    st->landmark_ms += t2 - t1;
-    const float pres = hm_tfl_output(s->lm, m->lm_presence)[0];
-    const float hand = hm_tfl_output(s->lm, m->lm_handedness)[0];
+    w->st.landmark_calls++;
+    w->st.warp_ms += t1 - t0;
+    w->st.landmark_ms += t2 - t1;
+    const float pres = hm_tfl_output(w->lm, m->lm_presence)[0];
+    const float hand = hm_tfl_output(w->lm, m->lm_handedness)[0];
     const float need = p->level == 0 ? o->min_presence : fmaxf(o->min_presence, o->tile_presence);
     if (!(pres >= need)) return HM_OK;
-    hm_lm_project(hm_tfl_output(s->lm, m->lm_landmarks), &lroi, pad, out->landmarks);
+    hm_lm_project(hm_tfl_output(w->lm, m->lm_landmarks), &lroi, pad, out->landmarks);
     hm_lm_box(out->landmarks, out->box);
     out->is_right = hand > 0.5f;
     out->palm_score = (float)p->score;
@@ -93,8 +93,96 @@ static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
-    st->post_ms += now_ms() - t2;
+    w->st.post_ms += now_ms() - t2;
     return HM_OK;
+}
+
+/* A batch of tile passes or landmark calls spread over the pool: each task
+ * runs whole model calls on the worker of the thread that takes it (a
+ * worker per thread; every result lands in its task's own slot). */
+typedef struct {
+    hm_det_state *s;
+    const uint8_t *rgb;
+    int w, h;
+    const hm_det_opts *o;
+    int rc[HM_DET_MAX_WORKERS];   /* first error per thread */
+} batch_job;
+
+static void tile_task(void *ctx, int t, int tid) {
+    batch_job *j = ctx;
+    if (j->rc[tid]) return;
+    hm_det_tile *tl = &j->s->tiles[t];
+    int n = palm_pass(j->s->m, j->s->w[tid], j->rgb, j->w, j->h, tl->roi, tl->level, j->o, NULL, tl->p,
+                      HM_DET_TILE_CANDS);
+    if (n < 0) j->rc[tid] = n;
+    else tl->n = n;
+}
+
+static void landmark_task(void *ctx, int k, int tid) {
+    batch_job *j = ctx;
+    hm_det_state *s = j->s;
+    if (j->rc[tid]) return;
+    int rc = landmark(s->m, s->w[tid], j->rgb, j->w, j->h, &s->cand[s->order[k]], j->o, NULL, &s->hands[k],
+                      &s->keep[k]);
+    if (rc) j->rc[tid] = rc;
+}
+
+/* Run ntasks of fn, coarse (one task a thread) when the state has a worker
+ * for every thread of the pool, else on worker 0 with the pool inside each
+ * model call. The first error, if any. */
+static int run_batch(batch_job *j, hm_task_fn fn, int ntasks, hm_pool *pool) {
+    const int nt = hm_pool_size(pool);
+    memset(j->rc, 0, sizeof j->rc);
+    if (nt > 1 && ntasks > 1 && j->s->nworkers >= nt) {
+        hm_pool_run(pool, fn, j, ntasks);
+    } else {
+        for (int t = 0; t < ntasks && !j->rc[0]; t++) fn(j, t, 0);
+    }
+    for (int i = 0; i < nt && i < HM_DET_MAX_WORKERS; i++)
+        if (j->rc[i]) return j->rc[i];
+    return HM_OK;
+}
+
+/* The tile passes of every level, in batches; their palms join the
+ * candidates in tile order, so the result is the same however the
+ * batches were spread. */
+static int tile_passes(hm_det_state *s, batch_job *j, hm_pool *pool) {
+    const hm_det_opts *o = j->o;
+    const int L = j->w > j->h ? j->w : j->h;
+    int nt = 0;
+    for (int li = 0; li < o->n_levels; li++) {
+        const int side = (int)lround(L / (double)o->levels[li]);
+        if (side < o->min_tile) continue;
+        double cx[64], cy[64];
+        const int nx = hm_det_tile_axis(j->w, side, o->overlap, cx, 64);
+        const int ny = hm_det_tile_axis(j->h, side, o->overlap, cy, 64);
+        for (int iy = 0; iy < ny; iy++)
+            for (int ix = 0; ix < nx; ix++) {
+                s->tiles[nt].roi = (hm_det_rect){cx[ix], cy[iy], side, side, 0.0};
+                s->tiles[nt].level = li + 1;
+                s->tiles[nt].n = 0;
+                const int last = li == o->n_levels - 1 && iy == ny - 1 && ix == nx - 1;
+                if (++nt < HM_DET_TILE_BATCH && !last) continue;
+                int rc = run_batch(j, tile_task, nt, pool);
+                if (rc) return rc;
+                for (int t = 0; t < nt; t++)
+                    for (int i = 0; i < s->tiles[t].n; i++) add_cand(s, &s->tiles[t].p[i]);
+                nt = 0;
+            }
+    }
+    if (nt) { /* levels after the last one with tiles were all skipped */
+        int rc = run_batch(j, tile_task, nt, pool);
+        if (rc) return rc;
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < s->tiles[t].n; i++) add_cand(s, &s->tiles[t].p[i]);
+    }
+    return HM_OK;
+}
+
+static void add_stats(hm_det_stats *st, const hm_det_stats *w) {
+    st->palm_calls += w->palm_calls, st->landmark_calls += w->landmark_calls;
+    st->warp_ms += w->warp_ms, st->palm_ms += w->palm_ms, st->landmark_ms += w->landmark_ms;
+    st->post_ms += w->post_ms;
 }
 
 int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *opts, hm_pool *pool,
@@ -115,20 +203,17 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     const double t_start = now_ms();
     s->ncand = 0;
     s->seq = 0;
+    for (int i = 0; i < s->nworkers; i++) memset(&s->w[i]->st, 0, sizeof s->w[i]->st);
+    batch_job job = {.s = s, .rgb = rgb, .w = w, .h = h, .o = opts};
 
-    /* 1. palm passes: the full frame (level 0), then each tile level */
-    rc = palm_pass(s, rgb, w, h, (hm_det_rect){0.5 * w, 0.5 * h, w, h, 0.0}, 0, opts, pool, &st);
-    const int L = w > h ? w : h;
-    for (int li = 0; li < opts->n_levels && !rc; li++) {
-        const int side = (int)lround(L / (double)opts->levels[li]);
-        if (side < opts->min_tile) continue;
-        double cx[64], cy[64];
-        const int nx = hm_det_tile_axis(w, side, opts->overlap, cx, 64);
-        const int ny = hm_det_tile_axis(h, side, opts->overlap, cy, 64);
-        for (int iy = 0; iy < ny && !rc; iy++)
-            for (int ix = 0; ix < nx && !rc; ix++)
-                rc = palm_pass(s, rgb, w, h, (hm_det_rect){cx[ix], cy[iy], side, side, 0.0}, li + 1, opts, pool, &st);
-    }
+    /* 1. palm passes: the full frame (level 0, the pool inside the model
+     * call), then the tiles of each level (whole passes per thread) */
+    hm_palm_px *full = s->tiles[0].p;
+    int nf = palm_pass(s->m, s->w[0], rgb, w, h, (hm_det_rect){0.5 * w, 0.5 * h, w, h, 0.0}, 0, opts, pool, full,
+                       HM_DET_TILE_CANDS);
+    if (nf < 0) return nf;
+    for (int i = 0; i < nf; i++) add_cand(s, &full[i]);
+    rc = tile_passes(s, &job, pool);
     if (rc) return rc;
     st.candidates = s->ncand;
 
@@ -137,14 +222,17 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     const int nkept = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
     st.post_ms += now_ms() - t0;
 
-    /* 3. landmarks of each kept palm */
-    int nh = 0;
-    for (int k = 0; k < nkept; k++) {
-        int keep;
-        rc = landmark(s, rgb, w, h, &s->cand[s->order[k]], opts, pool, &st, &s->hands[nh], &keep);
-        if (rc) return rc;
-        nh += keep;
+    /* 3. landmarks of each kept palm (one palm: the pool inside the call) */
+    if (nkept == 1) {
+        rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->order[0]], opts, pool, &s->hands[0], &s->keep[0]);
+    } else {
+        rc = run_batch(&job, landmark_task, nkept, pool);
     }
+    if (rc) return rc;
+    int nh = 0;
+    for (int k = 0; k < nkept; k++)
+        if (s->keep[k]) s->hands[nh++] = s->hands[k];
+    for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
 
     /* 4. merge repeats (kept is in palm-score order) */
     t0 = now_ms();

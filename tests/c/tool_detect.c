@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
     int rc = hm_det_find_dir(dir, lite, mdir, sizeof mdir);
     if (!rc) rc = hm_det_model_load(mdir, lite, &m);
     if (!rc) rc = hm_det_state_new(m, &s);
+    if (!rc && getenv("TOOL_DETECT_FINE") == NULL) rc = hm_det_state_reserve(s, threads);
     if (!rc && threads > 1 && !(pool = hm_pool_create(threads))) rc = HM_E_NOMEM;
     const double t_load = now_ms() - t0;
     t0 = now_ms();
