@@ -23,7 +23,9 @@ static const char *USAGE_RESULTS =
     "(RESULT.json of 'hamer run') or \"error\"}. --from ID: after that results entry\n"
     "('$': only new ones); --follow: keep waiting for new ones (until SIGINT/SIGTERM);\n"
     "--count N: stop after N. --stats: one JSON summary instead (reads the whole\n"
-    "results stream to count duplicate job ids).\n";
+    "results stream to count duplicate job ids).\n"
+    "\n"
+    "  --redis URL   redis://[[user]:password@]HOST[:PORT][/DB] (default: $HAMER_REDIS_URL)\n";
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
