@@ -154,6 +154,8 @@ class RedisServer:
             except (OSError, ConnectionError):
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
                 log = (self.dir / "redis.log").read_text(errors="replace") if (self.dir / "redis.log").exists() else ""
                 pytest.fail(f"redis-server did not start: {self.cmd}\n{log[-2000:]}")
             time.sleep(0.05)
@@ -193,6 +195,20 @@ def redis_factory(tmp_path):
 # Workers
 # ---------------------------------------------------------------------------
 
+_LIVE = []
+
+
+@pytest.fixture(autouse=True)
+def _reap_workers():
+    """A failed test leaves no worker running."""
+    yield
+    while _LIVE:
+        w = _LIVE.pop()
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.wait()
+
+
 class Worker:
     """One `hamer worker` process; stderr to a file (never an unread pipe)."""
 
@@ -203,6 +219,7 @@ class Worker:
                     "--threads", "1", *[str(a) for a in args]]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=log)
+        _LIVE.append(self)
         if wait_ready:
             self.wait_for("hamer worker: ready:", 120 * SLOW)
 

@@ -236,6 +236,7 @@ static int stats(hm_wk_redis *r, const results_args *a) {
     return rc || !s;
 }
 
+/* Arguments -> a; 0, -1 (help printed) or 2 (usage error reported). */
 static int parse(int argc, char **argv, results_args *a) {
     memset(a, 0, sizeof *a);
     a->stream = "hamer:jobs", a->group = "hamer", a->results = "hamer:results";
@@ -275,6 +276,7 @@ static int parse(int argc, char **argv, results_args *a) {
     return 0;
 }
 
+/* `hamer results ARGS`: the exit status. */
 int hm_cli_results(int argc, char **argv) {
     results_args a;
     int rc = parse(argc, argv, &a);

@@ -70,6 +70,7 @@ static char *boxes_json(const submit_args *a) {
     return s;
 }
 
+/* Arguments -> a; 0, -1 (help printed) or 2 (usage error reported). */
 static int parse(int argc, char **argv, submit_args *a) {
     memset(a, 0, sizeof *a);
     a->stream = "hamer:jobs";
@@ -117,6 +118,7 @@ static int parse(int argc, char **argv, submit_args *a) {
     return 0;
 }
 
+/* `hamer submit ARGS`: one XADD; the exit status. */
 int hm_cli_submit(int argc, char **argv) {
     static submit_args a;   /* 64 boxes: off the stack */
     int rc = parse(argc, argv, &a);

@@ -259,6 +259,7 @@ static int answer(worker *w, const hm_wk_job *job, int kind, const char *text, i
 
 /* A Redis step on one job, retried like answer(): ack, note, last error. */
 enum { STEP_ACK, STEP_NOTE, STEP_LAST };
+/* One of those steps (what), retried over Redis trouble like answer(); 0 or the failure. */
 static int step(worker *w, int what, const hm_wk_job *job, const char *msg, char *out, size_t n) {
     for (;;) {
         int rc = ensure(w);
@@ -435,6 +436,7 @@ static int serve(worker *w) {
     return rc ? 1 : 0;
 }
 
+/* `hamer worker ARGS`: runs until SIGTERM/SIGINT; the exit status. */
 int hm_cli_worker(int argc, char **argv) {
     static worker_args a;
     static worker w;

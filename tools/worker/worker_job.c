@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "worker/worker.h"
 
+/* Printable ASCII only (others become '?'), cut to fit n. */
 void hm_wk_clean(char *out, size_t n, const char *msg) {
     size_t k = 0;
     for (const char *p = msg ? msg : "unknown error"; *p && k + 1 < n; p++)
@@ -41,6 +42,7 @@ static const char *text_of(const redisReply *v) {
     return v->str;
 }
 
+/* Entry -> job: the id first, then every other field checked; never fails. */
 void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job) {
     memset(job, 0, sizeof *job);
     job->pp = hamer_predict_default_params();
@@ -130,6 +132,7 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
     if (!seen[0]) set_bad(job, "no 'image' field (the JPEG or PNG bytes)%s", "");
 }
 
+/* Free the outcome's result text. */
 void hm_wk_outcome_free(hm_wk_outcome *out) {
     free(out->result);
     out->result = NULL;
@@ -144,6 +147,8 @@ static void fail(hm_wk_outcome *out, int rc, const char *what) {
     hm_wk_clean(out->error, sizeof out->error, msg);
 }
 
+/* Boxes, decode, detect or not, predict, RESULT.json; the outcome says
+ * which of ok / error / retry it came to. */
 void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     memset(out, 0, sizeof *out);
     uint8_t *rgb = NULL;

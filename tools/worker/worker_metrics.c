@@ -21,6 +21,7 @@ static const double BUCKETS[HM_WK_N_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05,
 static const char *STAGES[HM_WK_N_STAGES] = {"queue", "decode", "detect", "crop", "regress", "finalise",
                                              "commit", "job"};
 
+/* All counters zero, the histograms empty. */
 void hm_wk_metrics_init(hm_wk_metrics *m) {
     memset(m, 0, sizeof *m);
     atomic_init(&m->results_ok, 0);
@@ -40,6 +41,7 @@ void hm_wk_metrics_init(hm_wk_metrics *m) {
 
 void hm_wk_metrics_destroy(hm_wk_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
+/* Add one observation (seconds; negative counts as 0) to a stage's histogram. */
 void hm_wk_observe(hm_wk_metrics *m, int stage, double seconds) {
     if (stage < 0 || stage >= HM_WK_N_STAGES) return;
     if (seconds < 0) seconds = 0;
@@ -60,7 +62,9 @@ typedef struct {
     int bad;
 } tbuf;
 
+/* Append printf output, growing the buffer (one retry after growing). */
 static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append printf output, growing the buffer (one retry after growing). */
 static void tb_printf(tbuf *b, const char *fmt, ...) {
     for (int tries = 0; !b->bad && tries < 2; tries++) {
         va_list ap;
@@ -86,6 +90,7 @@ static void counter(tbuf *b, const char *name, const char *help, unsigned long l
     tb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
 }
 
+/* The whole /metrics page (malloc'd); NULL when out of memory. */
 char *hm_wk_metrics_text(hm_wk_metrics *m, const char *consumer, size_t *len) {
     tbuf b = {0};
     char label[256];
@@ -227,6 +232,7 @@ void *hm_wk_metrics_serve(hm_wk_metrics *m, const char *consumer, const char *ho
     return s;
 }
 
+/* Stop the endpoint (NULL: nothing to do). */
 void hm_wk_metrics_stop(void *server) {
     metrics_server *s = server;
     if (!s) return;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include "worker/worker.h"
 
+/* Free the reply and the jobs pointing into it; the batch is empty after. */
 void hm_wk_batch_free(hm_wk_batch *b) {
     if (b->reply) freeReplyObject(b->reply);
     free(b->jobs);
@@ -52,6 +53,7 @@ static int check_type(hm_wk_redis *r, const char *key, const char *allowed) {
     return rc;
 }
 
+/* Check the key types, then create the group (BUSYGROUP: it exists, fine). */
 int hm_wk_queue_prepare(hm_wk_redis *r, const hm_wk_queue *q) {
     /* A wrong type would fail inside EXEC after other commands applied. */
     int rc = check_type(r, q->stream, "stream");
@@ -188,6 +190,7 @@ int hm_wk_queue_claim(hm_wk_redis *r, const hm_wk_queue *q, char *cursor, size_t
     return rc;
 }
 
+/* One pipelined EXISTS per job's marker (deleted entries skipped). */
 int hm_wk_queue_done(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_batch *b, int *done) {
     int rc = HM_WK_OK;
     for (int i = 0; i < b->n && !rc; i++) {
@@ -217,6 +220,7 @@ int hm_wk_queue_done(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_batch *b,
     return first;
 }
 
+/* XACK one entry of the group. */
 int hm_wk_queue_ack(hm_wk_redis *r, const hm_wk_queue *q, const char *entry) {
     hm_wk_cmd c;
     hm_wk_cmd_init(&c);
@@ -377,6 +381,7 @@ int hm_wk_queue_commit(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job *jo
     return rc;
 }
 
+/* HSET <stream>:errors <entry> <msg>: what the dead letter will say. */
 int hm_wk_queue_note_error(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job *job, const char *msg) {
     hm_wk_cmd c;
     hm_wk_cmd_init(&c);
@@ -390,6 +395,7 @@ int hm_wk_queue_note_error(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job
     return rc;
 }
 
+/* HGET of that note, or a sentence saying none was recorded. */
 int hm_wk_queue_last_error(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job *job, char *out, size_t n) {
     hm_wk_cmd c;
     hm_wk_cmd_init(&c);

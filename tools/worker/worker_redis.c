@@ -9,12 +9,14 @@
 #include <time.h>
 #include "worker/worker.h"
 
+/* Monotonic seconds (waits and latencies must not follow clock jumps). */
 double hm_wk_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* One line per call: stdio's lock keeps lines whole across threads. */
 void hm_wk_log(const char *fmt, ...) {
     char line[1024];
     va_list ap;
@@ -26,6 +28,7 @@ void hm_wk_log(const char *fmt, ...) {
 
 void hm_wk_cmd_init(hm_wk_cmd *c) { c->n = 0; }
 
+/* Append a word of n bytes (binary-safe); words past HM_WK_MAX_ARGS are dropped. */
 void hm_wk_argn(hm_wk_cmd *c, const char *p, size_t n) {
     /* The callers build fixed command shapes well under the bound. */
     if (c->n >= HM_WK_MAX_ARGS) return;
@@ -36,6 +39,7 @@ void hm_wk_argn(hm_wk_cmd *c, const char *p, size_t n) {
 
 void hm_wk_arg(hm_wk_cmd *c, const char *s) { hm_wk_argn(c, s, strlen(s)); }
 
+/* Drop the connection, if any. */
 void hm_wk_redis_close(hm_wk_redis *r) {
     if (r->c) redisFree(r->c);
     r->c = NULL;
@@ -51,6 +55,7 @@ static int lost(hm_wk_redis *r, const char *what) {
     return HM_WK_CONN;
 }
 
+/* Busy states wait, NOGROUP recreates, READONLY reconnects, anything else is fatal. */
 int hm_wk_reply_class(hm_wk_redis *r, const redisReply *rep, const char *what) {
     if (!rep || rep->type != REDIS_REPLY_ERROR) return HM_WK_OK;
     const char *e = rep->str ? rep->str : "";
@@ -67,6 +72,7 @@ int hm_wk_reply_class(hm_wk_redis *r, const redisReply *rep, const char *what) {
     return HM_WK_FATAL;
 }
 
+/* Queue the command in hiredis's output buffer; HM_WK_CONN when not connected. */
 int hm_wk_append(hm_wk_redis *r, const hm_wk_cmd *c) {
     if (!r->c) return lost(r, "not connected");
     const char *v[HM_WK_MAX_ARGS];  /* hiredis wants them non-const */
@@ -75,6 +81,7 @@ int hm_wk_append(hm_wk_redis *r, const hm_wk_cmd *c) {
     return HM_WK_OK;
 }
 
+/* Flush what is queued and read one reply; HM_WK_CONN drops the connection. */
 int hm_wk_read(hm_wk_redis *r, redisReply **reply) {
     *reply = NULL;
     if (!r->c) return lost(r, "not connected");
@@ -87,6 +94,7 @@ int hm_wk_read(hm_wk_redis *r, redisReply **reply) {
     return HM_WK_OK;
 }
 
+/* Append + read + classify. */
 int hm_wk_call(hm_wk_redis *r, const hm_wk_cmd *c, redisReply **reply, const char *what) {
     *reply = NULL;
     int rc = hm_wk_append(r, c);
@@ -108,6 +116,7 @@ static struct timeval tv_of(double s) {
     return tv;
 }
 
+/* TCP connect with the timeout, reply timeout and keepalive, AUTH, SELECT. */
 int hm_wk_redis_connect(hm_wk_redis *r) {
     hm_wk_redis_close(r);
     char show[600];

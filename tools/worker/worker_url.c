@@ -45,6 +45,7 @@ static int parse_num(const char *s, size_t n, long lo, long hi, int *out) {
     return 0;
 }
 
+/* redis://[[user]:password@]HOST[:PORT][/DB]; rediss:// refused (no TLS here). */
 int hm_wk_url_parse(const char *url, hm_wk_url *u, char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
     u->port = 6379;
@@ -124,12 +125,14 @@ int hm_wk_url_parse(const char *url, hm_wk_url *u, char *err, size_t errlen) {
     return 0;
 }
 
+/* redis://[user@]host:port/db: never the password. */
 void hm_wk_url_show(const hm_wk_url *u, char *out, size_t n) {
     int v6 = strchr(u->host, ':') != NULL;
     snprintf(out, n, "redis://%s%s%s%s%s:%d/%d", u->user, u->user[0] || u->password[0] ? "@" : "", v6 ? "[" : "",
              u->host, v6 ? "]" : "", u->port, u->db);
 }
 
+/* The given URL, else a non-empty $HAMER_REDIS_URL, else NULL. */
 const char *hm_wk_url_arg(const char *given) {
     if (given) return given;
     const char *env = getenv("HAMER_REDIS_URL");
