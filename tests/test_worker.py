@@ -394,6 +394,23 @@ def wait_results(r, n, timeout, workers=()):
         time.sleep(0.1)
 
 
+def wait_drained(r, timeout, workers=()):
+    """Until the group has read every entry of the jobs stream and nothing
+    is pending (for entries that share a job id, and so one result)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        g = r.call("XINFO", "GROUPS", "hamer:jobs")
+        read = g[0][9] if g else 0      # entries-read
+        if read == r.call("XLEN", "hamer:jobs") and not pending(r):
+            return
+        for w in workers:
+            if w.proc.poll() is not None:
+                pytest.fail(f"worker {w.name} exited {w.proc.returncode}:\n{w.log()[-4000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{read} entries read after {timeout} s; pending {pending(r)[:5]}")
+        time.sleep(0.1)
+
+
 def check_once(r, plan, scene=None, dead=0):
     """Exactly one result per submitted job (equal to its reference when the
     scene is given), no pending entry, `dead` dead letters. Returns
@@ -628,6 +645,57 @@ def test_poison_jobs_get_error_results(redis_factory, scene, tmp_path):
         assert by_id[jid]["status"] == b"ok"
         assert strip_timings(by_id[jid]["result"].decode()) == scene.ref(t)
     assert w.counts()["error"] == len(poison) + 1
+
+
+def test_random_entries_each_get_one_answer(redis_factory, scene, tmp_path):
+    """Entries of random fields and bytes (names right or wrong, values
+    garbage, images with flipped bytes, boxes half-valid): each gets exactly
+    one result, the worker never stops, and nothing stays pending."""
+    red = redis_factory()
+    r = red.client()
+    rng = np.random.RandomState(16)
+    names = [b"image", b"id", b"boxes", b"vertices", b"rescale", b"crop_mode", b"x", b"", b"image\0", b"ID"]
+    png, jpg = scene.files["small.png"], scene.files["mid.jpg"]
+    values = [lambda: bytes(rng.randint(0, 256, rng.randint(0, 300)).astype(np.uint8)),
+              lambda: flip(png), lambda: flip(jpg), lambda: png,
+              lambda: b'[{"bbox":[%d,%d,%d,%d],"is_right":%s}]' % (*rng.randint(-50, 120, 4),
+                                                                   [b"true", b"false", b"1"][rng.randint(3)]),
+              lambda: b"[]", lambda: b"1", lambda: b"0", lambda: b"nan", lambda: b"pad", lambda: b"\xff\xfe"]
+
+    def flip(data):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randint(len(b))] ^= 1 << rng.randint(8)
+        return bytes(b[:rng.randint(len(b) // 2, len(b) + 1)])
+
+    n = 40 if SANITIZE else 150
+    cmds = []
+    # Values that are mostly right for each known field.
+    fair = {b"id": lambda: b"r-%d" % rng.randint(1 << 30), b"boxes": values[4], b"vertices": values[6],
+            b"rescale": lambda: b"2.5", b"crop_mode": values[9]}
+    for i in range(n):
+        # Half of them: a picture (intact or not), boxes, and other known fields.
+        real = rng.rand() < 0.5
+        fields = [b"image", [png, jpg, png, flip(png), flip(jpg)][rng.randint(5)], b"boxes", b"[]"] if real else []
+        for _ in range(rng.randint(0 if real else 1, 3 if real else 6)):
+            name = names[rng.randint(1, 6)] if real else names[rng.randint(len(names))]
+            ok = real and rng.rand() < 0.8
+            fields += [name, fair[name]() if ok else values[rng.randint(len(values))]()]
+        cmds.append(["XADD", "hamer:jobs", "*", *fields])
+    entry_ids = [e.decode() for e in r.pipeline(cmds)]
+    w = Worker(tmp_path, scene.model, red.url, "g", *worker_args("--no-detect"))
+    wait_drained(r, 300 * SLOW, [w])
+    w.stop()
+    res = results(r)
+    answered = [f["entry"].decode() for _, f in res]
+    # Several entries may carry the same (random) id: one answer per id then.
+    print(f"counts: {n} random entries, {len(res)} results, {sum(f['status'] == b'ok' for _, f in res)} ok")
+    assert len(answered) == len(set(answered)) and set(answered) <= set(entry_ids)
+    assert len({f["id"] for _, f in res}) == len(res)
+    assert pending(r) == [] and r.call("XLEN", "hamer:jobs:dead") == 0
+    assert any(f["status"] == b"ok" for _, f in res) and any(f["status"] == b"error" for _, f in res)
+    c = w.counts()
+    assert c["ok"] + c["error"] == len(res) and c["ok"] + c["error"] + c["duplicates"] == n, c
 
 
 # ---------------------------------------------------------------------------
