@@ -16,6 +16,7 @@ letters, and that nothing is left pending):
   others after --claim-idle-ms;
 * poison jobs (truncated JPEG, NaN boxes, a 50 MB payload, ...)
   interleaved with good ones: an error result each, the good ones right;
+  and entries of random fields and bytes: one answer per job id;
 * deliveries over --max-deliveries: dead letters with their last error;
   a job id answered before: acknowledged, not computed again;
 * Redis killed and restarted (AOF, appendfsync always) while workers run:
