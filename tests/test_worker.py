@@ -454,6 +454,7 @@ def test_usage_errors(hamer_bin, tmp_path):
                        (["worker", "--model", "m", "--redis", "redis://h", "--batch", "0"], "--batch"),
                        (["worker", "--model", "m", "--redis", "redis://h", "--consumer", "a b"], "--consumer"),
                        (["worker", "--model", "m", "--redis", "redis://h", "--bogus", "1"], "unknown option"),
+                       (["worker", "--model", "m", "--redis", "redis://h", "--results", "hamer:jobs"], "different"),
                        (["submit", "--redis", "redis://h"], "--image"),
                        (["submit", "--redis", "redis://h", "--image", "x", "--box", "1,2,3"], "box"),
                        (["submit", "--redis", "redis://h", "--image", "x", "--id", "a b"], "--id"),

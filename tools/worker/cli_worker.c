@@ -174,6 +174,8 @@ static int parse(int argc, char **argv, worker_args *a) {
     snprintf(a->q.dead, sizeof a->q.dead, "%s", dead ? dead : "");
     if (!dead) snprintf(a->q.dead, sizeof a->q.dead, "%s:dead", a->q.stream);
     snprintf(a->q.errors, sizeof a->q.errors, "%s:errors", a->q.stream);
+    if (!strcmp(a->q.stream, a->q.results) || !strcmp(a->q.stream, a->q.dead) || !strcmp(a->q.results, a->q.dead))
+        return hm_cli_fail(2, "worker: --stream, --results and --dead-letters must be three different keys%s", "");
     if (!a->consumer[0]) {
         char host[64] = "host";
         gethostname(host, sizeof host - 1);
