@@ -12,6 +12,10 @@ int hm_cli_run(int argc, char **argv);
 int hm_cli_serve(int argc, char **argv);
 int hm_cli_convert(int argc, char **argv);
 int hm_cli_detect(int argc, char **argv);
+/* Redis Streams: tools/worker/ */
+int hm_cli_worker(int argc, char **argv);
+int hm_cli_submit(int argc, char **argv);
+int hm_cli_results(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);

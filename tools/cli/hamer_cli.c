@@ -18,6 +18,9 @@ static const char *USAGE_MAIN =
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
     "  serve     HTTP server: POST an image + boxes, get RESULT.json or the overlay PNG\n"
     "  convert   write a packed model file (weights in kernel layout; loads in < 1 s)\n"
+    "  worker    take jobs from a Redis stream (consumer group), answer on a results stream\n"
+    "  submit    add a job (an image, boxes) to the Redis jobs stream\n"
+    "  results   print the results stream (--follow), or a summary of the queue (--stats)\n"
     "\n"
     "main job:\n"
     "  hamer regress --model hamer.ckpt --input CROPS.npy --output OUT.npz\n"
@@ -38,6 +41,9 @@ static const struct {
     {"serve", hm_cli_serve},
     {"convert", hm_cli_convert},
     {"detect", hm_cli_detect},
+    {"worker", hm_cli_worker},
+    {"submit", hm_cli_submit},
+    {"results", hm_cli_results},
 };
 
 /* The library never prints: its messages come here. Progress lines are
