@@ -36,6 +36,17 @@ static int id_ok(const redisReply *v) {
     return 1;
 }
 
+/* A stream entry ID as Redis makes them: <ms>-<seq>, decimal digits. */
+static int entry_id_ok(const redisReply *v) {
+    size_t dash = 0, i;
+    for (i = 0; i < v->len; i++) {
+        unsigned char c = (unsigned char)v->str[i];
+        if (c == '-' && !dash && i > 0) dash = i;
+        else if (c < '0' || c > '9') return 0;
+    }
+    return dash > 0 && dash + 1 < v->len;
+}
+
 /* A short text value: a string without NUL bytes. */
 static const char *text_of(const redisReply *v) {
     if (v->type != REDIS_REPLY_STRING || v->len > 64 || strlen(v->str) != v->len) return NULL;
@@ -49,7 +60,7 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
     job->deliveries = 1;
     job->t_read = hm_wk_now();
     if (entry->type != REDIS_REPLY_ARRAY || entry->elements != 2 || entry->element[0]->type != REDIS_REPLY_STRING ||
-        entry->element[0]->len >= sizeof job->entry) {
+        entry->element[0]->len >= sizeof job->entry || !entry_id_ok(entry->element[0])) {
         /* Not what Redis sends for a stream entry: nothing to answer to. */
         snprintf(job->bad, sizeof job->bad, "malformed stream entry");
         job->deleted = 1;
