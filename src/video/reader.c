@@ -14,6 +14,7 @@
 
 #include "core/util.h"
 #include "format/image.h"
+#include "video/fflog.h"
 #include "video/video.h"
 
 typedef struct {
@@ -44,7 +45,8 @@ struct hamer_video {
     slot *ring;
     int nslots, head, count, held; /* held: slot lent to the caller, -1 none */
     int finished, status, stop;
-    char msg[1536];
+    char msg[2048];
+    hm_ff_sink sink;           /* the decode thread's FFmpeg messages */
 };
 
 static double now_ms(void) {
@@ -128,8 +130,10 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
         return HM_E_UNSUPPORTED;
     }
     /* a free slot: the ring minus the filled ones and the one lent out */
+    const double w0 = now_ms();
     pthread_mutex_lock(&v->mu);
     while (!v->stop && v->count + (v->held >= 0) >= v->nslots) pthread_cond_wait(&v->cv, &v->mu);
+    t0 += now_ms() - w0; /* waiting for the caller is not decoding */
     const int stop = v->stop;
     int at = (v->head + v->count) % v->nslots;
     if (at == v->held) at = (at + 1) % v->nslots; /* cannot happen with the bound above; kept for safety */
@@ -170,8 +174,7 @@ static int drain(hamer_video *v, double *t0, char *msg, size_t msglen) {
         if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return 0;
         if (r < 0) {
             char e[128];
-            snprintf(msg, msglen, "%s: decoding failed after %lld frames: %s", v->path, v->next_index,
-                     averr(r, e, sizeof e));
+            snprintf(msg, msglen, "%s: decoding failed: %s", v->path, averr(r, e, sizeof e));
             return HM_E_FORMAT;
         }
         r = take_frame(v, v->frm, *t0, msg, msglen);
@@ -182,16 +185,16 @@ static int drain(hamer_video *v, double *t0, char *msg, size_t msglen) {
 }
 
 /* A stream that ends clearly before the duration its container states was
- * cut short: the last frame must reach the stated end within 1 s or 10 %. */
+ * cut short: the last frame must reach the stated end within 3 frames or
+ * 5 %, whichever is more. */
 static int truncated(const hamer_video *v, char *msg, size_t msglen) {
-    double stated = 0;
-    if (v->st->duration != AV_NOPTS_VALUE && v->st->duration > 0) stated = v->st->duration * v->tb;
-    else if (v->fmt->duration != AV_NOPTS_VALUE && v->fmt->duration > 0) stated = v->fmt->duration / 1e6;
+    /* the stream's own duration only: a container's may include a longer audio track */
+    const double stated = v->st->duration != AV_NOPTS_VALUE && v->st->duration > 0 ? v->st->duration * v->tb : 0;
     if (v->end_s > 0 || !(stated > 0)) return 0;
     const double last = v->last_pts == AV_NOPTS_VALUE ? 0.0 : (v->last_pts - v->start_pts) * v->tb;
     const double fps = av_q2d(v->st->avg_frame_rate);
     const double frame = fps > 0 ? 1.0 / fps : 0.0;
-    if (last + frame >= stated - fmax(1.0, 0.1 * stated)) return 0;
+    if (last + frame >= stated - fmax(3 * frame, 0.05 * stated)) return 0;
     snprintf(msg, msglen, "%s: truncated: the stream ends at %.3f s but its container states %.3f s", v->path,
              last + frame, stated);
     return HM_E_FORMAT;
@@ -199,22 +202,27 @@ static int truncated(const hamer_video *v, char *msg, size_t msglen) {
 
 static void *decode_main(void *arg) {
     hamer_video *v = arg;
-    char msg[1536] = "", e[128];
+    char msg[2048] = "", e[128];
     int rc = 0, eof = 0;
     double t0 = now_ms();
+    v->sink.demuxer = v->fmt;
+    hm_ff_log_enter(&v->sink);
     while (!rc) {
         int r = av_read_frame(v->fmt, v->pkt);
-        if (r == AVERROR_EOF) {
+        if (v->sink.damaged) { /* the demuxer saw the damage, whatever it returned */
+            snprintf(msg, sizeof msg, "%s: damaged or truncated: %s", v->path, v->sink.msg);
+            rc = HM_E_FORMAT;
+            if (r >= 0) av_packet_unref(v->pkt);
+        } else if (r == AVERROR_EOF) {
             eof = 1;
         } else if (r < 0) {
-            snprintf(msg, sizeof msg, "%s: damaged or truncated after %lld frames: %s", v->path, v->next_index,
-                     averr(r, e, sizeof e));
+            snprintf(msg, sizeof msg, "%s: damaged or truncated: %s", v->path, averr(r, e, sizeof e));
             rc = r == AVERROR(EIO) ? HM_E_IO : HM_E_FORMAT;
         } else if (v->pkt->stream_index != v->si) {
             av_packet_unref(v->pkt);
             continue;
         } else if (v->pkt->flags & AV_PKT_FLAG_CORRUPT) {
-            snprintf(msg, sizeof msg, "%s: damaged packet after %lld frames", v->path, v->next_index);
+            snprintf(msg, sizeof msg, "%s: damaged packet (marked corrupt by the demuxer)", v->path);
             rc = HM_E_FORMAT;
             av_packet_unref(v->pkt);
         }
@@ -224,13 +232,12 @@ static void *decode_main(void *arg) {
         if (!eof && !rc) av_packet_unref(v->pkt);
         if (r < 0 && r != AVERROR(EAGAIN) && r != AVERROR_EOF) {
             if (!rc) {
-                snprintf(msg, sizeof msg, "%s: damaged: the decoder rejects the data after %lld frames: %s", v->path,
-                         v->next_index, averr(r, e, sizeof e));
+                snprintf(msg, sizeof msg, "%s: damaged: the decoder rejects the data: %s", v->path, averr(r, e, sizeof e));
                 rc = HM_E_FORMAT;
                 avcodec_send_packet(v->dec, NULL);
             }
         }
-        char dmsg[1536];
+        char dmsg[2048];
         int d = drain(v, &t0, dmsg, sizeof dmsg);
         if (d == 1) { /* end of the range, or closing */
             if (!rc) break;
@@ -241,6 +248,7 @@ static void *decode_main(void *arg) {
         if (eof || rc) break;
     }
     if (!rc && eof) rc = truncated(v, msg, sizeof msg);
+    hm_ff_log_leave();
     finish(v, rc, msg);
     return NULL;
 }
@@ -319,7 +327,11 @@ hamer_video *hm_video_open(const char *path, const hamer_video_params *params) {
     v->held = -1;
     pthread_mutex_init(&v->mu, NULL);
     pthread_cond_init(&v->cv, NULL);
-    if (open_stream(v)) goto fail;
+    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_log_enter(&quiet);
+    const int orc = open_stream(v);
+    hm_ff_log_leave();
+    if (orc) goto fail;
     v->nslots = p.queue + 1;
     v->pkt = av_packet_alloc();
     v->frm = av_frame_alloc();
@@ -393,6 +405,8 @@ void hm_video_close(hamer_video *v) {
         pthread_mutex_unlock(&v->mu);
         pthread_join(v->thread, NULL);
     }
+    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_log_enter(&quiet);
     for (int i = 0; v->ring && i < v->nslots; i++) hm_free(v->ring[i].rgb);
     free(v->ring);
     hm_free(v->unrotated);
@@ -401,6 +415,7 @@ void hm_video_close(hamer_video *v) {
     av_packet_free(&v->pkt);
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
+    hm_ff_log_leave();
     pthread_mutex_destroy(&v->mu);
     pthread_cond_destroy(&v->cv);
     free(v);

@@ -15,6 +15,7 @@
 
 #include "core/util.h"
 #include "format/image.h"
+#include "video/fflog.h"
 #include "video/video.h"
 
 struct hamer_video_writer {
@@ -88,7 +89,9 @@ static int open_encoder(hamer_video_writer *wr, double fps) {
     return HM_OK;
 }
 
-hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
+static int writer_close(hamer_video_writer *wr, int abort);
+
+static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
     char e[128];
     if (!path || w < 1 || h < 1 || w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM ||
         (long long)w * h > HM_IMAGE_MAX_PIXELS || tb_num < 1 || tb_den < 1 || !(fps > 0) || !isfinite(fps)) {
@@ -165,7 +168,7 @@ hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_
     }
     return wr;
 fail:
-    hm_video_writer_close(wr, 1);
+    writer_close(wr, 1);
     return NULL;
 }
 
@@ -177,7 +180,7 @@ const char *hm_video_writer_codec(const hamer_video_writer *wr) {
     return wr->enc->codec->name;
 }
 
-int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts) {
+static int writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts) {
     if (!wr || !rgb) return hm_err(HM_E_ARG, "hamer_video_writer_write: writer or frame is NULL");
     const int64_t p = av_rescale_q(pts, wr->in_tb, wr->enc->time_base);
     if (pts < 0 || (wr->last_pts >= 0 && p <= wr->last_pts))
@@ -194,7 +197,7 @@ int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long 
     return write_packets(wr);
 }
 
-int hm_video_writer_close(hamer_video_writer *wr, int abort) {
+static int writer_close(hamer_video_writer *wr, int abort) {
     if (!wr) return hm_err(HM_E_ARG, "hamer_video_writer_close: writer is NULL");
     int rc = HM_OK;
     char e[128];
@@ -219,5 +222,30 @@ int hm_video_writer_close(hamer_video_writer *wr, int abort) {
     avcodec_free_context(&wr->enc);
     avformat_free_context(wr->fmt);
     free(wr);
+    return rc;
+}
+
+/* The entry points: FFmpeg's messages (x264's banner, ...) kept off stderr. */
+hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
+    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_log_enter(&quiet);
+    hamer_video_writer *wr = writer_open(path, w, h, tb_num, tb_den, fps);
+    hm_ff_log_leave();
+    return wr;
+}
+
+int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts) {
+    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_log_enter(&quiet);
+    int rc = writer_write(wr, rgb, pts);
+    hm_ff_log_leave();
+    return rc;
+}
+
+int hm_video_writer_close(hamer_video_writer *wr, int abort) {
+    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_log_enter(&quiet);
+    int rc = writer_close(wr, abort);
+    hm_ff_log_leave();
     return rc;
 }

@@ -12,6 +12,7 @@ int hm_cli_run(int argc, char **argv);
 int hm_cli_serve(int argc, char **argv);
 int hm_cli_convert(int argc, char **argv);
 int hm_cli_detect(int argc, char **argv);
+int hm_cli_video(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);
