@@ -92,7 +92,13 @@ def probe_frames(path):
     return [float(f["pts_time"]) for f in json.loads(out)["frames"]]
 
 
-def decode_frames(path):
+def decode_frames_rotated(path):
+    """decode_frames of a video with 90-degree rotation metadata (which the
+    ffmpeg CLI applies: the frames are the stored ones turned)."""
+    return decode_frames(path, turned=True)
+
+
+def decode_frames(path, turned=False):
     """Every frame of a video as uint8 RGB, decoded by the ffmpeg CLI."""
     need_ffmpeg()
     out = subprocess.run([FFPROBE, "-v", "error", "-select_streams", "v:0", "-show_entries",
@@ -100,6 +106,8 @@ def decode_frames(path):
                          timeout=120).stdout
     st = json.loads(out)["streams"][0]
     w, h = st["width"], st["height"]
+    if turned:
+        w, h = h, w
     raw = subprocess.run([FFMPEG, "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
                          check=True, stdout=subprocess.PIPE, timeout=300).stdout
     return np.frombuffer(raw, np.uint8).reshape(-1, h, w, 3)
