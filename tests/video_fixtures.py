@@ -54,6 +54,12 @@ def still(img, n):
     return [img] * n
 
 
+def noisy_still(img, n, sigma=4.0, seed=0):
+    """img held for n frames with a camera's noise: Gaussian, sigma levels."""
+    rng = np.random.RandomState(seed)
+    return [np.clip(img + rng.normal(0, sigma, img.shape), 0, 255).astype(np.uint8) for _ in range(n)]
+
+
 def pan_zoom(img, n, size):
     """A window of `size` (w, h) moving slowly across img and zooming in a
     little: each frame the crop, resized back to `size`."""

@@ -337,7 +337,8 @@ hamer_video *hm_video_open(const char *path, const hamer_video_params *params) {
     v->frm = av_frame_alloc();
     v->ring = calloc((size_t)v->nslots, sizeof *v->ring);
     if (!v->pkt || !v->frm || !v->ring) goto nomem;
-    const size_t npix = (size_t)v->w * v->h * 3;
+    /* swscale's SIMD rows may write past the last pixel: slack after each picture */
+    const size_t npix = (size_t)v->w * v->h * 3 + HM_VIDEO_SLACK;
     for (int i = 0; i < v->nslots; i++)
         if (!(v->ring[i].rgb = hm_alloc(npix))) goto fail;
     if (v->rot && !(v->unrotated = hm_alloc(npix))) goto fail;

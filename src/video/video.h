@@ -24,6 +24,10 @@
 
 #include "hamer.h"
 
+/* Bytes after every picture buffer FFmpeg reads or writes: swscale's SIMD
+ * code may run past the last pixel of a row. */
+#define HM_VIDEO_SLACK 256
+
 /* defaults: start 0, to the end, stride 1, queue 4, 1 decoder thread */
 hamer_video_params hm_video_default_params(void);
 /* NULL on failure (hm_err). */

@@ -26,6 +26,7 @@ struct hamer_video_writer {
     AVFrame *frm;
     AVPacket *pkt;
     struct SwsContext *sws;
+    uint8_t *rgb;              /* the caller's frame copied, with slack for swscale's reads */
     int w, h, header_written;
     long long last_pts;
     AVRational in_tb;
@@ -43,6 +44,10 @@ static int write_packets(hamer_video_writer *wr) {
         int r = avcodec_receive_packet(wr->enc, wr->pkt);
         if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return HM_OK;
         if (r < 0) return hm_err(HM_E_IO, "%s: encoding failed: %s", wr->path, averr(r, e, sizeof e));
+        /* without a duration, MP4's edit list would end at the last frame's
+         * start and players drop it: the nominal frame time */
+        if (wr->pkt->duration <= 0 && wr->enc->framerate.num > 0)
+            wr->pkt->duration = av_rescale_q(1, av_inv_q(wr->enc->framerate), wr->enc->time_base);
         av_packet_rescale_ts(wr->pkt, wr->enc->time_base, wr->st->time_base);
         wr->pkt->stream_index = wr->st->index;
         r = av_interleaved_write_frame(wr->fmt, wr->pkt);
@@ -161,6 +166,7 @@ static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_nu
         hm_err(HM_E_NOMEM, "%s: out of memory", path);
         goto fail;
     }
+    if (!(wr->rgb = hm_alloc((size_t)w * h * 3 + HM_VIDEO_SLACK))) goto fail;
     wr->sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, wr->enc->pix_fmt, SWS_BICUBIC, NULL, NULL, NULL);
     if (!wr->sws) {
         hm_err(HM_E_UNSUPPORTED, "%s: cannot convert RGB to %s", path, av_get_pix_fmt_name(wr->enc->pix_fmt));
@@ -186,7 +192,8 @@ static int writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pt
     if (pts < 0 || (wr->last_pts >= 0 && p <= wr->last_pts))
         return hm_err(HM_E_ARG, "%s: pts %lld does not increase", wr->path, pts);
     if (av_frame_make_writable(wr->frm) < 0) return hm_err(HM_E_NOMEM, "%s: out of memory", wr->path);
-    const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
+    memcpy(wr->rgb, rgb, (size_t)wr->w * wr->h * 3);
+    const uint8_t *src[4] = {wr->rgb, NULL, NULL, NULL};
     const int stride[4] = {3 * wr->w, 0, 0, 0};
     sws_scale(wr->sws, src, stride, 0, wr->h, wr->frm->data, wr->frm->linesize);
     wr->frm->pts = p;
@@ -217,6 +224,7 @@ static int writer_close(hamer_video_writer *wr, int abort) {
         if (abort || rc || !wr->header_written) unlink(wr->tmp);
     }
     sws_freeContext(wr->sws);
+    hm_free(wr->rgb);
     av_frame_free(&wr->frm);
     av_packet_free(&wr->pkt);
     avcodec_free_context(&wr->enc);
