@@ -52,6 +52,11 @@ int hm_cli_write_file(const char *path, const void *data, size_t len, char *err,
 int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detect_args *det, int threads, int warmup,
                        int iters, int json);
 
+/* `hamer bench --video IN`: hamer video's job on the first `frames`
+ * frames, timed per frame and stage (cli_bench_video.c); the exit status. */
+int hm_cli_bench_video(hamer_model *model, const char *video, const hm_cli_detect_args *det, int threads, int frames,
+                       int json);
+
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */
 double hm_cli_pcc(const float *a, const float *b, size_t n);
