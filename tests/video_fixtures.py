@@ -90,6 +90,15 @@ def slide(img, offsets, fill=128):
     return out
 
 
+def tag_rotation(src, dst):
+    """A copy of src whose stream says "rotate 90" (FFmpeg stores that as a
+    display matrix of 90 degrees counterclockwise)."""
+    need_ffmpeg()
+    subprocess.run([FFMPEG, "-v", "error", "-y", "-i", str(src), "-c", "copy", "-metadata:s:v:0", "rotate=90",
+                    str(dst)], check=True, timeout=120)
+    return dst
+
+
 def probe_frames(path):
     """Presentation times (s) of the decoded frames, as ffprobe reports them."""
     need_ffmpeg()
