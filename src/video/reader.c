@@ -34,7 +34,7 @@ struct hamer_video {
     struct SwsContext *sws;
     int si, rot, sw, sh, w, h; /* stored size sw x sh, delivered w x h */
     uint8_t *unrotated;        /* sw x sh RGB when rot != 0 */
-    int64_t start_pts, last_pts;
+    int64_t start_pts, last_pts, prev_pts; /* the last two decoded frames' pts */
     long long next_index, emitted;
     double tb, end_s;
 
@@ -112,6 +112,7 @@ static void finish(hamer_video *v, int status, const char *msg) {
 static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t msglen) {
     int64_t pts = f->best_effort_timestamp;
     if (pts == AV_NOPTS_VALUE) pts = v->last_pts == AV_NOPTS_VALUE ? v->start_pts : v->last_pts + 1;
+    v->prev_pts = v->last_pts;
     v->last_pts = pts;
     const long long rel = (long long)(pts - v->start_pts);
     const double t = rel * v->tb;
@@ -192,8 +193,11 @@ static int truncated(const hamer_video *v, char *msg, size_t msglen) {
     const double stated = v->st->duration != AV_NOPTS_VALUE && v->st->duration > 0 ? v->st->duration * v->tb : 0;
     if (v->end_s > 0 || !(stated > 0)) return 0;
     const double last = v->last_pts == AV_NOPTS_VALUE ? 0.0 : (v->last_pts - v->start_pts) * v->tb;
+    /* a frame's length: the stated rate's, or the last interval seen if longer */
     const double fps = av_q2d(v->st->avg_frame_rate);
-    const double frame = fps > 0 ? 1.0 / fps : 0.0;
+    double frame = fps > 0 ? 1.0 / fps : 0.0;
+    if (v->prev_pts != AV_NOPTS_VALUE && v->last_pts != AV_NOPTS_VALUE)
+        frame = fmax(frame, (v->last_pts - v->prev_pts) * v->tb);
     if (last + frame >= stated - fmax(3 * frame, 0.05 * stated)) return 0;
     snprintf(msg, msglen, "%s: truncated: the stream ends at %.3f s but its container states %.3f s", v->path,
              last + frame, stated);
@@ -285,7 +289,7 @@ static int open_stream(hamer_video *v) {
     v->h = v->rot % 180 ? v->sw : v->sh;
     v->tb = av_q2d(v->st->time_base);
     v->start_pts = v->st->start_time != AV_NOPTS_VALUE ? v->st->start_time : 0;
-    v->last_pts = AV_NOPTS_VALUE;
+    v->last_pts = v->prev_pts = AV_NOPTS_VALUE;
     if (v->p.duration_s > 0) v->end_s = v->p.start_s + v->p.duration_s;
     if (v->p.start_s > 0) {
         /* to the key frame at or before the start; frames before it are dropped */

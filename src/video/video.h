@@ -37,6 +37,10 @@ int hm_video_next(hamer_video *v, hamer_video_frame *frame);
 void hm_video_close(hamer_video *v);
 
 hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps);
+/* The same with the encoder named ("libx264" or "mpeg4"; NULL: the choice
+ * above): the tests' way to the fallback on a machine that has libx264. */
+hamer_video_writer *hm_video_writer_open_with(const char *path, int w, int h, int tb_num, int tb_den, double fps,
+                                              const char *encoder);
 const char *hm_video_writer_codec(const hamer_video_writer *wr);
 int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts);
 int hm_video_writer_close(hamer_video_writer *wr, int abort);

@@ -55,11 +55,16 @@ static int write_packets(hamer_video_writer *wr) {
     }
 }
 
-/* The encoder: libx264 when this FFmpeg has it, else mpeg4 (always built in). */
-static int open_encoder(hamer_video_writer *wr, double fps) {
+/* The encoder: libx264 when this FFmpeg has it, else mpeg4 (always built
+ * in); force names one of the two. */
+static int open_encoder(hamer_video_writer *wr, double fps, const char *force) {
     char e[128];
-    const AVCodec *c = avcodec_find_encoder_by_name("libx264");
+    const AVCodec *c = force && strcmp(force, "libx264") ? NULL : avcodec_find_encoder_by_name("libx264");
     const int x264 = c != NULL;
+    if (!c && force && strcmp(force, "mpeg4"))
+        return hm_err(HM_E_ARG, "%s: unknown encoder '%s' (libx264 or mpeg4)", wr->path, force);
+    if (!c && force && !strcmp(force, "libx264"))
+        return hm_err(HM_E_UNSUPPORTED, "%s: this FFmpeg has no libx264 encoder", wr->path);
     if (!c) c = avcodec_find_encoder(AV_CODEC_ID_MPEG4);
     if (!c) return hm_err(HM_E_UNSUPPORTED, "%s: this FFmpeg has neither libx264 nor mpeg4 encoders", wr->path);
     const int odd = (wr->w | wr->h) & 1;
@@ -96,7 +101,8 @@ static int open_encoder(hamer_video_writer *wr, double fps) {
 
 static int writer_close(hamer_video_writer *wr, int abort);
 
-static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
+static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps,
+                                       const char *force) {
     char e[128];
     if (!path || w < 1 || h < 1 || w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM ||
         (long long)w * h > HM_IMAGE_MAX_PIXELS || tb_num < 1 || tb_den < 1 || !(fps > 0) || !isfinite(fps)) {
@@ -129,7 +135,7 @@ static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_nu
         hm_err(HM_E_NOMEM, "%s: cannot set up the container", path);
         goto fail;
     }
-    if (open_encoder(wr, fps)) goto fail;
+    if (open_encoder(wr, fps, force)) goto fail;
     if (!(wr->st = avformat_new_stream(wr->fmt, NULL))) {
         hm_err(HM_E_NOMEM, "%s: out of memory", path);
         goto fail;
@@ -235,9 +241,14 @@ static int writer_close(hamer_video_writer *wr, int abort) {
 
 /* The entry points: FFmpeg's messages (x264's banner, ...) kept off stderr. */
 hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
+    return hm_video_writer_open_with(path, w, h, tb_num, tb_den, fps, NULL);
+}
+
+hamer_video_writer *hm_video_writer_open_with(const char *path, int w, int h, int tb_num, int tb_den, double fps,
+                                              const char *encoder) {
     hm_ff_sink quiet = {NULL, 0, ""};
     hm_ff_log_enter(&quiet);
-    hamer_video_writer *wr = writer_open(path, w, h, tb_num, tb_den, fps);
+    hamer_video_writer *wr = writer_open(path, w, h, tb_num, tb_den, fps, encoder);
     hm_ff_log_leave();
     return wr;
 }

@@ -230,12 +230,12 @@ static void test_tracker(hm_det_model *m) {
 static void test_round_trip(void) {
     char dir[] = "/tmp/hm_videoXXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    const char *exts[] = {"mkv", "mp4"};
-    for (int e = 0; e < 2; e++) {
+    const char *exts[] = {"mkv", "mp4", "avi"}, *encoders[] = {NULL, NULL, "mpeg4"};
+    for (int e = 0; e < 3; e++) {
         char path[256];
         snprintf(path, sizeof path, "%s/rt.%s", dir, exts[e]);
-        const int W = e ? 63 : 64, H = e ? 47 : 48; /* odd sizes: 4:4:4 with libx264 */
-        hamer_video_writer *wr = hm_video_writer_open(path, W, H, 1, 30000, 30.0);
+        const int W = e == 1 ? 63 : 64, H = e == 1 ? 47 : 48; /* odd sizes: 4:4:4 with libx264 */
+        hamer_video_writer *wr = hm_video_writer_open_with(path, W, H, 1, 30000, 30.0, encoders[e]);
         const char *codec = wr ? hm_video_writer_codec(wr) : "";
         CHECKF(wr != NULL || strstr(hm_errmsg(), "mpeg4 needs an even"), "writer: %s", hm_errmsg());
         if (!wr) continue;
@@ -272,6 +272,13 @@ static void test_round_trip(void) {
         }
         unlink(path);
     }
+    /* the fallback encoder: its name, and the odd sizes it cannot take */
+    char mp[256];
+    snprintf(mp, sizeof mp, "%s/odd.mp4", dir);
+    hamer_video_writer *m4 = hm_video_writer_open_with(mp, 64, 48, 1, 90000, 30.0, "mpeg4");
+    CHECK(m4 && !strcmp(hm_video_writer_codec(m4), "mpeg4") && hm_video_writer_close(m4, 1) == HM_OK);
+    CHECK(hm_video_writer_open_with(mp, 63, 48, 1, 30, 30.0, "mpeg4") == NULL && strstr(hm_errmsg(), "even"));
+    CHECK(hm_video_writer_open_with(mp, 64, 48, 1, 30, 30.0, "vp9") == NULL && strstr(hm_errmsg(), "unknown encoder"));
     /* abort: nothing left behind */
     char path[256];
     snprintf(path, sizeof path, "%s/abort.mkv", dir);
