@@ -273,7 +273,13 @@ HAMER_API int hamer_render_detections_png(const uint8_t *rgb, int w, int h, cons
  * to RGB ahead of the caller (bounded: it waits while the queue is full).
  * Rotation metadata (the display matrix) is applied, so frames come out
  * upright; every frame carries its presentation time, so variable frame
- * rates are kept. A hamer_video is used by one thread at a time. */
+ * rates are kept. A hamer_video is used by one thread at a time.
+ *
+ * FFmpeg prints to stderr by default; the library does not: the first
+ * hamer_video_open / hamer_video_writer_open installs an FFmpeg log
+ * callback that keeps the messages of the library's own FFmpeg calls (its
+ * decode thread, its writer calls) off stderr and hands every other
+ * thread's messages to FFmpeg's default callback. */
 
 typedef struct hamer_video hamer_video;
 
