@@ -27,11 +27,4 @@ struct hm_det_state {
     hm_det_hand hands[HM_DET_MAX_CANDIDATES]; /* landmarked, then merged in place */
 };
 
-/* The landmark model on one hand rectangle of the image (hands.c): the
- * 224x224 crop, presence, handedness, the 21 landmarks back in the image
- * and their tight box into out (presence always; the rest when kept).
- * *keep = 1 when presence >= need and the box is finite. */
-int hm_det_landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_rect *rect, float need,
-                    hm_pool *pool, hm_det_stats *st, hm_det_hand *out, int *keep);
-
 #endif

@@ -58,15 +58,16 @@ static int palm_pass(hm_det_state *s, const uint8_t *rgb, int w, int h, hm_det_r
     return HM_OK;
 }
 
-int hm_det_landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_rect *rect, float need,
+static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_palm_px *p, const hm_det_opts *o,
                     hm_pool *pool, hm_det_stats *st, hm_det_hand *out, int *keep) {
     const hm_det_model *m = s->m;
+    const hm_det_rect rect = hm_palm_hand_rect(p);
     float pad[4];
     *keep = 0;
-    /* ValidateRoi: a degenerate rectangle gives no crop */
-    if (!(rect->w > 0) || !(rect->h > 0) || !isfinite(rect->cx) || !isfinite(rect->cy) || !isfinite(rect->rot))
+    /* ValidateRoi: a degenerate palm gives no crop */
+    if (!(rect.w > 0) || !(rect.h > 0) || !isfinite(rect.cx) || !isfinite(rect.cy) || !isfinite(rect.rot))
         return HM_OK;
-    const hm_det_rect lroi = hm_det_pad_roi(*rect, HM_LM_SIZE, HM_LM_SIZE, pad);
+    const hm_det_rect lroi = hm_det_pad_roi(rect, HM_LM_SIZE, HM_LM_SIZE, pad);
     double t0 = now_ms();
     hm_det_warp(rgb, w, h, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(s->lm, 0));
     double t1 = now_ms();
@@ -78,30 +79,22 @@ int hm_det_landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_
     st->landmark_ms += t2 - t1;
     const float pres = hm_tfl_output(s->lm, m->lm_presence)[0];
     const float hand = hm_tfl_output(s->lm, m->lm_handedness)[0];
-    out->presence = pres;
+    const float need = p->level == 0 ? o->min_presence : fmaxf(o->min_presence, o->tile_presence);
     if (!(pres >= need)) return HM_OK;
     hm_lm_project(hm_tfl_output(s->lm, m->lm_landmarks), &lroi, pad, out->landmarks);
     hm_lm_box(out->landmarks, out->box);
     out->is_right = hand > 0.5f;
+    out->palm_score = (float)p->score;
+    out->presence = pres;
     out->handedness = hand;
-    out->roi = *rect;
+    out->roi = rect;
+    out->level = p->level;
+    out->levels = p->levels;
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
     st->post_ms += now_ms() - t2;
     return HM_OK;
-}
-
-/* The landmarks of a palm's hand rectangle, with the presence bar of its pass. */
-static int landmark(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_palm_px *p, const hm_det_opts *o,
-                    hm_pool *pool, hm_det_stats *st, hm_det_hand *out, int *keep) {
-    const hm_det_rect rect = hm_palm_hand_rect(p);
-    const float need = p->level == 0 ? o->min_presence : fmaxf(o->min_presence, o->tile_presence);
-    int rc = hm_det_landmark(s, rgb, w, h, &rect, need, pool, st, out, keep);
-    out->palm_score = (float)p->score;
-    out->level = p->level;
-    out->levels = p->levels;
-    return rc;
 }
 
 int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *opts, hm_pool *pool,

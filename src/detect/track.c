@@ -4,10 +4,25 @@
  * such a rectangle without a palm pass. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/util.h"
 #include "detect/det_internal.h"
 #include "format/image.h"
+
+/* The landmark model's run state of s. States that hold one model state per
+ * worker thread (HM_DET_MAX_WORKERS) keep it in their first worker. */
+#ifdef HM_DET_MAX_WORKERS
+static hm_tfl_state *lm_state(hm_det_state *s) { return s->w[0]->lm; }
+#else
+static hm_tfl_state *lm_state(hm_det_state *s) { return s->lm; }
+#endif
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
 
 /* The landmarks that move least with the fingers: the palm and the bases
  * of the fingers. Their rectangle is steadier than one over the tips. */
@@ -54,6 +69,42 @@ hm_det_rect hm_lm_hand_roi(const float lm[HM_DET_LANDMARKS][3]) {
     return (hm_det_rect){cx, cy, side, side, rot};
 }
 
+/* The landmark call of hands.c on a given rectangle: the 224x224 crop
+ * (replicated border), the model, presence; the landmarks back in the
+ * image and their tight box when presence >= need. */
+static int landmark_on(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_rect *rect, float need,
+                       hm_pool *pool, hm_det_stats *st, hm_det_hand *out, int *keep) {
+    const hm_det_model *m = s->m;
+    hm_tfl_state *lm = lm_state(s);
+    float pad[4];
+    *keep = 0;
+    /* ValidateRoi: a degenerate rectangle gives no crop */
+    if (!(rect->w > 0) || !(rect->h > 0) || !isfinite(rect->cx) || !isfinite(rect->cy) || !isfinite(rect->rot))
+        return HM_OK;
+    const hm_det_rect lroi = hm_det_pad_roi(*rect, HM_LM_SIZE, HM_LM_SIZE, pad);
+    const double t0 = now_ms();
+    hm_det_warp(rgb, w, h, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(lm, 0));
+    const double t1 = now_ms();
+    int rc = hm_tfl_invoke(lm, pool);
+    const double t2 = now_ms();
+    if (rc) return rc;
+    st->landmark_calls++;
+    st->warp_ms += t1 - t0;
+    st->landmark_ms += t2 - t1;
+    out->presence = hm_tfl_output(lm, m->lm_presence)[0];
+    out->handedness = hm_tfl_output(lm, m->lm_handedness)[0];
+    if (!(out->presence >= need)) return HM_OK;
+    hm_lm_project(hm_tfl_output(lm, m->lm_landmarks), &lroi, pad, out->landmarks);
+    hm_lm_box(out->landmarks, out->box);
+    out->is_right = out->handedness > 0.5f;
+    out->roi = *rect;
+    for (int k = 0; k < 4; k++)
+        if (!isfinite(out->box[k])) return HM_OK;
+    *keep = 1;
+    st->post_ms += now_ms() - t2;
+    return HM_OK;
+}
+
 int hm_det_track(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_rect *roi, float min_presence,
                  hm_pool *pool, hm_det_hand *out, int *found, hm_det_stats *stats) {
     if (found) *found = 0;
@@ -65,7 +116,7 @@ int hm_det_track(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det
     hm_det_stats st;
     memset(&st, 0, sizeof st);
     memset(out, 0, sizeof *out);
-    int rc = hm_det_landmark(s, rgb, w, h, roi, min_presence, pool, &st, out, found);
+    int rc = landmark_on(s, rgb, w, h, roi, min_presence, pool, &st, out, found);
     st.hands = *found;
     if (stats) {
         stats->landmark_calls += st.landmark_calls;
