@@ -266,6 +266,207 @@ HAMER_API char *hamer_detections_json(int w, int h, const hamer_detection *dets,
 HAMER_API int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n,
                                           uint8_t **png, size_t *len);
 
+/* ---- Video (FFmpeg's libraries) ----
+ *
+ * A hamer_video reads any container and codec this FFmpeg build decodes,
+ * on a decode thread of its own that keeps up to `queue` frames converted
+ * to RGB ahead of the caller (bounded: it waits while the queue is full).
+ * Rotation metadata (the display matrix) is applied, so frames come out
+ * upright; every frame carries its presentation time, so variable frame
+ * rates are kept. A hamer_video is used by one thread at a time.
+ *
+ * FFmpeg prints to stderr by default; the library does not: the first
+ * hamer_video_open / hamer_video_writer_open installs an FFmpeg log
+ * callback that keeps the messages of the library's own FFmpeg calls (its
+ * decode thread, its writer calls) off stderr and hands every other
+ * thread's messages to FFmpeg's default callback. */
+
+typedef struct hamer_video hamer_video;
+
+typedef struct {
+    double start_s;         /* first frame: the first at or after this time (default 0) */
+    double duration_s;      /* frames before start_s + duration_s only; <= 0: to the end (default) */
+    int stride;             /* every stride-th frame from the start (default 1); the others
+                               are decoded (they may be references) but not converted */
+    int queue;              /* frames decoded ahead, 1..64 (default 4) */
+    int threads;            /* decoder threads, 0 = FFmpeg's choice (default 1) */
+} hamer_video_params;
+
+typedef struct {
+    int width, height;      /* of the frames as delivered (rotation applied) */
+    int rotation;           /* degrees clockwise applied to the stored pictures: 0, 90, 180, 270 */
+    double fps;             /* average frame rate the container states (0: unknown) */
+    double duration_s;      /* duration the container states (0: unknown) */
+    int time_base_num, time_base_den; /* the stream's time base (pts units) */
+    long long frames;       /* frame count the container states (0: unknown) */
+    const char *codec;      /* decoder name (owned by FFmpeg) */
+    const char *format;     /* container name (owned by FFmpeg) */
+} hamer_video_info;
+
+typedef struct {
+    const uint8_t *rgb;     /* width x height x 3, RGB; valid until the next hamer_video_next or close */
+    int width, height;
+    long long index;        /* frame number: 0 for the first frame at or after start_s, counting every
+                               decoded frame (so with a stride K: 0, K, 2K, ...) */
+    long long pts;          /* presentation time in time-base units, from the stream's start */
+    double time_s;          /* the same in seconds */
+    double decode_ms;       /* decode-thread time spent on this frame (decode + conversion) */
+} hamer_video_frame;
+
+HAMER_API hamer_video_params hamer_video_default_params(void);
+/* Open a video file; NULL when it cannot be opened, has no video stream,
+ * its codec has no decoder here, its frames exceed 100 megapixels, or its
+ * rotation is not a multiple of 90 degrees (the message says which). */
+HAMER_API hamer_video *hamer_video_open(const char *path, const hamer_video_params *params);
+HAMER_API int hamer_video_get_info(const hamer_video *video, hamer_video_info *info);
+/* The next frame: 1 (frame filled), 0 at the end, or a negative code. A
+ * damaged or truncated file delivers every frame decoded before the damage,
+ * then HAMER_E_FORMAT with a message naming the file, the time and what
+ * failed; a read error is HAMER_E_IO. */
+HAMER_API int hamer_video_next(hamer_video *video, hamer_video_frame *frame);
+/* Stop the decode thread and free everything (NULL is fine). */
+HAMER_API void hamer_video_close(hamer_video *video);
+
+/* A video file written frame by frame: H.264 (libx264) when this FFmpeg
+ * has that encoder, else MPEG-4 part 2 (FFmpeg's own mpeg4, always built
+ * in); the container from the file name's extension (.mp4, .mkv, .mov,
+ * ...). Timestamps are the caller's (pts in the time base given), so a
+ * variable frame rate is kept. It is written to a temporary file beside
+ * path and renamed by hamer_video_writer_close, so path is either complete
+ * or untouched. */
+typedef struct hamer_video_writer hamer_video_writer;
+/* fps: the nominal rate for the encoder's rate control (> 0). */
+HAMER_API hamer_video_writer *hamer_video_writer_open(const char *path, int width, int height, int time_base_num,
+                                                      int time_base_den, double fps);
+/* The encoder in use ("libx264" or "mpeg4"). */
+HAMER_API const char *hamer_video_writer_codec(const hamer_video_writer *writer);
+/* One RGB frame (width x height x 3) at pts (time-base units, increasing). */
+HAMER_API int hamer_video_writer_write(hamer_video_writer *writer, const uint8_t *rgb, long long pts);
+/* Flush the encoder, finish the file and rename it into place; frees the
+ * writer whatever happens. HAMER_OK or a negative code (then path is
+ * untouched). abort = 1: discard the file instead. */
+HAMER_API int hamer_video_writer_close(hamer_video_writer *writer, int abort);
+
+/* ---- Tracking hands through a video ----
+ *
+ * A hamer_tracker follows the hands of a stream of frames as MediaPipe does
+ * on video: the 21 landmarks of frame t give the hand's rectangle in frame
+ * t+1, where only the landmark model runs; palm detection runs on the first
+ * frame, when a track is lost (presence below track_presence), every
+ * redetect_every frames while fewer than max_hands hands are tracked, and
+ * on a scene cut. Every hand carries a track_id kept while it stays in
+ * view; its handedness is the mean over its track (is_right = mean > 0.5).
+ *
+ * Smoothing (HAMER_SMOOTH_ONE_EURO) filters each tracked hand's results
+ * over time with a One Euro filter (Casiez, Roussel, Vogel, CHI 2012): per
+ * scalar x at time t (dt = t - t_prev),
+ *     a(fc)  = 1 / (1 + 1 / (2 pi fc dt))
+ *     dx     = (x - xs_prev) / dt,   dxs = dxs_prev + a(d_cutoff) (dx - dxs_prev)
+ *     fc     = min_cutoff + beta |dxs| / scale
+ *     xs     = xs_prev + a(fc) (x - xs_prev)
+ * (the first frame of a track passes through). Filtered: cam_t_full,
+ * keypoints_3d, vertices (scale 0.1 m), keypoints_2d (scale: the hand's
+ * crop size in pixels) and the 16 rotations as unit quaternions (scale 1;
+ * sign aligned with the previous filtered one, filtered, normalised, back
+ * to a rotation matrix: always a rotation). Each filtered scalar is a
+ * convex combination of the track's raw values so far, so it lies within
+ * their range. Betas: raw for a track's first betas_min - 1 frames, then
+ * the per-component median of the betas of its frames so far, frozen once
+ * betas_frames frames are in (one shape per hand). A track whose voted
+ * side flips starts its filters again. The raw values stay available
+ * (hamer_tracker_results, "raw" in the JSON).
+ *
+ * A tracker holds per-stream state only (tracks, filters, its own
+ * detection state and buffers, all allocated by hamer_tracker_new; a frame
+ * allocates nothing); the detector and model stay read-only and shared.
+ * Use it from one thread at a time; free it before its detector. */
+
+typedef struct hamer_tracker hamer_tracker;
+
+#define HAMER_SMOOTH_NONE 0
+#define HAMER_SMOOTH_ONE_EURO 1
+
+typedef struct {
+    int max_hands;          /* hands tracked at once, 1..HAMER_MAX_HANDS (default 2) */
+    float min_score;        /* palm detector score threshold (default 0.5) */
+    float min_presence;     /* presence a newly detected hand needs (default 0.5) */
+    float track_presence;   /* a tracked hand below this presence is lost (default 0.5) */
+    int tiles;              /* 1: palm detection also on tiles (small hands); default 0 */
+    int redetect_every;     /* frames between palm detections while fewer than max_hands
+                               hands are tracked, 1..10000 (default 10) */
+    float cut_threshold;    /* scene cut: mean absolute difference of 16x16 RGB thumbnails
+                               of consecutive frames, in [0, 1] of full scale (default 0.15;
+                               1 or more: never) */
+    int smooth;             /* HAMER_SMOOTH_ONE_EURO (default) or HAMER_SMOOTH_NONE */
+    double min_cutoff;      /* One Euro minimum cutoff, Hz (default 1.0) */
+    double beta;            /* One Euro speed coefficient (default 1.0) */
+    double d_cutoff;        /* One Euro cutoff of the speed, Hz (default 1.0) */
+    int betas_frames;       /* frames whose betas make a track's shape, 1..256 (default 30) */
+    int betas_min;          /* frames before the shape is fixed, 1..betas_frames (default 5) */
+} hamer_tracker_params;
+
+typedef struct {
+    hamer_detection det;    /* this frame: box (tight box of the landmarks; is_right from the
+                               track's vote), presence, raw handedness, landmarks; score and
+                               pass of the palm detection that started the track */
+    int track_id;           /* 0, 1, 2, ... in order of appearance */
+    int tracked;            /* 1: found from the previous frame's landmarks; 0: by palm
+                               detection in this frame */
+    int frames;             /* frames in the track so far, this one included */
+    float handedness_vote;  /* mean raw handedness over the track */
+} hamer_track;
+
+typedef struct {
+    int detected;           /* palm detection ran on this frame */
+    int cut;                /* a scene cut was seen (every track ended before it) */
+    int lost;               /* tracks lost in this frame */
+    int new_tracks;         /* tracks started in this frame */
+    double track_ms, detect_ms, smooth_ms;
+    hamer_timings predict;  /* the regression of the frame's hands (hamer_tracker_frame) */
+} hamer_track_stats;
+
+HAMER_API hamer_tracker_params hamer_tracker_default_params(void);
+/* NULL on bad parameters (the message names the field) or no memory. */
+HAMER_API hamer_tracker *hamer_tracker_new(const hamer_detector *detector, const hamer_tracker_params *params,
+                                           int n_threads);
+HAMER_API void hamer_tracker_free(hamer_tracker *tracker);
+/* Forget every track (a new stream); ids continue. */
+HAMER_API int hamer_tracker_reset(hamer_tracker *tracker);
+/* Track the hands of the next frame (RGB, w x h; time_s increasing): up to
+ * max tracks (ordered by track_id) into out; their count or a negative
+ * code. stats may be NULL. */
+HAMER_API int hamer_tracker_push(hamer_tracker *tracker, const uint8_t *rgb, int w, int h, double time_s,
+                                 hamer_track *out, int max, hamer_track_stats *stats);
+/* Smooth the hands regressed for push's tracks (raw[i] for tracks[i], as
+ * hamer_predict_detections gives them) into smoothed (may equal raw), with
+ * the filters of each track; with HAMER_SMOOTH_NONE a copy. Call once per
+ * pushed frame, after the push. */
+HAMER_API int hamer_tracker_smooth(hamer_tracker *tracker, const hamer_track *tracks, int n, const hamer_hand *raw,
+                                   hamer_hand *smoothed);
+/* One whole frame: push, then (state not NULL) every hand regressed as one
+ * batch (hamer_predict_detections) and smoothed. The results stay in the
+ * tracker until the next frame (hamer_tracker_results). With state NULL
+ * the hands are tracked only (no regression). The hand count, or a
+ * negative code. */
+HAMER_API int hamer_tracker_frame(hamer_tracker *tracker, hamer_state *state, const uint8_t *rgb, int w, int h,
+                                  double time_s, const hamer_predict_params *params);
+/* The last frame's results (owned by the tracker; any pointer may be
+ * NULL): tracks, raw and smoothed hands (NULL hands when the frame was not
+ * regressed), stats; returns the count. */
+HAMER_API int hamer_tracker_results(const hamer_tracker *tracker, const hamer_track **tracks, const hamer_hand **raw,
+                                    const hamer_hand **smoothed, hamer_track_stats *stats);
+/* The last frame as one JSON Lines record (no newline): {"frame", "time_s",
+ * "detected", "cut", "hands": [RESULT.json hand fields (smoothed) +
+ * "track_id", "tracked", "frames", "detector_score", "handedness_vote",
+ * "raw": {the filtered fields as regressed}], "timings_ms"}. decode_ms < 0
+ * leaves "decode" out of the timings. Free with hamer_free. */
+HAMER_API char *hamer_tracker_frame_json(const hamer_tracker *tracker, long long frame, int with_vertices,
+                                         double decode_ms);
+
+/* The overlay of hamer_render_png as RGB pixels into out (w x h x 3). */
+HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands,
+                               int n, uint8_t *out);
+
 /* Decode a JPEG or PNG file / buffer into 8-bit RGB (EXIF orientation
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
 HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);

@@ -601,3 +601,147 @@ class Model:
             return ctypes.string_at(png, size.value)
         finally:
             self._lib.hamer_free(png)
+
+
+# ---- Video: hands tracked through frames --------------------------------------
+
+# Fields of a tracked frame's hands that are numbers (float32 arrays here).
+_TRACK_ARRAY_KEYS = ("bbox", "global_orient", "hand_pose", "global_orient_axis_angle", "hand_pose_axis_angle",
+                     "betas", "pred_cam", "cam_t_full", "keypoints_3d", "keypoints_2d", "vertices", "landmarks")
+
+
+def _track_arrays(d):
+    for key, value in list(d.items()):
+        if key in _TRACK_ARRAY_KEYS:
+            d[key] = np.array(value, np.float32)
+        elif key in ("raw", "detection") and isinstance(value, dict):
+            _track_arrays(value)
+        elif key == "crop":
+            d[key] = {"center": np.array(value["center"], np.float64), "size": float(value["size"])}
+    return d
+
+
+def _track_record(ptr, lib):
+    if not ptr:
+        raise _library_error(fallback="hamer_tracker_frame_json failed")
+    try:
+        rec = json.loads(ctypes.string_at(ptr).decode("utf-8"))
+    finally:
+        lib.hamer_free(ptr)
+    for hand in rec["hands"]:
+        _track_arrays(hand)
+    return rec
+
+
+_SMOOTH_MODES = {"one-euro": _lib.SMOOTH_ONE_EURO, "none": _lib.SMOOTH_NONE}
+
+
+@contextlib.contextmanager
+def _tracking(detector, lite, threads, max_hands, tiles, smooth, min_cutoff, beta, d_cutoff):
+    """A detector and a tracker for one stream, freed at the end."""
+    lib = _lib.load()
+    if smooth not in _SMOOTH_MODES:
+        raise HamerError(f"smooth must be 'one-euro' or 'none', got {smooth!r}", E_ARG)
+    dp = lib.hamer_detector_default_params()
+    dir_bytes = os.fsencode(detector) if detector is not None else None
+    dp.dir = dir_bytes
+    dp.lite = int(bool(lite))
+    det = lib.hamer_detector_load(ctypes.byref(dp))
+    if not det:
+        raise _library_error(fallback="cannot load the hand detector")
+    tr = None
+    try:
+        tp = lib.hamer_tracker_default_params()
+        tp.max_hands, tp.tiles, tp.smooth = int(max_hands), int(bool(tiles)), _SMOOTH_MODES[smooth]
+        tp.min_cutoff, tp.beta, tp.d_cutoff = float(min_cutoff), float(beta), float(d_cutoff)
+        tr = lib.hamer_tracker_new(det, ctypes.byref(tp), int(threads or 0))
+        if not tr:
+            raise _library_error(fallback="cannot create a hand tracker")
+        yield lib, tr
+    finally:
+        if tr:
+            lib.hamer_tracker_free(tr)
+        lib.hamer_detector_free(det)
+
+
+def read_video(path, start=0.0, duration=0.0, stride=1):
+    """The frames of a video file as the library decodes them (FFmpeg;
+    rotation metadata applied): yields (index, time_s, rgb) with rgb an
+    HxWx3 uint8 array (a copy). Raises HamerFormatError, after the frames
+    before it, when the file is damaged or truncated."""
+    lib = _lib.load()
+    vp = lib.hamer_video_default_params()
+    vp.start_s, vp.duration_s, vp.stride = float(start), float(duration), int(stride)
+    v = lib.hamer_video_open(os.fsencode(path), ctypes.byref(vp))
+    if not v:
+        raise _library_error(fallback="cannot open the video")
+    try:
+        f = _lib.VideoFrame()
+        while True:
+            rc = lib.hamer_video_next(v, ctypes.byref(f))
+            if rc == 0:
+                return
+            if rc < 0:
+                raise _library_error(rc)
+            n = f.width * f.height * 3
+            rgb = np.ctypeslib.as_array(f.rgb, shape=(n,)).reshape(f.height, f.width, 3).copy()
+            yield f.index, f.time_s, rgb
+    finally:
+        lib.hamer_video_close(v)
+
+
+def _model_track(self, frames, times=None, fps=30.0, detector=None, lite=False, max_hands=2, tiles=False,
+                 smooth="one-euro", min_cutoff=1.0, beta=1.0, d_cutoff=1.0, vertices=False, rescale=2.0):
+    """Hands tracked, regressed and smoothed through a sequence of frames.
+
+    frames      iterable of HxWx3 uint8 RGB arrays (one stream: same size)
+    times       their times in seconds (increasing); default i / fps
+    detector    the models' directory (default: the library's search)
+    max_hands   hands tracked at once; smooth "one-euro" (default) or "none"
+                with the One Euro min_cutoff (Hz), beta and d_cutoff (Hz)
+                as ``hamer video`` documents them
+
+    Yields one dict per frame, as a line of ``hamer video``: "frame",
+    "time_s", "detected", "cut", "hands" (each with the predict() fields,
+    smoothed, plus "track_id", "tracked", "frames", "detector_score",
+    "handedness_vote", "detection" and "raw"), "timings_ms"; numbers as
+    float32 arrays."""
+    it_times = iter(times) if times is not None else None
+    params = _lib.PredictParams(rescale=float(rescale), crop_mode=_lib.CROP_WARP)
+    with self._use() as st, _tracking(detector, lite, self._threads, max_hands, tiles, smooth, min_cutoff, beta,
+                                      d_cutoff) as (lib, tr):
+        for i, frame in enumerate(frames):
+            rgb = _as_rgb(frame)
+            h, w = rgb.shape[:2]
+            t = float(next(it_times)) if it_times is not None else i / float(fps)
+            rc = lib.hamer_tracker_frame(tr, st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, t, ctypes.byref(params))
+            if rc < 0:
+                raise _library_error(rc)
+            yield _track_record(lib.hamer_tracker_frame_json(tr, i, int(bool(vertices)), -1.0), lib)
+
+
+def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
+    """Model.track on the frames of a video file (read_video: start,
+    duration in seconds, every stride-th frame); "frame" is the frame's
+    number in the file and "time_s" its presentation time. Raises
+    HamerFormatError, after the frames before it, for a damaged file."""
+    frames = read_video(path, start, duration, stride)
+    times, index = [], []
+
+    def pictures():
+        for i, t, rgb in frames:
+            index.append(i)
+            times.append(t)
+            yield rgb
+
+    def clock():
+        while True:
+            yield times[-1]
+
+    for rec in _model_track(self, pictures(), times=clock(), **kw):
+        rec["frame"] = int(index[-1])
+        yield rec
+
+
+Model.track = _model_track
+Model.video = _model_video

@@ -309,3 +309,84 @@ def last_error_code():
 def strerror(code):
     """The library's description of a status code (hamer_strerror)."""
     return load().hamer_strerror(code).decode()
+
+
+# ---- Video and tracking (hamer_video_*, hamer_tracker_*) --------------------
+# The binding reads tracked frames as the library's JSON records, so it
+# mirrors only these small parameter structures.
+
+SMOOTH_NONE = 0
+SMOOTH_ONE_EURO = 1
+
+
+class TrackerParams(ctypes.Structure):
+    _fields_ = [
+        ("max_hands", ctypes.c_int),
+        ("min_score", ctypes.c_float),
+        ("min_presence", ctypes.c_float),
+        ("track_presence", ctypes.c_float),
+        ("tiles", ctypes.c_int),
+        ("redetect_every", ctypes.c_int),
+        ("cut_threshold", ctypes.c_float),
+        ("smooth", ctypes.c_int),
+        ("min_cutoff", ctypes.c_double),
+        ("beta", ctypes.c_double),
+        ("d_cutoff", ctypes.c_double),
+        ("betas_frames", ctypes.c_int),
+        ("betas_min", ctypes.c_int),
+    ]
+
+
+class VideoParams(ctypes.Structure):
+    _fields_ = [
+        ("start_s", ctypes.c_double),
+        ("duration_s", ctypes.c_double),
+        ("stride", ctypes.c_int),
+        ("queue", ctypes.c_int),
+        ("threads", ctypes.c_int),
+    ]
+
+
+class VideoInfo(ctypes.Structure):
+    _fields_ = [
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("rotation", ctypes.c_int),
+        ("fps", ctypes.c_double),
+        ("duration_s", ctypes.c_double),
+        ("time_base_num", ctypes.c_int),
+        ("time_base_den", ctypes.c_int),
+        ("frames", ctypes.c_longlong),
+        ("codec", ctypes.c_char_p),
+        ("format", ctypes.c_char_p),
+    ]
+
+
+class VideoFrame(ctypes.Structure):
+    _fields_ = [
+        ("rgb", c_uint8_p),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("index", ctypes.c_longlong),
+        ("pts", ctypes.c_longlong),
+        ("time_s", ctypes.c_double),
+        ("decode_ms", ctypes.c_double),
+    ]
+
+
+_PROTOTYPES.update({
+    "hamer_detector_default_params": (DetectorParams, []),
+    "hamer_detector_load": (_P, [ctypes.POINTER(DetectorParams)]),
+    "hamer_detector_free": (None, [_P]),
+    "hamer_tracker_default_params": (TrackerParams, []),
+    "hamer_tracker_new": (_P, [_P, ctypes.POINTER(TrackerParams), _INT]),
+    "hamer_tracker_free": (None, [_P]),
+    "hamer_tracker_frame": (_INT, [_P, _P, c_uint8_p, _INT, _INT, ctypes.c_double,
+                                   ctypes.POINTER(PredictParams)]),
+    "hamer_tracker_frame_json": (ctypes.c_void_p, [_P, ctypes.c_longlong, _INT, ctypes.c_double]),
+    "hamer_video_default_params": (VideoParams, []),
+    "hamer_video_open": (_P, [ctypes.c_char_p, ctypes.POINTER(VideoParams)]),
+    "hamer_video_get_info": (_INT, [_P, ctypes.POINTER(VideoInfo)]),
+    "hamer_video_next": (_INT, [_P, ctypes.POINTER(VideoFrame)]),
+    "hamer_video_close": (None, [_P]),
+})

@@ -141,4 +141,13 @@ int hm_det_state_reserve(hm_det_state *s, int n);
 int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *o, hm_pool *pool,
                hm_det_hand *out, int cap, int *n, hm_det_stats *stats);
 
+/* Tracking (MediaPipe's video mode): the landmark model alone on a given
+ * rotated rectangle (a hand's roi from the previous frame's landmarks,
+ * hm_lm_hand_roi), no palm detection. *found = 1 and out filled (box,
+ * landmarks, handedness, presence; roi = the rectangle used; palm_score,
+ * level and levels left 0) when presence >= min_presence; *found = 0
+ * with out->presence set otherwise. Allocates nothing. */
+int hm_det_track(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_rect *roi, float min_presence,
+                 hm_pool *pool, hm_det_hand *out, int *found, hm_det_stats *stats);
+
 #endif

@@ -74,6 +74,15 @@ void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow,
  * the roi width, the scale of x). */
 void hm_lm_project(const float *raw, const hm_det_rect *roi, const float pad[4], float out[HM_DET_LANDMARKS][3]);
 
+/* HandLandmarkLandmarksToRoi (hand_landmark_landmarks_to_roi.pbtxt), in
+ * pixels: over the 12 steadier landmarks (0-3, 5, 6, 9, 10, 13, 14, 17,
+ * 18) the rotation from the wrist (0) towards the mean of the middle MCP
+ * (9) and the mean of the index and ring MCPs (5, 13), target 90 degrees;
+ * their box in that rotated frame; then RectTransformation with scale 2.0,
+ * shift_y -0.1, square_long: the crop the next video frame's landmarks
+ * are looked for in. */
+hm_det_rect hm_lm_hand_roi(const float lm[HM_DET_LANDMARKS][3]);
+
 /* Tight box of the landmarks' x, y. */
 void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]);
 

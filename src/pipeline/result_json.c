@@ -23,7 +23,7 @@ static json_t *matrix(const float *v, int rows, int cols) {
     return a;
 }
 
-static json_t *hand_json(const hamer_hand *H, int with_vertices) {
+json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
     json_t *o = json_object();
     json_object_set_new(o, "bbox", floats(H->box.bbox, 4));
     json_object_set_new(o, "is_right", json_boolean(H->box.is_right));
@@ -59,7 +59,7 @@ static json_t *hand_json(const hamer_hand *H, int with_vertices) {
 }
 
 /* The detector's view of one hand: scores, pass and landmarks. */
-static json_t *detection_json(float score, float presence, float handedness, int pass, const float *landmarks) {
+json_t *hm_result_detection_json(float score, float presence, float handedness, int pass, const float *landmarks) {
     return json_pack("{s:f,s:f,s:f,s:i,s:o}", "score", score, "presence", presence, "handedness", handedness, "pass",
                      pass, "landmarks", matrix(landmarks, 21, 3));
 }
@@ -70,10 +70,10 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
     json_t *arr = json_array();
     int detected = 0;
     for (int i = 0; i < n; i++) {
-        json_t *o = hand_json(&hands[i], with_vertices);
+        json_t *o = hm_result_hand_json(&hands[i], with_vertices);
         const __typeof__(hands[i].detection) *d = &hands[i].detection;
         if (d->detected) {
-            json_object_set_new(o, "detection", detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks));
+            json_object_set_new(o, "detection", hm_result_detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks));
             detected++;
         }
         json_array_append_new(arr, o);
@@ -109,7 +109,7 @@ char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const ch
                                                     lite ? "lite" : "full", "passes", tiles ? "full frame + tiles" : "full frame"));
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
-        json_t *o = detection_json(d[i].score, d[i].presence, d[i].handedness, d[i].pass, d[i].landmarks);
+        json_t *o = hm_result_detection_json(d[i].score, d[i].presence, d[i].handedness, d[i].pass, d[i].landmarks);
         json_object_set_new(o, "bbox", floats(d[i].box.bbox, 4));
         json_object_set_new(o, "is_right", json_boolean(d[i].box.is_right));
         json_array_append_new(arr, o);

@@ -2,12 +2,20 @@
 #ifndef HM_RESULT_JSON_H
 #define HM_RESULT_JSON_H
 
+#include <jansson.h>
+
 #include "hamer.h"
 
 /* Serialise n hands of a W x H image. Floats are written with 9 significant
  * digits (exact round trip of float32). Returns a malloc'd NUL-terminated
  * string, or NULL (hm_err) on allocation failure. */
 char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm);
+
+/* One hand of RESULT.json (bbox, is_right, then the results or "error"),
+ * and a detection's "detection" object: the pieces hamer video's lines
+ * are made of. New references; NULL only when out of memory. */
+json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices);
+json_t *hm_result_detection_json(float score, float presence, float handedness, int pass, const float *landmarks);
 
 /* `hamer detect`'s document: image size, detector (models directory,
  * variant, passes), and per hand its box, is_right, scores, pass and

@@ -16,6 +16,7 @@ int hm_cli_detect(int argc, char **argv);
 int hm_cli_worker(int argc, char **argv);
 int hm_cli_submit(int argc, char **argv);
 int hm_cli_results(int argc, char **argv);
+int hm_cli_video(int argc, char **argv);
 
 /* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
 int hm_cli_fail(int code, const char *fmt, const char *arg);
@@ -54,6 +55,11 @@ int hm_cli_write_file(const char *path, const void *data, size_t len, char *err,
  * (cli_bench_photo.c); the exit status. */
 int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detect_args *det, int threads, int warmup,
                        int iters, int json);
+
+/* `hamer bench --video IN`: hamer video's job on the first `frames`
+ * frames, timed per frame and stage (cli_bench_video.c); the exit status. */
+int hm_cli_bench_video(hamer_model *model, const char *video, const hm_cli_detect_args *det, int threads, int frames,
+                       int json);
 
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */

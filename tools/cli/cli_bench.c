@@ -37,11 +37,15 @@ static const char *USAGE_BENCH =
     "                   [--json]\n"
     "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
+    "       hamer bench (--model CKPT | --synthetic) --video IN [--precision P] [--iters FRAMES]\n"
+    "                   [--max-hands N] [--detector DIR] [--json]\n"
     "\n"
     "Measures the regressor's speed on random crops and the accuracy of the\n"
     "chosen precision against fp32. With --image: the whole photo-to-hands job\n"
     "(decode, detect, crop, regress, finalise; medians per stage) and the\n"
-    "detector's time against one hand's regression.\n"
+    "detector's time against one hand's regression. With --video: per frame,\n"
+    "decoding, tracking (landmarks only), palm detection, regression and\n"
+    "smoothing of `hamer video` on the first FRAMES frames (default 30), fps.\n"
     "\n"
     "  --model CKPT      a HaMeR checkpoint or packed model file (hamer convert)\n"
     "  --synthetic       a full-size model with random weights, built in memory\n"
@@ -251,6 +255,7 @@ typedef struct {
     int precision, B, iters, warmup, threads, json;
     double peak;
     const char *image;        /* --image: the photo-to-hands job instead */
+    const char *video;        /* --video: hamer video's per-frame job instead */
     hm_cli_detect_args det;
 } bench_args;
 
@@ -259,7 +264,8 @@ static int parse(int argc, char **argv, bench_args *args) {
     model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
     double peak = 0;
-    const char *image = NULL;
+    const char *image = NULL, *video = NULL;
+    int iters_given = 0;
     hm_cli_detect_args det;
     hm_cli_detect_defaults(&det);
     for (int i = 0; i < argc; i++) {
@@ -275,7 +281,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         if (used == 0) continue;
         static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
                                              "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference",
-                                             "--image"};
+                                             "--image", "--video"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) return hm_cli_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
@@ -283,6 +289,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) src.model_path = v;
         else if (!strcmp(a, "--image")) image = v;
+        else if (!strcmp(a, "--video")) video = v;
         else if (!strcmp(a, "--mano")) src.mano = v;
         else if (!strcmp(a, "--reference")) src.reference_path = v;
         else if (!strcmp(a, "--precision")) {
@@ -292,6 +299,7 @@ static int parse(int argc, char **argv, bench_args *args) {
             if (hm_cli_parse_int(v, 1, 4096, &B)) return hm_cli_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
         } else if (!strcmp(a, "--iters")) {
             if (hm_cli_parse_int(v, 1, 1000000, &iters)) return hm_cli_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
+            iters_given = 1;
         } else if (!strcmp(a, "--warmup")) {
             if (hm_cli_parse_int(v, 0, 1000000, &warmup)) return hm_cli_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
@@ -318,7 +326,8 @@ static int parse(int argc, char **argv, bench_args *args) {
     }
     src.nthreads = threads;
 
-    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak, image, det};
+    if (video && !iters_given) iters = 30;
+    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak, image, video, det};
     return 0;
 }
 
@@ -332,6 +341,11 @@ static int run(bench_args *args) {
     hamer_model *model = load_model(&src, precision, 0);
     double load_s = hm_cli_now() - t0;
     if (!model) return hm_cli_fail(1, "%s", hamer_last_error());
+    if (args->video) {
+        int r = hm_cli_bench_video(model, args->video, &args->det, threads, iters, json);
+        hamer_model_free(model);
+        return r;
+    }
     if (args->image) {
         int r = hm_cli_bench_photo(model, args->image, &args->det, threads, warmup, iters, json);
         hamer_model_free(model);

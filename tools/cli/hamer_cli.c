@@ -13,6 +13,7 @@ static const char *USAGE_MAIN =
     "commands:\n"
     "  run       a photo in (hands found, or boxes given): RESULT.json, meshes (.obj), pictures\n"
     "  detect    find the hands in a photo: boxes, scores, 21 landmarks (JSON), a picture\n"
+    "  video     a video in: hands tracked, regressed and smoothed per frame (JSON Lines), an overlay video\n"
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
@@ -44,6 +45,7 @@ static const struct {
     {"worker", hm_cli_worker},
     {"submit", hm_cli_submit},
     {"results", hm_cli_results},
+    {"video", hm_cli_video},
 };
 
 /* The library never prints: its messages come here. Progress lines are

@@ -1,0 +1,43 @@
+/* fflog.c - FFmpeg's log while the library reads or writes video.
+ *
+ * FFmpeg prints to stderr by default; the library must not print. A log
+ * callback, installed once, routes messages by the calling thread: on a
+ * thread inside the library's video code (a sink is set) they are kept
+ * from stderr, and an error from the demuxer of that video is recorded as
+ * damage (a truncated Matroska file is only reported this way); on any
+ * other thread they go to FFmpeg's default callback, so the rest of the
+ * process logs as it did. */
+#include <libavutil/log.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "video/fflog.h"
+
+static _Thread_local hm_ff_sink *tl_sink;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void callback(void *avcl, int level, const char *fmt, va_list vl) {
+    hm_ff_sink *s = tl_sink;
+    if (!s) {
+        av_log_default_callback(avcl, level, fmt, vl);
+        return;
+    }
+    if (level > AV_LOG_ERROR || s->damaged || !s->demuxer || avcl != s->demuxer) return;
+    int print_prefix = 0;
+    char line[sizeof s->msg];
+    av_log_format_line(NULL, level, fmt, vl, line, sizeof line, &print_prefix);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == '.')) line[--n] = 0;
+    snprintf(s->msg, sizeof s->msg, "%s", line);
+    s->damaged = 1;
+}
+
+static void install(void) { av_log_set_callback(callback); }
+
+void hm_ff_log_enter(hm_ff_sink *sink) {
+    pthread_once(&once, install);
+    tl_sink = sink;
+}
+
+void hm_ff_log_leave(void) { tl_sink = NULL; }

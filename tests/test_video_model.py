@@ -1,0 +1,172 @@
+"""`hamer video` with a model (the small d2h2 / d1h1 fixtures): what is
+regressed, how it is smoothed, the overlay video, memory.
+
+- smoothing off: every frame's hands equal `hamer run --boxes <the boxes
+  the tracker reports>` on that frame, bit for bit;
+- smoothing on: "raw" equals the unsmoothed run bit for bit; the smoothed
+  values are the documented One Euro filter of the raw ones (recomputed
+  here), lie within the range of the track's raw values, rotations stay
+  rotations, betas are the running median; on a still video the smoothed
+  keypoints jitter far less than the raw ones;
+- --render / --render-dir: frame count, size and timestamps of the input,
+  each PNG equal to `hamer run --render`, each video frame within codec
+  error of it;
+- peak RSS after 100 and after 1000 frames of a synthetic video.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import video_fixtures as V
+from conftest import SANITIZE, describe, run_hamer
+from detect.common import models_dir
+
+METRES = 0.1  # include/hamer.h: metres are divided by 0.1 m before beta
+
+
+@pytest.fixture(scope="module")
+def e5():
+    return V.photo("hamer_example_5.jpg", 320)
+
+
+def video(tmp_path, model, vid, *extra, name="out.jsonl"):
+    out = tmp_path / name
+    proc = run_hamer(["video", "--model", model, "--video", vid, "--output", out, "--detector", models_dir(), *extra])
+    assert proc.returncode == 0, describe(proc)
+    return V.read_lines(out)
+
+
+def run_frame(tmp_path, model, frame, hands, k, *extra):
+    """`hamer run` on one frame with the tracker's boxes: its RESULT.json."""
+    png, boxes, out = tmp_path / f"frame{k}.png", tmp_path / f"boxes{k}.json", tmp_path / f"result{k}.json"
+    Image.fromarray(frame).save(png)
+    boxes.write_text(json.dumps([{"bbox": h["bbox"], "is_right": h["is_right"]} for h in hands]))
+    proc = run_hamer(["run", "--model", model, "--image", png, "--boxes", boxes, "--output", out, *extra])
+    assert proc.returncode == 0, describe(proc)
+    return json.loads(out.read_text())
+
+
+def test_unsmoothed_equals_run_with_the_trackers_boxes(tmp_path, ckpt, e5):
+    model = ckpt("d2h2")
+    frames_in = V.pan_zoom(e5, 5, (240, 320))
+    vid = V.encode(frames_in, tmp_path / "pan.mkv", codec="png")  # lossless: run sees the same pixels
+    _, frames, _ = video(tmp_path, model, vid, "--smooth", "none", "--vertices")
+    assert len(frames) == 5
+    for k, f in enumerate(frames):
+        assert len(f["hands"]) == 2 and all("raw" not in h for h in f["hands"])
+        want = run_frame(tmp_path, model, frames_in[k], f["hands"], k, "--vertices")["hands"]
+        for got, ref in zip(f["hands"], want):
+            for key, value in ref.items():
+                assert got[key] == value, (k, key)
+
+
+def one_euro(xs, ts, scales, min_cutoff=1.0, beta=1.0, d_cutoff=1.0):
+    """include/hamer.h's One Euro filter, in float64, per column of xs."""
+    def alpha(fc, dt):
+        return 1.0 / (1.0 + 1.0 / (2 * np.pi * fc * dt))
+    out = [xs[0].astype(np.float64)]
+    x, dx = xs[0].astype(np.float64), np.zeros(xs.shape[1])
+    for i in range(1, len(xs)):
+        dt = ts[i] - ts[i - 1]
+        d = (xs[i] - x) / dt
+        dx = dx + alpha(d_cutoff, dt) * (d - dx)
+        fc = min_cutoff + beta * np.abs(dx) / scales[i]
+        x = x + alpha(fc, dt) * (xs[i] - x)
+        out.append(x.copy())
+    return np.array(out)
+
+
+def geodesic(a, b):
+    c = (np.trace(a.T @ b) - 1) / 2
+    return float(np.arccos(np.clip(c, -1, 1)))
+
+
+def test_smoothing_is_the_documented_filter(tmp_path, ckpt, e5):
+    model = ckpt("d2h2")
+    vid = V.encode(V.noisy_still(e5, 20), tmp_path / "still.mp4")
+    _, frames, _ = video(tmp_path, model, vid)
+    _, plain, _ = video(tmp_path, model, vid, "--smooth", "none", name="plain.jsonl")
+    for f, g in zip(frames, plain):  # tracking does not depend on smoothing
+        assert [h["bbox"] for h in f["hands"]] == [h["bbox"] for h in g["hands"]]
+        for h, r in zip(f["hands"], g["hands"]):
+            for key, value in h["raw"].items():
+                assert r[key] == value, key  # "raw" is the unsmoothed result
+    jitter = {}
+    for tid in (0, 1):
+        hs = [h for f in frames for h in f["hands"] if h["track_id"] == tid]
+        ts = np.array([f["time_s"] for f in frames for h in f["hands"] if h["track_id"] == tid])
+        assert len(hs) == 20
+        sizes = np.array([h["crop"]["size"] for h in hs])
+        for key, scale in (("cam_t_full", None), ("keypoints_3d", None), ("keypoints_2d", sizes)):
+            raw = np.array([np.ravel(h["raw"][key]) for h in hs], np.float64)
+            sm = np.array([np.ravel(h[key]) for h in hs], np.float64)
+            sc = scale if scale is not None else np.full(len(hs), METRES)
+            np.testing.assert_allclose(sm, one_euro(raw, ts, sc), rtol=2e-6, atol=1e-6 * np.abs(raw).max())
+            # the documented bound: within the range of the track's raw values so far
+            for i in range(len(hs)):
+                lo, hi = raw[:i + 1].min(0), raw[:i + 1].max(0)
+                slack = 1e-6 * np.maximum(np.abs(lo), np.abs(hi)) + 1e-9
+                assert np.all(sm[i] >= lo - slack) and np.all(sm[i] <= hi + slack), (key, i)
+            if key == "keypoints_2d":  # frame-to-frame movement of a still hand, px RMS, once settled
+                jitter[tid] = tuple(float(np.sqrt((np.diff(x[6:], axis=0) ** 2).mean())) for x in (raw, sm))
+        for i, h in enumerate(hs):  # rotations stay rotations, near the raw ones
+            for R, R0 in [(h["global_orient"], h["raw"]["global_orient"])] + list(zip(h["hand_pose"],
+                                                                                      h["raw"]["hand_pose"])):
+                R, R0 = np.array(R, np.float64), np.array(R0, np.float64)
+                assert np.abs(R @ R.T - np.eye(3)).max() < 1e-5 and abs(np.linalg.det(R) - 1) < 1e-5
+            past = [np.array(x["raw"]["global_orient"]) for x in hs[:i + 1]]
+            cur = np.array(h["raw"]["global_orient"])
+            assert geodesic(np.array(h["global_orient"]), cur) <= max(geodesic(p, cur) for p in past) + 1e-4
+        betas = np.array([h["raw"]["betas"] for h in hs], np.float32)
+        for i, h in enumerate(hs):  # raw for 4 frames, then the median so far (betas_min 5)
+            want = betas[i] if i < 4 else np.median(betas[:i + 1].astype(np.float64), axis=0).astype(np.float32)
+            np.testing.assert_allclose(h["betas"], want, rtol=1e-6, atol=1e-7)
+    for tid, (raw_j, sm_j) in jitter.items():
+        print(f"track {tid}: keypoints_2d jitter raw {raw_j:.4f} px, smoothed {sm_j:.4f} px")
+        assert sm_j < 0.5 * raw_j, (tid, raw_j, sm_j)
+
+
+def test_overlay_video_and_pngs(tmp_path, ckpt, e5):
+    model = ckpt("d2h2")
+    frames_in = V.pan_zoom(e5, 6, (240, 320))
+    vid = V.encode(frames_in, tmp_path / "in.mkv", codec="png")
+    out_mp4, pngs = tmp_path / "overlay.mp4", tmp_path / "pngs"
+    head, frames, summary = video(tmp_path, model, vid, "--smooth", "none", "--render", out_mp4, "--render-dir",
+                                  pngs)
+    assert head["render"]["codec"] in ("libx264", "mpeg4") and summary["render_codec"] == head["render"]["codec"]
+    assert not list(tmp_path.glob("overlay.mp4.part*")) and not list(pngs.glob("*.tmp*"))
+    assert V.probe_frames(out_mp4) == pytest.approx(V.probe_frames(vid), abs=1e-3)
+    decoded = V.decode_frames(out_mp4)
+    assert decoded.shape == (6, 320, 240, 3)
+    for k, f in enumerate(frames):
+        res = tmp_path / f"ov{k}.png"
+        run_frame(tmp_path, model, frames_in[k], f["hands"], k, "--render", res)
+        want = np.asarray(Image.open(res).convert("RGB"))
+        got = np.asarray(Image.open(pngs / f"frame_{k:06d}.png").convert("RGB"))
+        assert np.array_equal(got, want), k
+        assert not np.array_equal(want, frames_in[k])  # meshes were drawn
+        err = np.abs(decoded[k].astype(int) - want).mean()
+        assert err < 3.0, (k, err)
+
+
+@pytest.mark.skipif(SANITIZE, reason="AddressSanitizer's quarantine makes RSS meaningless; "
+                                     "its leak check covers this build")
+def test_memory_flat_over_a_long_video(tmp_path, ckpt, e5):
+    """1000 frames: a hand shown for 10 frames of every 100 (tracking,
+    detection, cuts, regression, smoothing, rendering all exercised), grey
+    otherwise; peak RSS after 100 frames and after 1000 must agree."""
+    model = ckpt("d1h1")
+    hand = V.photo("hamer_example_5.jpg", 240)[:, :120]
+    grey = np.full_like(hand, 128)
+    frames_in = [hand if i % 100 < 10 else grey for i in range(1000)]
+    vid = V.encode(frames_in, tmp_path / "long.mp4")
+    rss = {}
+    for n in (100, 1000):
+        _, frames, summary = video(tmp_path, model, vid, "--max-hands", "1", "--render", tmp_path / f"o{n}.mp4",
+                                   "--duration", str(n / 30 - 0.01), name=f"long{n}.jsonl")
+        assert summary["frames"] == n and summary["hands"] >= n // 10 - 2
+        rss[n] = summary["peak_rss_mb"]
+    assert rss[1000] - rss[100] < 8.0, rss

@@ -1,0 +1,421 @@
+/* cli_video.c - `hamer video`: a video in, its hands tracked, regressed and
+ * smoothed frame by frame out as JSON Lines, optionally an overlay video
+ * and PNGs. Public API only (include/hamer.h).
+ *
+ * Output lines: a header ({"video": ..., "options": ..., "render": ...}),
+ * one line per processed frame (hamer_tracker_frame_json), flushed as it
+ * is written, and a summary ({"summary": ...}).
+ *
+ * Exit status: 0 done; 1 failed; 2 bad usage; 5 the input is damaged or
+ * truncated (every frame before the damage is written, the summary says
+ * what failed); 130 interrupted (SIGINT/SIGTERM: the frame in progress
+ * is finished, the outputs are closed properly).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/cli.h"
+#include "cli/cli_video.h"
+#include "hamer.h"
+
+static const char *USAGE_VIDEO =
+    "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
+    "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles]\n"
+    "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
+    "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast]\n"
+    "                   [--vertices] [--mano FILE.npz] [--redetect-every N] [--cut-threshold X]\n"
+    "                   [--track-presence P] [--queue N]\n"
+    "\n"
+    "Tracks the hands of a video (any container and codec FFmpeg reads; rotation\n"
+    "metadata applied; every frame keeps its presentation time) as MediaPipe does:\n"
+    "the landmarks of one frame give the hand's crop in the next, palm detection\n"
+    "runs again when a hand is lost, on a scene cut and every --redetect-every\n"
+    "frames while fewer than --max-hands hands are tracked. With --model every\n"
+    "frame's hands are regressed as one batch and smoothed over their track.\n"
+    "\n"
+    "OUT.jsonl, one JSON object per line, each flushed when written:\n"
+    "  {\"video\": {...}, \"options\": {...}, \"render\": ...}            the header\n"
+    "  {\"frame\", \"time_s\", \"detected\", \"cut\", \"hands\": [{RESULT.json fields,\n"
+    "   \"track_id\", \"tracked\", \"frames\", \"detector_score\", \"handedness_vote\",\n"
+    "   \"detection\", \"raw\": {the smoothed fields as regressed}}], \"timings_ms\"}\n"
+    "  {\"summary\": {\"frames\", \"hands\", \"tracks\", \"timings_ms\", ...}}   the last line\n"
+    "\n"
+    "  --model M         HaMeR checkpoint or packed model; without it: tracking only\n"
+    "  --render OUT      the overlay video (frame rate, size and timestamps of the\n"
+    "                    input; H.264 with libx264, else MPEG-4 part 2); needs --model\n"
+    "  --render-dir DIR  the overlay of every processed frame as DIR/frame_NNNNNN.png\n"
+    "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
+    "  --tiles           palm detection also on tiles (small hands; slower)\n"
+    "  --smooth MODE     one-euro (default) or none\n"
+    "  --min-cutoff HZ   One Euro minimum cutoff (default 1.0)\n"
+    "  --beta B          One Euro speed coefficient (default 1.0; speeds in metres\n"
+    "                    over 0.1 m, pixels over the hand's crop size, quaternions)\n"
+    "  --d-cutoff HZ     One Euro cutoff of the speed (default 1.0)\n"
+    "  --start T         begin at the first frame at or after T seconds\n"
+    "  --duration T      process T seconds\n"
+    "  --stride K        every K-th frame (frame numbers stay the input's)\n"
+    "  --vertices        the 778 vertices of every hand in the lines\n"
+    "  --redetect-every N  frames between palm detections with hands missing (10)\n"
+    "  --cut-threshold X   scene-cut threshold on 16x16 thumbnails, 0..1 (0.15)\n"
+    "  --track-presence P  presence below which a track is lost (0.5)\n"
+    "  --queue N         frames decoded ahead, 1..64 (4)\n"
+    "\n"
+    "Exit status: 0 done; 1 failed; 2 bad usage; 5 the input is damaged or\n"
+    "truncated (frames before the damage are written); 130 interrupted.\n";
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { stop_requested = sig; }
+
+/* A number in [lo, hi] in plain decimal notation; 0 ok, -1 bad. */
+static int parse_num(const char *s, double lo, double hi, double *out) {
+    char *end;
+    if (strspn(s, "0123456789.eE+-") != strlen(s)) return -1;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= lo && v <= hi)) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
+static int parse(int argc, char **argv, hm_video_args *a) {
+    memset(a, 0, sizeof *a);
+    a->precision = HAMER_PRECISION_FP32;
+    a->vp = hamer_video_default_params();
+    a->tp = hamer_tracker_default_params();
+    a->pp = hamer_predict_default_params();
+    hm_cli_detect_defaults(&a->det);
+    a->det.params.max_hands = a->tp.max_hands;
+    a->det.params.tiles = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(USAGE_VIDEO, stdout);
+            return -1;
+        }
+        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "video");
+        if (used > 0) return used;
+        if (used == 0) continue;
+        if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
+        if (!strcmp(o, "--tiles")) { a->det.params.tiles = 1; continue; }
+        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "video: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_cli_fail(2, "video: option '%s' needs a value (or is unknown)", o);
+        const char *v = argv[++i];
+        double x;
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--video")) a->video = v;
+        else if (!strcmp(o, "--output")) a->output = v;
+        else if (!strcmp(o, "--render")) a->render = v;
+        else if (!strcmp(o, "--render-dir")) a->render_dir = v;
+        else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--smooth")) {
+            if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
+            else if (!strcmp(v, "none")) a->tp.smooth = HAMER_SMOOTH_NONE;
+            else return hm_cli_fail(2, "video: --smooth must be one-euro or none, got '%s'", v);
+        } else if (!strcmp(o, "--min-cutoff") || !strcmp(o, "--d-cutoff")) {
+            if (parse_num(v, 1e-6, 1e6, &x)) return hm_cli_fail(2, "video: cutoffs must be numbers in (0, 1e6] Hz, got '%s'", v);
+            *(o[2] == 'm' ? &a->tp.min_cutoff : &a->tp.d_cutoff) = x;
+        } else if (!strcmp(o, "--beta")) {
+            if (parse_num(v, 0, 1e6, &x)) return hm_cli_fail(2, "video: --beta must be a number in [0, 1e6], got '%s'", v);
+            a->tp.beta = x;
+        } else if (!strcmp(o, "--start") || !strcmp(o, "--duration")) {
+            if (parse_num(v, 0, 1e9, &x)) return hm_cli_fail(2, "video: --start / --duration take seconds >= 0, got '%s'", v);
+            *(o[2] == 's' ? &a->vp.start_s : &a->vp.duration_s) = x;
+            if (o[2] == 'd' && !(x > 0)) return hm_cli_fail(2, "video: --duration must be > 0, got '%s'", v);
+        } else if (!strcmp(o, "--stride")) {
+            if (hm_cli_parse_int(v, 1, 1000000, &a->vp.stride)) return hm_cli_fail(2, "video: --stride must be an integer in 1..1000000, got '%s'", v);
+        } else if (!strcmp(o, "--queue")) {
+            if (hm_cli_parse_int(v, 1, 64, &a->vp.queue)) return hm_cli_fail(2, "video: --queue must be an integer in 1..64, got '%s'", v);
+        } else if (!strcmp(o, "--redetect-every")) {
+            if (hm_cli_parse_int(v, 1, 10000, &a->tp.redetect_every)) return hm_cli_fail(2, "video: --redetect-every must be an integer in 1..10000, got '%s'", v);
+        } else if (!strcmp(o, "--cut-threshold")) {
+            if (parse_num(v, 0, 1e6, &x)) return hm_cli_fail(2, "video: --cut-threshold must be a number >= 0, got '%s'", v);
+            a->tp.cut_threshold = (float)x;
+        } else if (!strcmp(o, "--track-presence")) {
+            if (parse_num(v, 0, 1, &x)) return hm_cli_fail(2, "video: --track-presence must be a number in [0, 1], got '%s'", v);
+            a->tp.track_presence = (float)x;
+        } else if (!strcmp(o, "--threads")) {
+            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "video: --threads must be an integer in 1..1024, got '%s'", v);
+        } else if (!strcmp(o, "--precision")) {
+            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "video: --precision must be fp32 or fast, got '%s'", v);
+        } else {
+            return hm_cli_fail(2, "video: unknown option '%s' (see 'hamer video --help')", o);
+        }
+    }
+    if (!a->video || !a->output) return hm_cli_fail(2, "video: --video and --output are required%s", "");
+    if ((a->render || a->render_dir) && !a->model)
+        return hm_cli_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
+    a->tp.max_hands = a->det.params.max_hands;
+    a->tp.min_score = a->det.params.min_score;
+    a->tp.tiles = a->det.params.tiles;
+    return 0;
+}
+
+/* Peak resident memory of this process in MB (VmHWM), 0 if unknown. */
+static double peak_rss_mb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    if (f) fclose(f);
+    return kb / 1024.0;
+}
+
+/* This frame into the totals. */
+static void sum_add(hm_video_sum *s, const hamer_video_frame *f, const hamer_track_stats *st, const hamer_track *tracks,
+                    int n) {
+    s->frames++;
+    s->hands += n;
+    for (int i = 0; i < n; i++)
+        if (tracks[i].track_id + 1 > s->tracks) s->tracks = tracks[i].track_id + 1;
+    s->detections += st->detected;
+    s->cuts += st->cut;
+    s->decode_ms += f->decode_ms;
+    s->track_ms += st->track_ms;
+    s->detect_ms += st->detect_ms;
+    s->crop_ms += st->predict.crop_ms;
+    s->regress_ms += st->predict.regress_ms;
+    s->finalise_ms += st->predict.finalise_ms;
+    s->smooth_ms += st->smooth_ms;
+}
+
+/* One line of JSON (a jansson object, consumed) to the output, flushed. */
+static int emit(FILE *out, json_t *o) {
+    char *s = json_dumps(o, JSON_REAL_PRECISION(9) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s) return -1;
+    int bad = fputs(s, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0;
+    free(s);
+    return bad ? -1 : 0;
+}
+
+static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const char *codec) {
+    json_t *v = json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:I,s:s,s:s,s:[i,i]}", "path", a->video, "width", vi->width,
+                          "height", vi->height, "rotation", vi->rotation, "fps", vi->fps, "duration_s",
+                          vi->duration_s, "frames", (json_int_t)vi->frames, "codec", vi->codec, "format", vi->format,
+                          "time_base", vi->time_base_num, vi->time_base_den);
+    const hamer_tracker_params *t = &a->tp;
+    json_t *o = json_pack("{s:f,s:f,s:i,s:i,s:b,s:s,s:f,s:f,s:f,s:i,s:i,s:i,s:f,s:f}", "start_s", a->vp.start_s,
+                          "duration_s", a->vp.duration_s, "stride", a->vp.stride, "max_hands", t->max_hands, "tiles",
+                          t->tiles, "smooth", t->smooth ? "one-euro" : "none", "min_cutoff", t->min_cutoff, "beta",
+                          t->beta, "d_cutoff", t->d_cutoff, "betas_frames", t->betas_frames, "betas_min",
+                          t->betas_min, "redetect_every", t->redetect_every, "cut_threshold", (double)t->cut_threshold,
+                          "track_presence", (double)t->track_presence);
+    json_object_set_new(o, "model", a->model ? json_string(a->model) : json_null());
+    json_object_set_new(o, "precision", json_string(a->precision == HAMER_PRECISION_FAST ? "fast" : "fp32"));
+    json_t *r = a->render ? json_pack("{s:s,s:s}", "path", a->render, "codec", codec) : json_null();
+    return json_pack("{s:o,s:o,s:o,s:o}", "video", v, "options", o, "render", r, "render_dir",
+                     a->render_dir ? json_string(a->render_dir) : json_null());
+}
+
+/* The overlay of this frame into the video and/or a PNG; 0 or -1 (printed). */
+static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand *hands, int n) {
+    const hm_video_args *a = r->a;
+    double t0 = hm_cli_now();
+    char err[1024];
+    if (a->render) {
+        if (hamer_render_rgb(r->model, f->rgb, f->width, f->height, hands, n, r->overlay) ||
+            hamer_video_writer_write(r->writer, r->overlay, f->pts)) {
+            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            return -1;
+        }
+    }
+    if (a->render_dir) {
+        uint8_t *png;
+        size_t len;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/frame_%06lld.png", a->render_dir, f->index);
+        if (hamer_render_png(r->model, f->rgb, f->width, f->height, hands, n, 0, &png, &len)) {
+            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            return -1;
+        }
+        int bad = hm_cli_write_file(path, png, len, err, sizeof err);
+        hamer_free(png);
+        if (bad) {
+            fprintf(stderr, "hamer: %s\n", err);
+            return -1;
+        }
+    }
+    r->sum.render_ms += 1e3 * (hm_cli_now() - t0);
+    return 0;
+}
+
+/* Frames done, rate and time left, redrawn in place on a terminal. */
+static void progress(const hm_video_run *r, double elapsed, long long total) {
+    if (!isatty(2)) return;
+    const double fps = elapsed > 0 ? r->sum.frames / elapsed : 0;
+    if (total > 0 && fps > 0)
+        fprintf(stderr, "\rhamer: frame %lld/%lld, %.2f fps, ETA %.0f s   ", r->sum.frames, total, fps,
+                (total - r->sum.frames) / fps);
+    else
+        fprintf(stderr, "\rhamer: frame %lld, %.2f fps   ", r->sum.frames, fps);
+    fflush(stderr);
+}
+
+static json_t *summary(const hm_video_run *r, double elapsed, const char *damaged, const char *error) {
+    const hm_video_sum *s = &r->sum;
+    const double n = s->frames > 0 ? (double)s->frames : 1.0;
+    json_t *tm = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "decode", s->decode_ms / n, "wait",
+                           s->wait_ms / n, "track", s->track_ms / n, "detect", s->detect_ms / n, "crop",
+                           s->crop_ms / n, "regress", s->regress_ms / n, "finalise", s->finalise_ms / n, "smooth",
+                           s->smooth_ms / n, "render", s->render_ms / n, "write", s->write_ms / n);
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:f,s:f,s:o,s:b,s:f}", "frames", (json_int_t)s->frames, "hands",
+                          (json_int_t)s->hands, "tracks", (json_int_t)s->tracks, "detections",
+                          (json_int_t)s->detections, "cuts", (json_int_t)s->cuts, "stride", r->a->vp.stride,
+                          "elapsed_s", elapsed, "fps", elapsed > 0 ? s->frames / elapsed : 0.0, "timings_ms", tm,
+                          "interrupted", stop_requested != 0, "peak_rss_mb", peak_rss_mb());
+    json_object_set_new(o, "timings", json_string("mean ms per processed frame; decode on its own thread"));
+    json_object_set_new(o, "damaged", damaged ? json_string(damaged) : json_null());
+    json_object_set_new(o, "error", error ? json_string(error) : json_null());
+    if (r->writer_codec) json_object_set_new(o, "render_codec", json_string(r->writer_codec));
+    return json_pack("{s:o}", "summary", o);
+}
+
+/* The frame loop: returns the exit status. */
+static int loop(hm_video_run *r, FILE *out, long long total) {
+    const hm_video_args *a = r->a;
+    char damaged[1024] = "", error[1024] = "";
+    const double t_start = hm_cli_now();
+    int status = 0;
+    for (;;) {
+        hamer_video_frame f;
+        double t0 = hm_cli_now();
+        int got = hamer_video_next(r->video, &f);
+        r->sum.wait_ms += 1e3 * (hm_cli_now() - t0);
+        if (got == 0) break;
+        if (got < 0) {
+            snprintf(hamer_last_error_code() == HAMER_E_FORMAT ? damaged : error, sizeof damaged, "%s",
+                     hamer_last_error());
+            status = hamer_last_error_code() == HAMER_E_FORMAT ? 5 : 1;
+            break;
+        }
+        int n = hamer_tracker_frame(r->tracker, r->state, f.rgb, f.width, f.height, f.time_s, &a->pp);
+        if (n < 0) {
+            snprintf(error, sizeof error, "frame %lld: %s", f.index, hamer_last_error());
+            status = 1;
+            break;
+        }
+        const hamer_hand *raw, *smoothed;
+        hamer_track_stats st;
+        const hamer_track *tracks;
+        hamer_tracker_results(r->tracker, &tracks, &raw, &smoothed, &st);
+        t0 = hm_cli_now();
+        char *line = hamer_tracker_frame_json(r->tracker, f.index, a->with_vertices, f.decode_ms);
+        int bad = !line || fputs(line, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0;
+        hamer_free(line);
+        if (bad) {
+            snprintf(error, sizeof error, "cannot write '%s': %s", a->output, line ? strerror(errno) : hamer_last_error());
+            status = 1;
+            break;
+        }
+        r->sum.write_ms += 1e3 * (hm_cli_now() - t0);
+        sum_add(&r->sum, &f, &st, tracks, n);
+        if ((a->render || a->render_dir) && render(r, &f, smoothed ? smoothed : raw, smoothed || raw ? n : 0)) {
+            snprintf(error, sizeof error, "rendering frame %lld failed", f.index);
+            status = 1;
+            break;
+        }
+        progress(r, hm_cli_now() - t_start, total);
+        if (stop_requested) {
+            status = 130;
+            break;
+        }
+    }
+    if (isatty(2) && r->sum.frames) fputc('\n', stderr);
+    if (damaged[0]) fprintf(stderr, "hamer: input damaged: %s (%lld frames before it were processed)\n", damaged,
+                            r->sum.frames);
+    if (error[0]) fprintf(stderr, "hamer: %s\n", error);
+    if (emit(out, summary(r, hm_cli_now() - t_start, damaged[0] ? damaged : NULL, error[0] ? error : NULL)) &&
+        !status) {
+        fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
+        status = 1;
+    }
+    return status;
+}
+
+static int run(hm_video_args *a) {
+    hm_video_run r;
+    memset(&r, 0, sizeof r);
+    r.a = a;
+    int status = 1;
+    FILE *out = NULL;
+    hamer_video_info vi;
+    if (!(r.video = hamer_video_open(a->video, &a->vp)) || hamer_video_get_info(r.video, &vi)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (!(r.detector = hm_cli_load_detector(&a->det)) ||
+        !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->threads))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (a->model && (!(r.model = hm_cli_load_model(a->model, a->mano, a->precision)) ||
+                     !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (a->render) {
+        const double fps = vi.fps > 0 ? vi.fps / a->vp.stride : 25.0;
+        if (!(r.writer = hamer_video_writer_open(a->render, vi.width, vi.height, vi.time_base_num, vi.time_base_den,
+                                                 fps)) ||
+            !(r.overlay = malloc((size_t)vi.width * vi.height * 3))) {
+            fprintf(stderr, "hamer: %s\n", r.writer ? "out of memory" : hamer_last_error());
+            goto done;
+        }
+        r.writer_codec = hamer_video_writer_codec(r.writer);
+    }
+    if (a->render_dir && mkdir(a->render_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "hamer: cannot create '%s': %s\n", a->render_dir, strerror(errno));
+        goto done;
+    }
+    if (!(out = fopen(a->output, "w"))) {
+        fprintf(stderr, "hamer: cannot write '%s': %s\n", a->output, strerror(errno));
+        goto done;
+    }
+    if (emit(out, header(a, &vi, r.writer_codec))) {
+        fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
+        goto done;
+    }
+    long long total = vi.frames > 0 ? vi.frames : (long long)(vi.duration_s * vi.fps);
+    if (a->vp.duration_s > 0 && vi.fps > 0) total = (long long)(a->vp.duration_s * vi.fps);
+    else if (a->vp.start_s > 0 && vi.fps > 0) total -= (long long)(a->vp.start_s * vi.fps);
+    total = total > 0 ? (total + a->vp.stride - 1) / a->vp.stride : 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    status = loop(&r, out, total);
+done:
+    if (r.writer) {
+        int abort = status == 1;
+        if (hamer_video_writer_close(r.writer, abort) && !abort) {
+            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            status = 1;
+        }
+    }
+    if (out && fclose(out) != 0 && status != 1) {
+        fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
+        status = 1;
+    }
+    free(r.overlay);
+    hamer_state_free(r.state);
+    hamer_model_free(r.model);
+    hamer_tracker_free(r.tracker);
+    hamer_detector_free(r.detector);
+    hamer_video_close(r.video);
+    return status;
+}
+
+int hm_cli_video(int argc, char **argv) {
+    static hm_video_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    return run(&a);
+}

@@ -1,0 +1,36 @@
+/* cli_video.h - `hamer video`'s options and per-run state (cli_video.c). */
+#ifndef HM_CLI_VIDEO_H
+#define HM_CLI_VIDEO_H
+
+#include "hamer.h"
+#include "cli/cli.h"
+
+typedef struct {
+    const char *model, *video, *output, *render, *render_dir, *mano;
+    int threads, precision, with_vertices;
+    hm_cli_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */
+    hamer_video_params vp;      /* --start, --duration, --stride, --queue */
+    hamer_tracker_params tp;    /* --smooth and its parameters, --redetect-every, ... */
+    hamer_predict_params pp;
+} hm_video_args;
+
+/* Totals over the processed frames (ms summed; the summary divides). */
+typedef struct {
+    long long frames, hands, tracks, detections, cuts;
+    double decode_ms, wait_ms, track_ms, detect_ms, crop_ms, regress_ms, finalise_ms, smooth_ms, render_ms, write_ms;
+} hm_video_sum;
+
+typedef struct {
+    const hm_video_args *a;
+    hamer_video *video;
+    hamer_detector *detector;
+    hamer_tracker *tracker;
+    hamer_model *model;
+    hamer_state *state;
+    hamer_video_writer *writer;
+    const char *writer_codec;
+    uint8_t *overlay;           /* the overlay frame for --render */
+    hm_video_sum sum;
+} hm_video_run;
+
+#endif
