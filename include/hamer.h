@@ -60,8 +60,9 @@ typedef enum hamer_status {
     HAMER_E_NOMEM = -5,
     HAMER_E_UNSUPPORTED = -6, /* valid request this build/CPU cannot do */
     HAMER_E_NOMANO = -7,      /* mesh output requested but no MANO buffers */
+    HAMER_E_CANCELLED = -8,   /* the state's cancel callback asked to stop */
 } hamer_status;
-#define HAMER_N_STATUS 8          /* codes 0 .. -7 */
+#define HAMER_N_STATUS 9          /* codes 0 .. -8 */
 
 /* Largest box scale factor (hamer_predict_params.rescale): the crop then
  * covers 16 times the box, already far beyond any use. */
@@ -509,6 +510,15 @@ HAMER_API int hamer_state_set_plain(hamer_state *state, int plain);
  * hamer_state_profile copies up to max accumulated seconds per stage and
  * their names ("patch_embed", "layernorm", "qkv", "attention", "proj",
  * "fc1_gelu", "fc2", "head", "mano", "finalise") and returns the count. */
+/* Cancellation: while a call on this state runs, cancel(user) is asked
+ * between transformer blocks and between passes (every few tens of
+ * milliseconds); when it returns non-zero the call stops and returns
+ * HAMER_E_CANCELLED, its outputs undefined. It is called on the thread that
+ * made the call, never concurrently. NULL removes the callback. A server drops work nobody waits for this way; a
+ * binding turns Ctrl-C into it. */
+typedef int (*hamer_cancel_fn)(void *user);
+HAMER_API int hamer_state_set_cancel(hamer_state *state, hamer_cancel_fn cancel, void *user);
+
 #define HAMER_N_STAGES 10
 HAMER_API int hamer_state_set_profile(hamer_state *state, int on);
 HAMER_API int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);

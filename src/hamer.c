@@ -34,7 +34,8 @@ SAME(HAMER_E_SHAPE, HM_E_SHAPE);
 SAME(HAMER_E_NOMEM, HM_E_NOMEM);
 SAME(HAMER_E_UNSUPPORTED, HM_E_UNSUPPORTED);
 SAME(HAMER_E_NOMANO, HM_E_NOMANO);
-SAME(HAMER_N_STATUS, 1 - HM_E_NOMANO);
+SAME(HAMER_E_CANCELLED, HM_E_CANCELLED);
+SAME(HAMER_N_STATUS, 1 - HM_E_CANCELLED);
 SAME(HAMER_N_PARAMS, HM_NPARAMS);
 SAME(HAMER_N_VERTS, HM_NV);
 SAME(HAMER_N_FACES, HM_NF);
@@ -99,6 +100,7 @@ const char *hamer_strerror(int code) {
     case HAMER_E_NOMEM: return "out of memory";
     case HAMER_E_UNSUPPORTED: return "not supported by this build or CPU";
     case HAMER_E_NOMANO: return "no MANO buffers";
+    case HAMER_E_CANCELLED: return "cancelled";
     }
     return "unknown error";
 }
@@ -212,6 +214,13 @@ int hamer_regress_u8(hamer_state *st, const uint8_t *crops, int B, hamer_output 
 int hamer_state_set_plain(hamer_state *st, int plain) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
     st->s.plain = plain != 0;
+    return HAMER_OK;
+}
+
+int hamer_state_set_cancel(hamer_state *st, hamer_cancel_fn cancel, void *user) {
+    if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
+    st->s.cancel = cancel;
+    st->s.cancel_user = user;
     return HAMER_OK;
 }
 

@@ -20,6 +20,7 @@ enum {
     HM_E_NOMEM = -5,       /* allocation failed */
     HM_E_UNSUPPORTED = -6, /* valid request this build cannot do */
     HM_E_NOMANO = -7,      /* mesh output requested, no MANO buffers */
+    HM_E_CANCELLED = -8,   /* the state's cancel callback said stop */
 };
 
 /* Record "fmt..." as this thread's last error; returns code. */

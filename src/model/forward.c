@@ -69,6 +69,7 @@ int hm_forward(hm_state *s, const void *crops, int is_u8, int B, const hm_out *o
         return hm_err(HM_E_NOMANO, "the model has no MANO buffers (checkpoint lacks mano.*; load them with a MANO .npz), so vertices and keypoints cannot be computed");
     for (int b0 = 0; b0 < B; b0 += s->max_batch) {
         int nb = B - b0 < s->max_batch ? B - b0 : s->max_batch;
+        if (hm_state_cancelled(s)) return HM_E_CANCELLED;
         int rc = pass(s, crops, is_u8, b0, nb, out);
         if (rc) return rc;
     }

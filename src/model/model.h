@@ -17,6 +17,7 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "core/pool.h"
+#include "core/util.h"
 
 #define HM_PATCH 16
 #define HM_PATCH_PAD 2
@@ -121,6 +122,8 @@ typedef struct hm_state {
     int max_batch;
     int plain;                   /* 1: textbook formulation (verification) */
     int profile;                 /* 1: accumulate stage_s */
+    int (*cancel)(void *);       /* asked between blocks and passes; NULL: never */
+    void *cancel_user;
     double stage_s[HM_ST_COUNT];
     hm_pool *pool;
     int nthreads;
@@ -144,6 +147,11 @@ typedef struct hm_state {
     float *params;               /* [B, 157] when the caller wants none */
     float *verts;                /* [778, 3] for keypoints without vertices */
 } hm_state;
+
+/* The cancel callback asked to stop (records the error when so). */
+static inline int hm_state_cancelled(const hm_state *s) {
+    return s->cancel && s->cancel(s->cancel_user) ? hm_err(HM_E_CANCELLED, "cancelled") : 0;
+}
 
 /* What a forward writes per crop; every pointer may be NULL (not wanted).
  * Sizes as hamer_output in include/hamer.h. */

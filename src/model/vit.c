@@ -64,6 +64,7 @@ int hm_vit_forward(hm_state *s, int B) {
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
+        if (hm_state_cancelled(s)) return HM_E_CANCELLED;
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
         HM_TOC(s, HM_ST_NORM);
         if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
