@@ -51,7 +51,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from ._lib import (CROP_H, CROP_W, E_ARG, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
+from ._lib import (CROP_H, CROP_W, E_ARG, E_CANCELLED, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
                    E_UNSUPPORTED, FOCAL, MAX_HANDS, N_FACES, N_KP, N_PARAMS, N_VERTS)
 
 from ._version import __version__  # noqa: E402,F401
@@ -60,7 +60,7 @@ __all__ = [
     "Model", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
     "HamerMemoryError", "read_image", "library_version", "library_path", "system_info", "strerror",
     "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
-    "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO",
+    "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO", "E_CANCELLED",
 ]
 
 _PRECISIONS = {"fp32": _lib.PRECISION_FP32, "fast": _lib.PRECISION_FAST}

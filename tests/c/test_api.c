@@ -123,6 +123,12 @@ static void logging(void) {
     CHECKF(m != NULL && n == 0, "the library wrote %ld bytes to stderr with no log callback", n);
 }
 
+static int cancel_after, cancel_asked;
+static int cancel_at(void *user) {
+    (void)user;
+    return cancel_asked++ >= cancel_after;
+}
+
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
 /* A failing kernel call anywhere in a forward must reach the caller; a
@@ -161,6 +167,31 @@ static void forward_contract(int precision) {
     int rc = hamer_regress_f32(st, crops, B, &out2);
     hm_alloc_test_fail(-1);
     CHECKF(rc == HAMER_OK, "forward with allocation disabled: %d %s", rc, hamer_last_error());
+    CHECK(same(params, params2, (size_t)B * HAMER_N_PARAMS) && same(verts, verts2, (size_t)B * HAMER_N_VERTS * 3));
+
+    /* Cancellation: stop at the k-th question for every k a forward asks
+     * (between blocks and passes), then let it run: same bits as before. */
+    int asks = 0;
+    for (int k = 0;; k++) {
+        cancel_after = k, cancel_asked = 0;
+        CHECK(hamer_state_set_cancel(st, cancel_at, NULL) == HAMER_OK);
+        int rc2 = hamer_regress_f32(st, crops, B, &out2);
+        if (rc2 == HAMER_OK) {
+            asks = cancel_asked;
+            break;
+        }
+        CHECKF(rc2 == HAMER_E_CANCELLED && hamer_last_error_code() == HAMER_E_CANCELLED,
+               "cancel at question %d: rc %d '%s'", k, rc2, hamer_last_error());
+        if (k > 10000) break;
+    }
+    hamer_model_info info;
+    CHECK(hamer_model_get_info(m, &info) == HAMER_OK);
+    /* Two passes (B = 3, max_batch 2), each asking once and once per block. */
+    CHECKF(asks == 2 * (1 + info.vit_depth), "a forward of %d crops (2 passes, %d blocks) asked its cancel callback %d times",
+           B, info.vit_depth, asks);
+    CHECK(hamer_state_set_cancel(st, NULL, NULL) == HAMER_OK && hamer_state_set_cancel(NULL, NULL, NULL) == HAMER_E_ARG);
+    memset(params2, 0, sizeof params2);
+    CHECK(hamer_regress_f32(st, crops, B, &out2) == HAMER_OK);
     CHECK(same(params, params2, (size_t)B * HAMER_N_PARAMS) && same(verts, verts2, (size_t)B * HAMER_N_VERTS * 3));
 
     /* Unaligned crops (a numpy view at a byte offset): same bits. */
