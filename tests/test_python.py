@@ -383,6 +383,17 @@ def test_regress_bad_crops(small, crops, needle):
     assert e.value.code == hamer.E_ARG and needle in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_regress_non_finite_crops(small, value):
+    """Refused by the library, as by the CLI (issue 12, finding 13)."""
+    crops = float_crops(2)
+    crops[1, 0, 3, 4] = value
+    with pytest.raises(hamer.HamerArgumentError) as e:
+        small.regress(crops)
+    assert e.value.code == hamer.E_ARG and "crop 1 has a non-finite value" in str(e.value), str(e.value)
+    small.regress(float_crops(1))  # the state is still good
+
+
 def test_predict_bad_requests(small, tmp_path):
     img = np.zeros((120, 160, 3), np.uint8)
     good = [[10, 10, 60, 80]]
