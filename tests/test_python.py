@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -392,6 +393,54 @@ def test_regress_non_finite_crops(small, value):
         small.regress(crops)
     assert e.value.code == hamer.E_ARG and "crop 1 has a non-finite value" in str(e.value), str(e.value)
     small.regress(float_crops(1))  # the state is still good
+
+
+_INTERRUPT_CHILD = r"""
+import signal, sys, time
+import numpy as np
+import hamer
+# One crop per pass: the library asks the cancel callback between blocks and passes.
+model = hamer.Model(sys.argv[1], threads=1, max_batch=1)
+crops = np.random.RandomState(0).randint(0, 256, (64, 256, 192, 3)).astype(np.uint8)
+print("start", flush=True)
+t0 = time.monotonic()
+try:
+    model.regress(crops)
+    print("finished", time.monotonic() - t0, flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - t0, flush=True)
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+model.regress(crops[:1])  # the state is still good
+print("usable", flush=True)
+"""
+
+
+def test_keyboard_interrupt_stops_a_long_batch(ckpt, tmp_path):
+    """Ctrl-C during a 64-crop batch (tens of seconds) raises
+    KeyboardInterrupt promptly instead of after the batch (issue 12,
+    finding 13)."""
+    script = tmp_path / "child.py"
+    script.write_text(_INTERRUPT_CHILD)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt("d2h2"))], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "start"
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        t_sig = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t_sig
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "interrupted" in out and "usable" in out, f"{out}\n{err}"
+    bound = 15 if SANITIZE else 5
+    assert waited < bound, f"took {waited:.1f} s after SIGINT (bound {bound} s)"
+
+
+def test_sigint_handler_restored_after_calls(small):
+    small.regress(float_crops(1))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_predict_bad_requests(small, tmp_path):

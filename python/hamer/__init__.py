@@ -46,12 +46,13 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import threading
 
 import numpy as np
 
 from . import _lib
-from ._lib import (CROP_H, CROP_W, E_ARG, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
+from ._lib import (CROP_H, CROP_W, E_ARG, E_CANCELLED, E_FORMAT, E_IO, E_NOMANO, E_NOMEM, E_SHAPE,  # noqa: F401
                    E_UNSUPPORTED, FOCAL, MAX_HANDS, N_FACES, N_KP, N_PARAMS, N_VERTS)
 
 from ._version import __version__  # noqa: E402,F401
@@ -60,7 +61,7 @@ __all__ = [
     "Model", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
     "HamerMemoryError", "read_image", "library_version", "library_path", "system_info", "strerror",
     "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
-    "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO",
+    "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO", "E_CANCELLED",
 ]
 
 _PRECISIONS = {"fp32": _lib.PRECISION_FP32, "fast": _lib.PRECISION_FAST}
@@ -306,6 +307,59 @@ def _hand_structs(hands):
     return arr
 
 
+# ---- Ctrl-C during a long call ------------------------------------------------
+
+class _Interruptible:
+    """While a library call on `state` runs in the main thread, Ctrl-C stops
+    it and raises KeyboardInterrupt when it returns.
+
+    Python runs signal handlers only between bytecodes of the main thread,
+    which is inside the foreign call, so a plain Ctrl-C would wait for the
+    whole batch. For the call's duration SIGINT gets a handler that only
+    records the signal; the state's cancel callback (asked by the library
+    between transformer blocks and passes, on the calling thread, with the
+    GIL taken by ctypes, which lets that pending handler run) reports it and
+    the call returns HAMER_E_CANCELLED within tens of milliseconds. On exit
+    the previous handler is restored and, if the signal came, called as it
+    would have been (Python's default raises KeyboardInterrupt). Left alone:
+    other threads (signals reach only the main thread) and a SIGINT that is
+    ignored or not handled by Python."""
+
+    def __init__(self, lib, state):
+        self._lib, self._state = lib, state
+        self._prev = None
+        self._frame = None
+        self.fired = False
+
+    def _on_sigint(self, signum, frame):
+        self.fired, self._frame = True, frame
+
+    def _poll(self, _user):
+        return 1 if self.fired else 0
+
+    def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        prev = signal.getsignal(signal.SIGINT)
+        if not callable(prev):  # SIG_IGN, SIG_DFL, or installed outside Python
+            return self
+        self._fn = _lib.CANCEL_FN(self._poll)  # kept alive until __exit__
+        self._lib.hamer_state_set_cancel(self._state, self._fn, None)
+        self._prev = prev
+        signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc):
+        prev, self._prev = self._prev, None
+        if prev is None:
+            return False
+        signal.signal(signal.SIGINT, prev)
+        self._lib.hamer_state_set_cancel(self._state, _lib.CANCEL_FN(), None)
+        if self.fired:
+            prev(signal.SIGINT, self._frame)
+        return False
+
+
 # ---- The model -----------------------------------------------------------------
 
 class Model:
@@ -529,7 +583,8 @@ class Model:
         out = {k: np.empty((B,) + s, np.float32) for k, s in shapes.items()}
         cout = _lib.Output(**{k: v.ctypes.data_as(_lib.c_float_p) for k, v in out.items()})
         with self._use() as st:
-            rc = fn(st, arr.ctypes.data_as(ctype), B, ctypes.byref(cout))
+            with _Interruptible(self._lib, st):
+                rc = fn(st, arr.ctypes.data_as(ctype), B, ctypes.byref(cout))
             if rc < 0:
                 raise _library_error(rc)
         return out
@@ -574,8 +629,9 @@ class Model:
             cboxes[i].is_right = int(sides[i])
         hands = (_lib.Hand * max(n, 1))()
         with self._use() as st:
-            rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
-                                         ctypes.byref(params), hands, None)
+            with _Interruptible(self._lib, st):
+                rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
+                                             ctypes.byref(params), hands, None)
             if rc < 0:
                 raise _library_error(rc)
         return _hand_dicts(w, h, hands, n, vertices, bx)

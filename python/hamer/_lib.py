@@ -47,6 +47,7 @@ E_SHAPE = -4
 E_NOMEM = -5
 E_UNSUPPORTED = -6
 E_NOMANO = -7
+E_CANCELLED = -8
 
 ERROR_NAMES = {
     E_ARG: "HAMER_E_ARG",
@@ -56,6 +57,7 @@ ERROR_NAMES = {
     E_NOMEM: "HAMER_E_NOMEM",
     E_UNSUPPORTED: "HAMER_E_UNSUPPORTED",
     E_NOMANO: "HAMER_E_NOMANO",
+    E_CANCELLED: "HAMER_E_CANCELLED",
 }
 
 PRECISION_FP32 = 0
@@ -196,6 +198,9 @@ class Timings(ctypes.Structure):
 _P = ctypes.c_void_p  # opaque hamer_model * / hamer_state *
 _INT = ctypes.c_int
 
+# hamer_cancel_fn: int (*)(void *user)
+CANCEL_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
 _PROTOTYPES = {
     # name: (restype, argtypes)
     "hamer_model_default_params": (ModelParams, []),
@@ -206,6 +211,7 @@ _PROTOTYPES = {
     "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),
     "hamer_state_new": (_P, [_P, _INT, _INT]),
     "hamer_state_free": (None, [_P]),
+    "hamer_state_set_cancel": (_INT, [_P, CANCEL_FN, ctypes.c_void_p]),
     "hamer_regress_f32": (_INT, [_P, c_float_p, _INT, ctypes.POINTER(Output)]),
     "hamer_regress_u8": (_INT, [_P, c_uint8_p, _INT, ctypes.POINTER(Output)]),
     "hamer_predict_default_params": (PredictParams, []),
