@@ -443,6 +443,23 @@ def test_sigint_handler_restored_after_calls(small):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_model_cannot_be_copied_or_pickled(small):
+    """A copy would share the handle and free it under the original (issue
+    12, finding 12: a heap-use-after-free under ASan): refused."""
+    import copy
+    import pickle
+    for what, fn in [("copied", copy.copy), ("copied", copy.deepcopy), ("pickled", pickle.dumps),
+                     ("pickled", lambda m: pickle.dumps(m, protocol=0)), ("pickled", lambda m: m.__reduce_ex__(2))]:
+        with pytest.raises(TypeError) as e:
+            fn(small)
+        assert f"cannot be {what}" in str(e.value) and "Model" in str(e.value), str(e.value)
+    with pytest.raises(TypeError):
+        copy.deepcopy({"model": small})
+    # The original is intact after the refused copies.
+    out = small.regress(float_crops(1))
+    assert np.isfinite(out["params"]).all()
+
+
 def test_predict_bad_requests(small, tmp_path):
     img = np.zeros((120, 160, 3), np.uint8)
     good = [[10, 10, 60, 80]]

@@ -360,9 +360,36 @@ class _Interruptible:
         return False
 
 
+# ---- Handle-owning objects ------------------------------------------------------
+
+class _NoCopy:
+    """A copy would share the C handle (and the state pool) with the
+    original, and whichever is freed first would free it under the other:
+    copying and pickling are refused. Make a new object instead."""
+
+    def _refuse(self, what):
+        raise TypeError(f"{type(self).__module__}.{type(self).__name__} owns a libhamer handle and cannot be "
+                        f"{what}; create another {type(self).__name__}(...) instead")
+
+    def __copy__(self):
+        self._refuse("copied")
+
+    def __deepcopy__(self, memo):
+        self._refuse("copied")
+
+    def __reduce_ex__(self, protocol):
+        self._refuse("pickled")
+
+    def __reduce__(self):
+        self._refuse("pickled")
+
+    def __getstate__(self):
+        self._refuse("pickled")
+
+
 # ---- The model -----------------------------------------------------------------
 
-class Model:
+class Model(_NoCopy):
     """A loaded HaMeR checkpoint (read-only) plus a pool of inference states.
 
     Model(path, precision="fp32", threads=None, mano=None, max_batch=16,
@@ -386,7 +413,9 @@ class Model:
                 calling thread, unbounded.
 
     A context manager; ``close()`` frees the model (waiting for calls in
-    progress); any use after that raises HamerError.
+    progress); any use after that raises HamerError. A Model cannot be
+    copied or pickled (TypeError): it owns the library's handle; share the
+    object itself between threads, or load another in another process.
     """
 
     def __init__(self, path, precision="fp32", threads=None, mano=None, max_batch=16, max_states=None):
