@@ -76,6 +76,22 @@ def assert_same_arrays(got, want):
             f"{k}: max |diff| {np.abs(got[k].astype(np.float64) - want[k]).max()}"
 
 
+def assert_detection_equal_json(got, want, where):
+    """A detection's fields == the CLI's JSON (float32 values; pass an int;
+    landmarks float32 [21, 3])."""
+    assert sorted(got) == sorted(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+    for k, v in want.items():
+        if k == "landmarks":
+            ref = np.array(v, np.float32)
+            assert got[k].dtype == np.float32 and np.array_equal(bits(got[k]), bits(ref)), f"{where} {k}"
+        elif k in ("pass", "is_right"):
+            assert type(got[k]) is type(v) and got[k] == v, f"{where} {k}"
+        elif k == "bbox":
+            assert np.array_equal(bits(got[k]), bits(np.array(v, np.float32))), f"{where} {k}"
+        else:
+            assert type(got[k]) is float and got[k] == float(np.float32(v)), f"{where} {k}"
+
+
 def assert_hands_equal_json(got, want):
     """predict()'s hands == RESULT.json's hands, bit for bit after float32
     conversion of the JSON's numbers (crop: float64 as in the JSON)."""
@@ -93,6 +109,8 @@ def assert_hands_equal_json(got, want):
                 assert type(g[k]["size"]) is float and g[k]["size"] == v["size"], where
             elif k == "focal_length":
                 assert type(g[k]) is float and g[k] == float(np.float32(v)), where
+            elif k == "detection":
+                assert_detection_equal_json(g[k], v, where)
             else:
                 ref = np.array(v, np.float32)
                 assert isinstance(g[k], np.ndarray) and g[k].shape == ref.shape, where
@@ -699,6 +717,86 @@ def test_info_and_faces(model, hamer_bin):
     faces = model.faces
     assert faces.shape == (1538, 3) and faces.dtype == np.int32
     assert faces.min() == 0 and faces.max() == 777
+
+
+# ---------------------------------------------------------------------------
+# Hand detection (issue 13): Model.detect, predict without boxes
+# ---------------------------------------------------------------------------
+
+from detect.common import models_dir, shared_images  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dmodel(ckpt):
+    with hamer.Model(ckpt("d2h2"), detector=str(models_dir())) as m:
+        yield m
+
+
+def test_detect_equals_cli_detect(dmodel, tmp_path, hamer_bin):
+    img = shared_images() / "hamer_example_1.jpg"
+    out = tmp_path / "boxes.json"
+    proc = run_hamer(["detect", "--image", img, "--output", out, "--detector", models_dir()])
+    assert proc.returncode == 0, describe(proc)
+    want = json.loads(out.read_text())["hands"]
+    got = dmodel.detect(img)
+    assert len(got) == len(want) >= 3
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_detection_equal_json(g, w, f"hand {i}")
+    # An array and the file's bytes give the same hands as the path.
+    for source in (hamer.read_image(img), img.read_bytes()):
+        again = dmodel.detect(source)
+        assert [d["bbox"].tolist() for d in again] == [d["bbox"].tolist() for d in got]
+    assert dmodel.detect(img, max_hands=1)[0]["bbox"].tolist() == got[0]["bbox"].tolist()
+
+
+def test_predict_without_boxes_equals_cli_run(dmodel, tmp_path, ckpt, hamer_bin):
+    """predict(image) == `hamer run` without boxes, hand for hand, bit for bit."""
+    img = shared_images() / "hamer_example_1.jpg"
+    out = tmp_path / "result.json"
+    proc = run_hamer(["run", "--model", ckpt("d2h2"), "--image", img, "--output", out, "--vertices",
+                      "--detector", models_dir()])
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(out.read_text())
+    assert doc["boxes"] == "detected"
+    got = dmodel.predict(str(img), vertices=True)
+    assert all("detection" in h for h in got)
+    assert_hands_equal_json(got, doc["hands"])
+
+
+def test_predict_without_boxes_on_a_photo_without_hands(dmodel):
+    flat = np.full((240, 320, 3), 128, np.uint8)
+    assert dmodel.detect(flat) == [] and dmodel.predict(flat) == []
+
+
+def test_missing_detector_says_how_to_install(ckpt, tmp_path):
+    with hamer.Model(ckpt("d1h1"), detector=tmp_path) as m:
+        m.regress(float_crops(1))  # loading the model does not need the detector
+        img = np.zeros((64, 64, 3), np.uint8)
+        for call in (m.detect, m.predict):
+            with pytest.raises(hamer.HamerIOError) as e:
+                call(img)
+            assert str(tmp_path) in str(e.value) and "scripts/get_detector.sh" in str(e.value), str(e.value)
+
+
+def test_detector_shared_between_models(ckpt):
+    import copy
+    import pickle
+    with hamer.Detector(models_dir(), threads=1) as det:
+        for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError):
+                fn(det)
+        img = hamer.read_image(shared_images() / "hamer_example_5.jpg")
+        want = det.detect(img)
+        for _ in range(2):
+            with hamer.Model(ckpt("d1h1"), detector=det) as m:
+                assert m.detector is det
+                assert [d["bbox"].tolist() for d in m.detect(img)] == [d["bbox"].tolist() for d in want]
+        assert not det.closed  # a Detector given to a Model is the caller's
+    assert det.closed
+    with pytest.raises(hamer.HamerError):
+        det.detect(img)
+    with pytest.raises(TypeError):
+        hamer.Model(ckpt("d1h1"), detector=3)
 
 
 # ---------------------------------------------------------------------------
