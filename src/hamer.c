@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "core/cpu.h"
+#include "core/fileio.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "detect/detect.h"
@@ -125,7 +126,19 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
 
 int hamer_model_save_packed(const hamer_model *model, const char *path) {
     if (!model || !path) return hm_err(HM_E_ARG, "%s: model or path is NULL", __func__);
-    return hm_model_save_packed(model->m, path);
+    /* The packed writer renames its temp file over the path it is given:
+     * give it the symlink-followed target, after core/fileio has refused a
+     * directory or device node there, so neither a link nor /dev/full is
+     * ever replaced. The probe's own temp file goes at once. */
+    hm_outfile probe;
+    int rc = hm_outfile_open(&probe, path);
+    if (rc) return rc;
+    char *target = strdup(probe.target);
+    hm_outfile_abort(&probe);
+    if (!target) return hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+    rc = hm_model_save_packed(model->m, target);
+    free(target);
+    return rc;
 }
 
 hamer_model *hm_model_handle(hm_model *m) {

@@ -196,3 +196,35 @@ def test_alias_refused_before_any_work(tmp_path, model, photo, hamer_bin):
         after = open(victim, "rb").read() if os.path.exists(victim) else None
         assert after == before, f"{name}: {victim} changed"
         assert temp_files(tmp_path) == [], name
+
+
+def test_convert_and_save_packed_keep_links_and_devices(tmp_path, model, hamer_bin):
+    """hamer_model_save_packed renames over the symlink-followed target and
+    refuses a device node (before, it renamed over the link or the node)."""
+    real = tmp_path / "real.hpk"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.hpk"
+    link.symlink_to("real.hpk")
+    proc = run_hamer(["convert", "--model", model, "--output", link])
+    assert proc.returncode == 0, describe(proc)
+    assert link.is_symlink() and real.read_bytes()[:3] != b"old"
+    import sys
+    from conftest import BUILD, REPO
+    env = dict(os.environ, HAMER_LIB=str(BUILD / "libhamer.so"), PYTHONPATH=str(REPO / "python"))
+    dev = device_like_dev_full(tmp_path)
+    targets = [str(link)] + ([str(dev)] if dev is not None else [])
+    code = ("import sys, hamer\n"
+            "m = hamer.Model(sys.argv[1])\n"
+            "for t in sys.argv[2:]:\n"
+            "    try:\n"
+            "        m.save_packed(t); print('ok', t)\n"
+            "    except hamer.HamerIOError as e:\n"
+            "        print('refused', e)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(model), *targets], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"ok {link}" and link.is_symlink()
+    if dev is not None:
+        assert lines[1].startswith("refused") and "not a regular file" in lines[1], p.stdout
+        assert stat.S_ISCHR(os.stat(dev).st_mode)
