@@ -367,8 +367,16 @@ static int run(hm_video_args *a) {
     }
     if (a->render) {
         const double fps = vi.fps > 0 ? vi.fps / a->vp.stride : 25.0;
-        if (!(r.writer = hamer_video_writer_open(a->render, vi.width, vi.height, vi.time_base_num, vi.time_base_den,
-                                                 fps)) ||
+        /* The writer renames its temp file over the path it gets: give it
+         * the symlink-followed target so a link to the video stays. */
+        hm_outfile probe;
+        if (hm_outfile_open(&probe, a->render)) {
+            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            goto done;
+        }
+        r.writer = hamer_video_writer_open(probe.target, vi.width, vi.height, vi.time_base_num, vi.time_base_den, fps);
+        hm_outfile_abort(&probe);
+        if (!r.writer ||
             !(r.overlay = malloc((size_t)vi.width * vi.height * 3))) {
             fprintf(stderr, "hamer: %s\n", r.writer ? "out of memory" : hamer_last_error());
             goto done;
