@@ -40,8 +40,10 @@ static char *follow_links(const char *path) {
             return NULL;
         }
         char buf[PATH_MAX];
-        ssize_t k = readlink(cur, buf, sizeof buf - 1);
-        if (k < 0) {
+        ssize_t k = readlink(cur, buf, sizeof buf);
+        if (k < 0 || k >= (ssize_t)sizeof buf) {
+            /* A filled buffer may be a truncated name: never follow that. */
+            if (k >= 0) errno = ENAMETOOLONG;
             free(cur);
             return NULL;
         }
