@@ -131,7 +131,9 @@ HAMER_API const int32_t *hamer_model_faces(const hamer_model *model);
 HAMER_API hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads);
 HAMER_API void hamer_state_free(hamer_state *state);
 
-/* Regress B crops. float: [B,3,256,192] normalised ((x/255-mean)/std, RGB).
+/* Regress B crops. float: [B,3,256,192] normalised ((x/255-mean)/std, RGB);
+ * a crop holding a NaN or an infinity is refused (HAMER_E_ARG, the message
+ * names the crop index and the first such value) before any work.
  * uint8: [B,256,192,3] RGB (normalisation folded into the patch weights). */
 HAMER_API int hamer_regress_f32(hamer_state *state, const float *crops, int B, hamer_output *out);
 HAMER_API int hamer_regress_u8(hamer_state *state, const uint8_t *crops, int B, hamer_output *out);

@@ -1,6 +1,7 @@
 /* hamer.c - the public API (include/hamer.h): argument and handle checks,
  * then the internal stages (model/forward.c, pipeline/, render/, detect/,
  * video/). */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "api.h"
 #include "core/cpu.h"
+#include "core/fileio.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "detect/detect.h"
@@ -124,7 +126,19 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
 
 int hamer_model_save_packed(const hamer_model *model, const char *path) {
     if (!model || !path) return hm_err(HM_E_ARG, "%s: model or path is NULL", __func__);
-    return hm_model_save_packed(model->m, path);
+    /* The packed writer renames its temp file over the path it is given:
+     * give it the symlink-followed target, after core/fileio has refused a
+     * directory or device node there, so neither a link nor /dev/full is
+     * ever replaced. The probe's own temp file goes at once. */
+    hm_outfile probe;
+    int rc = hm_outfile_open(&probe, path);
+    if (rc) return rc;
+    char *target = strdup(probe.target);
+    hm_outfile_abort(&probe);
+    if (!target) return hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+    rc = hm_model_save_packed(model->m, target);
+    free(target);
+    return rc;
 }
 
 hamer_model *hm_model_handle(hm_model *m) {
@@ -195,10 +209,39 @@ void hamer_state_free(hamer_state *st) {
     free(st);
 }
 
+/* HM_E_ARG naming the first crop holding a NaN or an infinity: the forward
+ * would turn it into non-finite outputs without any sign of it. The test
+ * is on the exponent bits (integer ops the compiler vectorises), ~0.1 ms a
+ * crop against ~1 s of forward. */
+static int check_finite(const float *crops, int B, const char *fn) {
+    const size_t per = (size_t)3 * HAMER_CROP_H * HAMER_CROP_W;
+    for (int b = 0; b < B; b++) {
+        const float *c = crops + per * (size_t)b;
+        uint32_t bad = 0;
+        for (size_t i = 0; i < per; i++) {
+            uint32_t u;
+            memcpy(&u, c + i, 4);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        }
+        if (!bad) continue;
+        for (size_t i = 0; i < per; i++)
+            if (!isfinite(c[i])) {
+                size_t ch = i / ((size_t)HAMER_CROP_H * HAMER_CROP_W), r = i / HAMER_CROP_W % HAMER_CROP_H;
+                return hm_err(HM_E_ARG, "%s: crop %d has a non-finite value (%s at channel %zu, row %zu, column %zu)",
+                              fn, b, isnan(c[i]) ? "NaN" : "Inf", ch, r, i % HAMER_CROP_W);
+            }
+    }
+    return HM_OK;
+}
+
 static int regress(hamer_state *st, const void *crops, int is_u8, int B, hamer_output *out, const char *fn) {
     if (!st || !crops || !out || B < 1)
         return hm_err(HM_E_ARG, "%s: bad arguments (state %p, crops %p, out %p, B %d)", fn, (void *)st, crops,
                       (void *)out, B);
+    if (!is_u8) {
+        int rc = check_finite(crops, B, fn);
+        if (rc) return rc;
+    }
     hm_out o = {out->params, out->pred_cam, out->pred_cam_t, out->vertices, out->keypoints_3d, out->keypoints_2d};
     return hm_forward(&st->s, crops, is_u8, B, &o);
 }

@@ -261,3 +261,16 @@ def test_help(hamer_bin, args):
     for opt in ("--model", "--input", "--output"):
         assert opt in text, f"`hamer {' '.join(args)}` does not mention {opt}"
 
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_crops_refused(hamer_bin, tmp_path, good_ckpt, value):
+    """A NaN or infinity in a crop would give non-finite outputs without a
+    sign; the library refuses it, naming the crop (issue 12, finding 13)."""
+    crops = float_crops(3)
+    crops[1, 2, 100, 50] = value
+    inp = tmp_path / "crops.npy"
+    np.save(inp, crops)
+    out = tmp_path / "out.npz"
+    line = expect_error(regress_args(good_ckpt, inp, out), out, ["crop 1 has a non-finite value"], tmp_path)
+    assert ("NaN" if np.isnan(value) else "Inf") in line and "row 100, column 50" in line, line

@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -75,6 +76,22 @@ def assert_same_arrays(got, want):
             f"{k}: max |diff| {np.abs(got[k].astype(np.float64) - want[k]).max()}"
 
 
+def assert_detection_equal_json(got, want, where):
+    """A detection's fields == the CLI's JSON (float32 values; pass an int;
+    landmarks float32 [21, 3])."""
+    assert sorted(got) == sorted(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+    for k, v in want.items():
+        if k == "landmarks":
+            ref = np.array(v, np.float32)
+            assert got[k].dtype == np.float32 and np.array_equal(bits(got[k]), bits(ref)), f"{where} {k}"
+        elif k in ("pass", "is_right"):
+            assert type(got[k]) is type(v) and got[k] == v, f"{where} {k}"
+        elif k == "bbox":
+            assert np.array_equal(bits(got[k]), bits(np.array(v, np.float32))), f"{where} {k}"
+        else:
+            assert type(got[k]) is float and got[k] == float(np.float32(v)), f"{where} {k}"
+
+
 def assert_hands_equal_json(got, want):
     """predict()'s hands == RESULT.json's hands, bit for bit after float32
     conversion of the JSON's numbers (crop: float64 as in the JSON)."""
@@ -92,6 +109,8 @@ def assert_hands_equal_json(got, want):
                 assert type(g[k]["size"]) is float and g[k]["size"] == v["size"], where
             elif k == "focal_length":
                 assert type(g[k]) is float and g[k] == float(np.float32(v)), where
+            elif k == "detection":
+                assert_detection_equal_json(g[k], v, where)
             else:
                 ref = np.array(v, np.float32)
                 assert isinstance(g[k], np.ndarray) and g[k].shape == ref.shape, where
@@ -383,6 +402,82 @@ def test_regress_bad_crops(small, crops, needle):
     assert e.value.code == hamer.E_ARG and needle in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_regress_non_finite_crops(small, value):
+    """Refused by the library, as by the CLI (issue 12, finding 13)."""
+    crops = float_crops(2)
+    crops[1, 0, 3, 4] = value
+    with pytest.raises(hamer.HamerArgumentError) as e:
+        small.regress(crops)
+    assert e.value.code == hamer.E_ARG and "crop 1 has a non-finite value" in str(e.value), str(e.value)
+    small.regress(float_crops(1))  # the state is still good
+
+
+_INTERRUPT_CHILD = r"""
+import signal, sys, time
+import numpy as np
+import hamer
+# One crop per pass: the library asks the cancel callback between blocks and passes.
+model = hamer.Model(sys.argv[1], threads=1, max_batch=1)
+crops = np.random.RandomState(0).randint(0, 256, (64, 256, 192, 3)).astype(np.uint8)
+print("start", flush=True)
+t0 = time.monotonic()
+try:
+    model.regress(crops)
+    print("finished", time.monotonic() - t0, flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - t0, flush=True)
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+model.regress(crops[:1])  # the state is still good
+print("usable", flush=True)
+"""
+
+
+def test_keyboard_interrupt_stops_a_long_batch(ckpt, tmp_path):
+    """Ctrl-C during a 64-crop batch (tens of seconds) raises
+    KeyboardInterrupt promptly instead of after the batch (issue 12,
+    finding 13)."""
+    script = tmp_path / "child.py"
+    script.write_text(_INTERRUPT_CHILD)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt("d2h2"))], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "start"
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        t_sig = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t_sig
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "interrupted" in out and "usable" in out, f"{out}\n{err}"
+    bound = 15 if SANITIZE else 5
+    assert waited < bound, f"took {waited:.1f} s after SIGINT (bound {bound} s)"
+
+
+def test_sigint_handler_restored_after_calls(small):
+    small.regress(float_crops(1))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_model_cannot_be_copied_or_pickled(small):
+    """A copy would share the handle and free it under the original (issue
+    12, finding 12: a heap-use-after-free under ASan): refused."""
+    import copy
+    import pickle
+    for what, fn in [("copied", copy.copy), ("copied", copy.deepcopy), ("pickled", pickle.dumps),
+                     ("pickled", lambda m: pickle.dumps(m, protocol=0)), ("pickled", lambda m: m.__reduce_ex__(2))]:
+        with pytest.raises(TypeError) as e:
+            fn(small)
+        assert f"cannot be {what}" in str(e.value) and "Model" in str(e.value), str(e.value)
+    with pytest.raises(TypeError):
+        copy.deepcopy({"model": small})
+    # The original is intact after the refused copies.
+    out = small.regress(float_crops(1))
+    assert np.isfinite(out["params"]).all()
+
+
 def test_predict_bad_requests(small, tmp_path):
     img = np.zeros((120, 160, 3), np.uint8)
     good = [[10, 10, 60, 80]]
@@ -622,6 +717,86 @@ def test_info_and_faces(model, hamer_bin):
     faces = model.faces
     assert faces.shape == (1538, 3) and faces.dtype == np.int32
     assert faces.min() == 0 and faces.max() == 777
+
+
+# ---------------------------------------------------------------------------
+# Hand detection (issue 13): Model.detect, predict without boxes
+# ---------------------------------------------------------------------------
+
+from detect.common import models_dir, shared_images  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dmodel(ckpt):
+    with hamer.Model(ckpt("d2h2"), detector=str(models_dir())) as m:
+        yield m
+
+
+def test_detect_equals_cli_detect(dmodel, tmp_path, hamer_bin):
+    img = shared_images() / "hamer_example_1.jpg"
+    out = tmp_path / "boxes.json"
+    proc = run_hamer(["detect", "--image", img, "--output", out, "--detector", models_dir()])
+    assert proc.returncode == 0, describe(proc)
+    want = json.loads(out.read_text())["hands"]
+    got = dmodel.detect(img)
+    assert len(got) == len(want) >= 3
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_detection_equal_json(g, w, f"hand {i}")
+    # An array and the file's bytes give the same hands as the path.
+    for source in (hamer.read_image(img), img.read_bytes()):
+        again = dmodel.detect(source)
+        assert [d["bbox"].tolist() for d in again] == [d["bbox"].tolist() for d in got]
+    assert dmodel.detect(img, max_hands=1)[0]["bbox"].tolist() == got[0]["bbox"].tolist()
+
+
+def test_predict_without_boxes_equals_cli_run(dmodel, tmp_path, ckpt, hamer_bin):
+    """predict(image) == `hamer run` without boxes, hand for hand, bit for bit."""
+    img = shared_images() / "hamer_example_1.jpg"
+    out = tmp_path / "result.json"
+    proc = run_hamer(["run", "--model", ckpt("d2h2"), "--image", img, "--output", out, "--vertices",
+                      "--detector", models_dir()])
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(out.read_text())
+    assert doc["boxes"] == "detected"
+    got = dmodel.predict(str(img), vertices=True)
+    assert all("detection" in h for h in got)
+    assert_hands_equal_json(got, doc["hands"])
+
+
+def test_predict_without_boxes_on_a_photo_without_hands(dmodel):
+    flat = np.full((240, 320, 3), 128, np.uint8)
+    assert dmodel.detect(flat) == [] and dmodel.predict(flat) == []
+
+
+def test_missing_detector_says_how_to_install(ckpt, tmp_path):
+    with hamer.Model(ckpt("d1h1"), detector=tmp_path) as m:
+        m.regress(float_crops(1))  # loading the model does not need the detector
+        img = np.zeros((64, 64, 3), np.uint8)
+        for call in (m.detect, m.predict):
+            with pytest.raises(hamer.HamerIOError) as e:
+                call(img)
+            assert str(tmp_path) in str(e.value) and "scripts/get_detector.sh" in str(e.value), str(e.value)
+
+
+def test_detector_shared_between_models(ckpt):
+    import copy
+    import pickle
+    with hamer.Detector(models_dir(), threads=1) as det:
+        for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError):
+                fn(det)
+        img = hamer.read_image(shared_images() / "hamer_example_5.jpg")
+        want = det.detect(img)
+        for _ in range(2):
+            with hamer.Model(ckpt("d1h1"), detector=det) as m:
+                assert m.detector is det
+                assert [d["bbox"].tolist() for d in m.detect(img)] == [d["bbox"].tolist() for d in want]
+        assert not det.closed  # a Detector given to a Model is the caller's
+    assert det.closed
+    with pytest.raises(hamer.HamerError):
+        det.detect(img)
+    with pytest.raises(TypeError):
+        hamer.Model(ckpt("d1h1"), detector=3)
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,8 @@ regressor.
     with hamer.Model("hamer.ckpt") as model:
         out = model.regress(crops)                  # dict of numpy arrays
         hands = model.predict("photo.jpg", [[x1, y1, x2, y2]], is_right=False)
+        hands = model.predict("photo.jpg")          # the hands found by the built-in detector
+        found = model.detect("photo.jpg")           # boxes, handedness, scores, landmarks
 
 The shared library libhamer.so is loaded with ctypes on first use (no
 compiler needed to install this package); ``hamer._lib`` documents where it
@@ -46,6 +48,7 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import threading
 
 import numpy as np
@@ -57,7 +60,7 @@ from ._lib import (CROP_H, CROP_W, E_ARG, E_CANCELLED, E_FORMAT, E_IO, E_NOMANO,
 from ._version import __version__  # noqa: E402,F401
 
 __all__ = [
-    "Model", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
+    "Model", "Detector", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
     "HamerMemoryError", "read_image", "library_version", "library_path", "system_info", "strerror",
     "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
     "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO", "E_CANCELLED",
@@ -266,10 +269,39 @@ def _hand_dicts(w, h, hands, n, vertices, boxes):
                 # box_center / box_size are doubles in the library: kept as
                 # the JSON's float64 numbers.
                 d[key] = {"center": np.array(value["center"], np.float64), "size": float(value["size"])}
+            elif key == "detection":
+                d[key] = _detection_fields(value)
             else:
                 d[key] = np.array(value, np.float32)
         out.append(d)
     return out
+
+
+def _detection_fields(value):
+    """A detection's scores and landmarks from the library's JSON: floats
+    (float32 values), "pass" an int, landmarks float32 [21, 3]."""
+    out = {}
+    for k, v in value.items():
+        if k == "landmarks":
+            out[k] = np.array(v, np.float32).reshape(N_KP, 3)
+        elif k == "pass":
+            out[k] = int(v)
+        else:
+            out[k] = float(np.float32(v))
+    return out
+
+
+def _detection_dict(det):
+    """One hamer_detection as `hamer detect`'s JSON entry has it."""
+    return {
+        "bbox": np.array(det.box.bbox[:], np.float32),
+        "is_right": bool(det.box.is_right),
+        "score": float(det.score),
+        "presence": float(det.presence),
+        "handedness": float(det.handedness),
+        "pass": int(det.pass_),
+        "landmarks": np.array(det.landmarks[:], np.float32).reshape(N_KP, 3),
+    }
 
 
 def _hand_structs(hands):
@@ -306,9 +338,233 @@ def _hand_structs(hands):
     return arr
 
 
+# ---- Ctrl-C during a long call ------------------------------------------------
+
+class _Interruptible:
+    """While a library call on `state` runs in the main thread, Ctrl-C stops
+    it and raises KeyboardInterrupt when it returns.
+
+    Python runs signal handlers only between bytecodes of the main thread,
+    which is inside the foreign call, so a plain Ctrl-C would wait for the
+    whole batch. For the call's duration SIGINT gets a handler that only
+    records the signal; the state's cancel callback (asked by the library
+    between transformer blocks and passes, on the calling thread, with the
+    GIL taken by ctypes, which lets that pending handler run) reports it and
+    the call returns HAMER_E_CANCELLED within tens of milliseconds. On exit
+    the previous handler is restored and, if the signal came, called as it
+    would have been (Python's default raises KeyboardInterrupt). Left alone:
+    other threads (signals reach only the main thread) and a SIGINT that is
+    ignored or not handled by Python."""
+
+    def __init__(self, lib, state):
+        self._lib, self._state = lib, state
+        self._prev = None
+        self._frame = None
+        self.fired = False
+
+    def _on_sigint(self, signum, frame):
+        self.fired, self._frame = True, frame
+
+    def _poll(self, _user):
+        return 1 if self.fired else 0
+
+    def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        prev = signal.getsignal(signal.SIGINT)
+        if not callable(prev):  # SIG_IGN, SIG_DFL, or installed outside Python
+            return self
+        self._fn = _lib.CANCEL_FN(self._poll)  # kept alive until __exit__
+        self._lib.hamer_state_set_cancel(self._state, self._fn, None)
+        self._prev = prev
+        signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc):
+        prev, self._prev = self._prev, None
+        if prev is None:
+            return False
+        signal.signal(signal.SIGINT, prev)
+        self._lib.hamer_state_set_cancel(self._state, _lib.CANCEL_FN(), None)
+        if self.fired:
+            prev(signal.SIGINT, self._frame)
+        return False
+
+
+# ---- Handle-owning objects ------------------------------------------------------
+
+class _NoCopy:
+    """A copy would share the C handle (and the state pool) with the
+    original, and whichever is freed first would free it under the other:
+    copying and pickling are refused. Make a new object instead."""
+
+    def _refuse(self, what):
+        raise TypeError(f"{type(self).__module__}.{type(self).__name__} owns a libhamer handle and cannot be "
+                        f"{what}; create another {type(self).__name__}(...) instead")
+
+    def __copy__(self):
+        self._refuse("copied")
+
+    def __deepcopy__(self, memo):
+        self._refuse("copied")
+
+    def __reduce_ex__(self, protocol):
+        self._refuse("pickled")
+
+    def __reduce__(self):
+        self._refuse("pickled")
+
+    def __getstate__(self):
+        self._refuse("pickled")
+
+
+# ---- The hand detector -----------------------------------------------------------
+
+class Detector(_NoCopy):
+    """The built-in hand detector: MediaPipe Hands' palm detector and hand
+    landmark model, run by the library's own TFLite executor on the CPU.
+
+    Detector(dir=None, lite=False, threads=None)
+
+    dir      the models' directory; None: the library's search
+             ($HAMER_DETECTOR_DIR, ${XDG_DATA_HOME:-~/.local/share}/hamer/detector,
+             /usr/local/share/hamer/detector). The models are installed by
+             ``bash scripts/get_detector.sh [DIR]``; when they are missing,
+             HamerIOError lists where the library looked and names that
+             script.
+    lite     the lite models (faster, less accurate)
+    threads  worker threads per detection state; None: online CPUs
+
+    ``detect(image)`` gives the hands, as ``hamer detect``. Thread-safe
+    like Model (a pool of detection states, one per concurrent call). A
+    context manager; ``close()`` frees it. Cannot be copied or pickled.
+    """
+
+    def __init__(self, dir=None, lite=False, threads=None):
+        self._handle = None
+        self._closed = True
+        if threads is None:
+            threads = 0
+        elif not (isinstance(threads, int) and 1 <= threads <= 1024):
+            raise HamerError(f"threads must be None or an integer in 1..1024, got {threads!r}", E_ARG)
+        lib = _lib.load()
+        params = lib.hamer_detector_default_params()
+        dir_b = None if dir is None else os.fsencode(dir)
+        params.dir = dir_b
+        params.lite = int(bool(lite))
+        handle = lib.hamer_detector_load(ctypes.byref(params))
+        if not handle:
+            raise _library_error(fallback="cannot load the hand detector (run scripts/get_detector.sh)")
+        self._lib, self._handle, self._threads, self.lite = lib, handle, threads, bool(lite)
+        self._cond = threading.Condition()
+        self._idle = []
+        self._active = 0
+        self._closed = False
+
+    @property
+    def dir(self):
+        """The directory the models were loaded from."""
+        self._check_open()
+        return os.fsdecode(self._lib.hamer_detector_dir(self._handle))
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def _check_open(self):
+        if self._closed:
+            raise HamerError("the detector is closed", E_ARG)
+
+    def close(self):
+        """Free the models and states, after the calls in progress. Idempotent."""
+        cond = getattr(self, "_cond", None)
+        if cond is None:
+            return
+        with cond:
+            if self._closed:
+                return
+            self._closed = True
+            while self._active:
+                cond.wait()
+            states, self._idle = self._idle, []
+            handle, self._handle = self._handle, None
+        for st in states:
+            self._lib.hamer_detect_state_free(st)
+        if handle:
+            self._lib.hamer_detector_free(handle)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
+
+    def _raw(self, rgb, max_hands, min_score, min_presence, tiles):
+        """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
+        if not (isinstance(max_hands, int) and 1 <= max_hands <= MAX_HANDS):
+            raise HamerError(f"max_hands must be an integer in 1..{MAX_HANDS}, got {max_hands!r}", E_ARG)
+        for name, v in (("min_score", min_score), ("min_presence", min_presence)):
+            if not (isinstance(v, (int, float)) and 0 < v < 1):
+                raise HamerError(f"{name} must be a number in (0, 1), got {v!r}", E_ARG)
+        h, w = rgb.shape[:2]
+        params = self._lib.hamer_detect_default_params()
+        params.max_hands, params.min_score, params.min_presence = max_hands, float(min_score), float(min_presence)
+        params.tiles = int(bool(tiles))
+        dets = (_lib.Detection * MAX_HANDS)()
+        with self._cond:
+            self._check_open()
+            st = self._idle.pop() if self._idle else None
+            self._active += 1
+        try:
+            if st is None:
+                st = self._lib.hamer_detect_state_new(self._handle, self._threads)
+                if not st:
+                    raise _library_error(fallback="cannot create a detection state")
+            n = self._lib.hamer_detect(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, ctypes.byref(params), dets,
+                                       MAX_HANDS, None)
+            if n < 0:
+                raise _library_error(n)
+        finally:
+            with self._cond:
+                if st:
+                    self._idle.append(st)
+                self._active -= 1
+                self._cond.notify_all()
+        return dets, n
+
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
+        """The hands of a photo, best palm score first, as the "hands" of
+        ``hamer detect``'s document (which ``hamer run --boxes`` reads).
+
+        image         HxWx3 uint8 RGB array, a JPEG/PNG path or file bytes
+        max_hands     at most this many (1..64)
+        min_score     palm detector score threshold in (0, 1)
+        min_presence  hand presence threshold in (0, 1)
+        tiles         also search overlapping tiles for small hands (the
+                      default; False: MediaPipe's one full-frame pass)
+
+        One dict per hand: bbox float32[4] (the tight box of the
+        landmarks), is_right bool, score, presence, handedness (P(right
+        hand)) floats, pass int (0 full frame, k tile level k), landmarks
+        float32[21, 3] (x, y image pixels; z relative depth)."""
+        rgb = _as_rgb(image)
+        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles)
+        return [_detection_dict(dets[i]) for i in range(n)]
+
+
 # ---- The model -----------------------------------------------------------------
 
-class Model:
+class Model(_NoCopy):
     """A loaded HaMeR checkpoint (read-only) plus a pool of inference states.
 
     Model(path, precision="fp32", threads=None, mano=None, max_batch=16,
@@ -330,14 +586,31 @@ class Model:
     max_states  at most this many states (so at most this many concurrent
                 calls; further callers wait); None: one per concurrently
                 calling thread, unbounded.
+    detector    for detect() and predict() without boxes: None (the
+                library's default search for the models), the models'
+                directory, or a hamer.Detector to share between models
+                (not closed with this one). Loaded on first use, once.
 
     A context manager; ``close()`` frees the model (waiting for calls in
-    progress); any use after that raises HamerError.
+    progress); any use after that raises HamerError. A Model cannot be
+    copied or pickled (TypeError): it owns the library's handle; share the
+    object itself between threads, or load another in another process.
     """
 
-    def __init__(self, path, precision="fp32", threads=None, mano=None, max_batch=16, max_states=None):
+    def __init__(self, path, precision="fp32", threads=None, mano=None, max_batch=16, max_states=None,
+                 detector=None):
         self._handle = None  # __del__ / close() must work if __init__ fails
         self._closed = True
+        if detector is not None and not isinstance(detector, (Detector, str, os.PathLike)):
+            raise TypeError(f"detector must be None, a models directory or a hamer.Detector, "
+                            f"got {type(detector).__name__}")
+        # A Detector given is shared (the caller closes it); one made here
+        # from a directory or the default search is loaded on first use and
+        # closed with the model.
+        self._detector = detector if isinstance(detector, Detector) else None
+        self._detector_dir = detector if isinstance(detector, (str, os.PathLike)) else None
+        self._owns_detector = not isinstance(detector, Detector)
+        self._detector_lock = threading.Lock()
         path_b = os.fsencode(path)
         mano_b = None if mano is None else os.fsencode(mano)
         if precision not in _PRECISIONS:
@@ -401,6 +674,9 @@ class Model:
             self._lib.hamer_state_free(st)
         if handle:
             self._lib.hamer_model_free(handle)
+        det, self._detector = self._detector, None
+        if det is not None and self._owns_detector:
+            det.close()
 
     def __enter__(self):
         self._check_open()
@@ -529,19 +805,48 @@ class Model:
         out = {k: np.empty((B,) + s, np.float32) for k, s in shapes.items()}
         cout = _lib.Output(**{k: v.ctypes.data_as(_lib.c_float_p) for k, v in out.items()})
         with self._use() as st:
-            rc = fn(st, arr.ctypes.data_as(ctype), B, ctypes.byref(cout))
+            with _Interruptible(self._lib, st):
+                rc = fn(st, arr.ctypes.data_as(ctype), B, ctypes.byref(cout))
             if rc < 0:
                 raise _library_error(rc)
         return out
 
-    def predict(self, image, boxes, is_right=True, rescale=2.0, crop_mode="warp", vertices=False):
+    @property
+    def detector(self):
+        """The hamer.Detector that detect() and predict() without boxes use:
+        the one given to Model(detector=...), else loaded on first use
+        (from the directory given, or the library's default search) and
+        kept until close(). HamerIOError when the models are missing (the
+        message says where it looked; ``bash scripts/get_detector.sh``
+        installs them)."""
+        self._check_open()
+        with self._detector_lock:
+            if self._detector is None:
+                self._detector = Detector(self._detector_dir, threads=self._threads or None)
+            return self._detector
+
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
+        """The hands of a photo found by the built-in detector, as ``hamer
+        detect`` finds them: see Detector.detect (same arguments, same
+        dicts: bbox, is_right, score, presence, handedness, pass,
+        landmarks [21, 3])."""
+        return self.detector.detect(image, max_hands, min_score, min_presence, tiles)
+
+    def predict(self, image, boxes=None, is_right=True, rescale=2.0, crop_mode="warp", vertices=False,
+                max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
         """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
 
         image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
                     os.PathLike) or file bytes, decoded by the library
         boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
-                    rounded to float32 as the CLI does
-        is_right    one bool for all boxes, or one per box
+                    rounded to float32 as the CLI does; None: the hands are
+                    found by the detector first (``self.detector``; with
+                    max_hands, min_score, min_presence, tiles as in
+                    detect()), as ``hamer run`` without boxes does, and each
+                    hand also has "detection": {score, presence,
+                    handedness, pass, landmarks float32[21,3]}
+        is_right    one bool for all boxes, or one per box (ignored when
+                    the boxes are detected: handedness decides)
         rescale     box scale factor in (0, 16] (MAX_RESCALE)
         crop_mode   "warp" (the official demo's affine warp) or "pad"
         vertices    include each hand's 778 vertices
@@ -562,20 +867,32 @@ class Model:
         """
         rgb = _as_rgb(image)
         h, w = rgb.shape[:2]
-        bx = _as_boxes(boxes)
-        n = len(bx)
-        sides = _as_sides(is_right, n)
         if crop_mode not in _CROP_MODES:
             raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
         params = _lib.PredictParams(rescale=float(rescale), crop_mode=_CROP_MODES[crop_mode])
+        if boxes is None:
+            dets, n = self.detector._raw(rgb, max_hands, min_score, min_presence, tiles)
+            bx = np.array([dets[i].box.bbox[:] for i in range(n)], np.float32).reshape(n, 4)
+            hands = (_lib.Hand * max(n, 1))()
+            with self._use() as st:
+                with _Interruptible(self._lib, st):
+                    rc = self._lib.hamer_predict_detections(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, dets, n,
+                                                            ctypes.byref(params), hands, None)
+                if rc < 0:
+                    raise _library_error(rc)
+            return _hand_dicts(w, h, hands, n, vertices, bx)
+        bx = _as_boxes(boxes)
+        n = len(bx)
+        sides = _as_sides(is_right, n)
         cboxes = (_lib.Box * max(n, 1))()
         for i in range(n):
             cboxes[i].bbox[:] = [float(v) for v in bx[i]]  # float32 -> double -> float: exact
             cboxes[i].is_right = int(sides[i])
         hands = (_lib.Hand * max(n, 1))()
         with self._use() as st:
-            rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
-                                         ctypes.byref(params), hands, None)
+            with _Interruptible(self._lib, st):
+                rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
+                                             ctypes.byref(params), hands, None)
             if rc < 0:
                 raise _library_error(rc)
         return _hand_dicts(w, h, hands, n, vertices, bx)

@@ -198,6 +198,9 @@ class Timings(ctypes.Structure):
 _P = ctypes.c_void_p  # opaque hamer_model * / hamer_state *
 _INT = ctypes.c_int
 
+# hamer_cancel_fn: int (*)(void *user)
+CANCEL_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
 _PROTOTYPES = {
     # name: (restype, argtypes)
     "hamer_model_default_params": (ModelParams, []),
@@ -208,6 +211,7 @@ _PROTOTYPES = {
     "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),
     "hamer_state_new": (_P, [_P, _INT, _INT]),
     "hamer_state_free": (None, [_P]),
+    "hamer_state_set_cancel": (_INT, [_P, CANCEL_FN, ctypes.c_void_p]),
     "hamer_regress_f32": (_INT, [_P, c_float_p, _INT, ctypes.POINTER(Output)]),
     "hamer_regress_u8": (_INT, [_P, c_uint8_p, _INT, ctypes.POINTER(Output)]),
     "hamer_predict_default_params": (PredictParams, []),
@@ -380,6 +384,15 @@ _PROTOTYPES.update({
     "hamer_detector_default_params": (DetectorParams, []),
     "hamer_detector_load": (_P, [ctypes.POINTER(DetectorParams)]),
     "hamer_detector_free": (None, [_P]),
+    "hamer_detector_dir": (ctypes.c_char_p, [_P]),
+    "hamer_detect_default_params": (DetectParams, []),
+    "hamer_detect_state_new": (_P, [_P, _INT]),
+    "hamer_detect_state_free": (None, [_P]),
+    "hamer_detect": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(DetectParams), ctypes.POINTER(Detection),
+                            _INT, ctypes.POINTER(ctypes.c_double)]),
+    "hamer_predict_detections": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Detection), _INT,
+                                        ctypes.POINTER(PredictParams), ctypes.POINTER(Hand),
+                                        ctypes.POINTER(Timings)]),
     "hamer_tracker_default_params": (TrackerParams, []),
     "hamer_tracker_new": (_P, [_P, ctypes.POINTER(TrackerParams), _INT]),
     "hamer_tracker_free": (None, [_P]),

@@ -40,8 +40,10 @@ static char *follow_links(const char *path) {
             return NULL;
         }
         char buf[PATH_MAX];
-        ssize_t k = readlink(cur, buf, sizeof buf - 1);
-        if (k < 0) {
+        ssize_t k = readlink(cur, buf, sizeof buf);
+        if (k < 0 || k >= (ssize_t)sizeof buf) {
+            /* A filled buffer may be a truncated name: never follow that. */
+            if (k >= 0) errno = ENAMETOOLONG;
             free(cur);
             return NULL;
         }
@@ -63,6 +65,20 @@ static char *follow_links(const char *path) {
     return NULL;
 }
 
+/* The process's umask without changing it: umask() can only be read by
+ * setting it, which races with other threads creating files. */
+static mode_t current_umask(void) {
+    FILE *f = fopen("/proc/self/status", "re");
+    unsigned m = 022;
+    if (f) {
+        char line[128];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "Umask: %o", &m) == 1) break;
+        fclose(f);
+    }
+    return (mode_t)(m & 0777);
+}
+
 static int fail(hm_outfile *o, const char *what, int e) {
     int rc = hm_err(e == ENOMEM ? HM_E_NOMEM : HM_E_IO, "cannot %s '%s': %s", what, o->path ? o->path : "?", strerror(e));
     hm_outfile_abort(o);
@@ -75,7 +91,9 @@ int hm_outfile_open(hm_outfile *o, const char *path) {
     if (!(o->path = dup_str(path))) return fail(o, "create", ENOMEM);
     if (!(o->target = follow_links(path))) return fail(o, "create", errno);
     struct stat st;
-    mode_t mode = 0644;
+    /* mkstemp makes the file 0600; a new output gets what open() would
+     * have given it, an existing one keeps its permissions. */
+    mode_t mode = 0666 & ~current_umask();
     if (stat(o->target, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return fail(o, "create", EISDIR);
         if (!S_ISREG(st.st_mode)) {
@@ -83,6 +101,9 @@ int hm_outfile_open(hm_outfile *o, const char *path) {
             hm_outfile_abort(o);
             return HM_E_IO;
         }
+        /* rename() would replace a file the user made read-only;
+         * writing in place would have been refused, so refuse too. */
+        if (access(o->target, W_OK) != 0) return fail(o, "create", errno);
         mode = st.st_mode & 07777;
     } else if (errno != ENOENT) {
         return fail(o, "create", errno);
@@ -98,7 +119,8 @@ int hm_outfile_open(hm_outfile *o, const char *path) {
     }
     snprintf(o->tmp, n, "%s/.%s.XXXXXX", dir, base);
     free(dir);
-    int fd = mkstemp(o->tmp);
+    /* O_CLOEXEC: a server forking helpers must not leak the descriptor. */
+    int fd = mkostemp(o->tmp, O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         free(o->tmp), o->tmp = NULL;

@@ -7,6 +7,7 @@
  * path can free it.
  */
 #include "format/image.h"
+#include "core/fileio.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -374,19 +375,9 @@ int hm_image_save_png(const char *path, const hm_image *img) {
     size_t len;
     int rc = hm_image_encode_png(img, &buf, &len);
     if (rc) return rc;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(buf);
-        return hm_err(HM_E_IO, "%s: cannot create file", path);
-    }
-    int ok = fwrite(buf, 1, len, f) == len;
-    ok &= fclose(f) == 0;
+    rc = hm_file_write_atomic(path, buf, len); /* never removes what was at path */
     free(buf);
-    if (!ok) {
-        remove(path);
-        return hm_err(HM_E_IO, "%s: write failed", path);
-    }
-    return HM_OK;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,5 +1,6 @@
 /* mesh_io.c - OBJ export of hand meshes in the official demo's geometry. */
 #include "format/mesh_io.h"
+#include "core/fileio.h"
 
 #include "core/util.h"
 
@@ -83,40 +84,15 @@ int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const 
 
 int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t,
                  int is_right) {
-    static const float zero[3] = {0, 0, 0};
     if (!path || !path[0]) return hm_err(HM_E_ARG, "obj: empty output path");
+    char *text;
+    size_t len;
     int rc = obj_args(path, verts, nv, faces, nf);
+    if (!rc) rc = hm_obj_text(verts, nv, faces, nf, cam_t, is_right, &text, &len);
     if (rc) return rc;
-    if (!cam_t) cam_t = zero;
-    /* Temporary file next to the target so the final rename stays atomic. */
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 8);
-    if (!tmp) return hm_err(HM_E_NOMEM, "obj: out of memory");
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".XXXXXX", 8);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return hm_err(HM_E_IO, "obj: cannot create %s: %s", path, strerror(e));
-    }
-    fchmod(fd, 0644); /* mkstemp's 0600 would make the mesh unreadable to others */
-    FILE *f = fdopen(fd, "w");
-    int e = 0;
-    if (!f) {
-        e = errno;
-        close(fd);
-    } else {
-        errno = 0;
-        if (write_body(f, verts, nv, faces, nf, cam_t, is_right) != 0 || fflush(f) != 0) e = errno ? errno : EIO;
-        if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
-    }
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) {
-        unlink(tmp);
-        free(tmp);
-        return hm_err(HM_E_IO, "obj: cannot write %s: %s", path, strerror(e));
-    }
-    free(tmp);
-    return HM_OK;
+    /* Through core/fileio: a link to the mesh stays a link, a device node
+     * or directory at the path is refused, a failure leaves the old mesh. */
+    rc = hm_file_write_atomic(path, text, len);
+    free(text);
+    return rc;
 }

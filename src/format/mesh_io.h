@@ -33,8 +33,8 @@ int hm_mesh_close_hand(const int32_t *faces, int nf, int nv, int32_t *out);
  * cam_t: the full-image camera translation (3 floats; NULL = zero).
  * Each vertex is written as (x+tx, -(y+ty), -(z+tz)), the sum taken in float32
  * as numpy does, then the demo's rotation in double, printed "%.8f", followed
- * by the LIGHT_BLUE colour. The file appears complete or not at all (written
- * to a temporary file in the same directory, then renamed).
+ * by the LIGHT_BLUE colour. The file appears complete or not at all
+ * (core/fileio: a temp file beside the symlink-followed target, renamed).
  * Returns HM_OK, HM_E_ARG (bad sizes, face index out of range) or HM_E_IO. */
 int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t,
                  int is_right);

@@ -1,6 +1,7 @@
 /* npy.c - .npy parse/load, .npz read (via zip.c) and stored-zip .npz write. */
 #define _DEFAULT_SOURCE /* fileno, strdup */
 #include "format/npy.h"
+#include "core/fileio.h"
 #include "core/util.h"
 #include "format/zip.h"
 
@@ -307,9 +308,10 @@ typedef struct {
 } npz_member;
 
 struct hm_npz_writer {
-    FILE *f;
+    hm_outfile o;        /* the temp file beside the target (core/fileio) */
+    int open;            /* o holds a temp file */
     char *path;
-    int rc;              /* first error; the file is already removed */
+    int rc;              /* first error; the temp file is already removed */
     uint64_t off;        /* bytes written so far */
     npz_member *m;
     size_t n, cap;
@@ -318,20 +320,20 @@ struct hm_npz_writer {
 static void put16(uint8_t *p, unsigned v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
 static void put32(uint8_t *p, uint32_t v) { put16(p, v & 0xFFFF), put16(p + 2, v >> 16); }
 
-/* Record the first error, close and remove the partial file. */
+/* Record the first error and drop the temp file; whatever was at the path
+ * before stays as it was. */
 static int writer_fail(hm_npz_writer *w, int rc) {
     if (!w->rc) w->rc = rc;
-    if (w->f) {
-        fclose(w->f);
-        w->f = NULL;
-        remove(w->path);
+    if (w->open) {
+        hm_outfile_abort(&w->o);
+        w->open = 0;
     }
     return w->rc;
 }
 
 static int wr(hm_npz_writer *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->f) != n)
-        return writer_fail(w, hm_err(HM_E_IO, "npz '%s': write failed", w->path));
+    int rc = hm_outfile_write(&w->o, p, n);
+    if (rc) return writer_fail(w, rc);
     w->off += n;
     return HM_OK;
 }
@@ -344,11 +346,13 @@ int hm_npz_write_begin(const char *path, hm_npz_writer **out) {
         free(w);
         return hm_err(HM_E_NOMEM, "npz: out of memory");
     }
-    if (!(w->f = fopen(path, "wb"))) {
+    int rc = hm_outfile_open(&w->o, path);
+    if (rc) {
         free(w->path);
         free(w);
-        return hm_err(HM_E_IO, "npz '%s': cannot create", path);
+        return rc;
     }
+    w->open = 1;
     *out = w;
     return HM_OK;
 }
@@ -488,23 +492,16 @@ int hm_npz_write_finish(hm_npz_writer *w) {
         rc = wr(w, e, sizeof e);
     }
     if (!rc) {
-        int bad = fflush(w->f) != 0 || ferror(w->f);
-        bad |= fclose(w->f) != 0;
-        w->f = NULL;
-        if (bad) {
-            remove(w->path);
-            rc = hm_err(HM_E_IO, "npz '%s': write failed", w->path);
-        }
+        rc = hm_outfile_commit(&w->o); /* removes the temp file on failure */
+        w->open = 0;
     }
+    writer_fail(w, rc);
     writer_free(w);
     return rc;
 }
 
 void hm_npz_write_abort(hm_npz_writer *w) {
     if (!w) return;
-    if (w->f) {
-        fclose(w->f);
-        remove(w->path);
-    }
+    writer_fail(w, HM_OK);
     writer_free(w);
 }

@@ -44,15 +44,18 @@ const char *hm_npz_name(const hm_npz *z, int i);
 int hm_npy_header(hm_dtype dt, int ndim, const int64_t *shape, char *hdr, size_t *len);
 
 /* npz writing: begin, add arrays (data copied into the file immediately),
- * finish writes the central directory. On any error the partial file is
- * removed. Only f32/f64/u8/i32/i64 arrays. */
+ * finish writes the central directory. The archive is written to a temp
+ * file beside the target (core/fileio: symlinks followed, non-regular
+ * targets refused) and renamed over it by finish: on any error the temp
+ * file is removed and what was at the path is untouched. Only
+ * f32/f64/u8/i32/i64 arrays. */
 typedef struct hm_npz_writer hm_npz_writer;
 int hm_npz_write_begin(const char *path, hm_npz_writer **out);
-/* A failed add (bad argument or I/O) removes the file at once; later calls
+/* A failed add (bad argument or I/O) removes the temp file at once; later calls
  * report the failure and the writer must still be finished or aborted. */
 int hm_npz_write_add(hm_npz_writer *w, const char *name, hm_dtype dt,
                      int ndim, const int64_t *shape, const void *data);
 int hm_npz_write_finish(hm_npz_writer *w);   /* always frees w */
-void hm_npz_write_abort(hm_npz_writer *w);   /* frees w, removes the file */
+void hm_npz_write_abort(hm_npz_writer *w);   /* frees w, removes the temp file */
 
 #endif

@@ -5,6 +5,7 @@
  * The model is the small checkpoint of the fuzz corpus (2 blocks with
  * MANO buffers), loaded through hamer_model_load like a user's file. */
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,17 @@ static void forward_contract(int precision) {
     float params2[3 * HAMER_N_PARAMS], verts2[3 * HAMER_N_VERTS * 3], kp2d[3 * 42];
     hamer_output out = {params, NULL, NULL, verts, NULL, kp2d};
     CHECK(hamer_regress_f32(st, crops, B, &out) == HAMER_OK);
+
+    /* A non-finite value in any crop is refused, naming that crop. */
+    const size_t per = (size_t)3 * HAMER_CROP_H * HAMER_CROP_W;
+    const float bad_values[2] = {NAN, -INFINITY};
+    for (int k = 0; k < 2; k++) {
+        float keep = crops[per * 2 + 1000];
+        crops[per * 2 + 1000] = bad_values[k];
+        CHECK(hamer_regress_f32(st, crops, B, &out) == HAMER_E_ARG && strstr(hamer_last_error(), "crop 2 ") &&
+              strstr(hamer_last_error(), k ? "Inf" : "NaN"));
+        crops[per * 2 + 1000] = keep;
+    }
 
     /* Count the GEMM calls of one forward, then fail each in turn. */
     int calls = 0;

@@ -220,7 +220,9 @@ static int exists(const char *p) { return access(p, F_OK) == 0; }
 static void test_npz_writer_errors(void) {
     hm_npz_writer *w;
     float f[2] = {0};
-    CHECK(hm_npz_write_begin(tmp("e1.npz"), &w) == HM_OK && exists(tmp("e1.npz")));
+    /* The archive is written beside the target and renamed by finish: the
+     * target does not appear before, and an old one survives a failure. */
+    CHECK(hm_npz_write_begin(tmp("e1.npz"), &w) == HM_OK && !exists(tmp("e1.npz")));
     CHECK(hm_npz_write_add(w, "a", HM_DT_F32, 1, (int64_t[]){2}, f) == HM_OK);
     CHECK(clean_error(hm_npz_write_add(w, "a", HM_DT_F32, 1, (int64_t[]){2}, f)) && !exists(tmp("e1.npz")));
     CHECK(clean_error(hm_npz_write_add(w, "b", HM_DT_F32, 1, (int64_t[]){2}, f)));
@@ -240,6 +242,26 @@ static void test_npz_writer_errors(void) {
     CHECK(!exists(tmp("e4.npz")));
 
     CHECK(hm_npz_write_begin("/nonexistent/dir/x.npz", &w) == HM_E_IO && !w && clean_error(HM_E_IO));
+    CHECK(strstr(hm_errmsg(), "cannot create '/nonexistent/dir/x.npz': No such file or directory") != NULL);
+
+    /* An old archive is left as it was by a failed or aborted writer. */
+    FILE *fp = fopen(tmp("old.npz"), "wb");
+    if (fp) fputs("previous", fp), fclose(fp);
+    CHECK(hm_npz_write_begin(tmp("old.npz"), &w) == HM_OK);
+    CHECK(hm_npz_write_add(w, "a", HM_DT_F32, 1, (int64_t[]){2}, f) == HM_OK);
+    CHECK(clean_error(hm_npz_write_add(w, "a", HM_DT_F32, 1, (int64_t[]){2}, f)));
+    CHECK(clean_error(hm_npz_write_finish(w)));
+    char buf[16] = {0};
+    fp = fopen(tmp("old.npz"), "rb");
+    CHECK(fp && fread(buf, 1, sizeof buf - 1, fp) == 8 && !strcmp(buf, "previous"));
+    if (fp) fclose(fp);
+    CHECK(hm_npz_write_begin(tmp("old.npz"), &w) == HM_OK);
+    hm_npz_write_abort(w);
+    /* A directory or device at the path is refused, not removed. */
+    CHECK(hm_npz_write_begin(dir, &w) == HM_E_IO && strstr(hm_errmsg(), "Is a directory"));
+    if (access("/dev/null", F_OK) == 0)
+        CHECK(hm_npz_write_begin("/dev/null", &w) == HM_E_IO && access("/dev/null", F_OK) == 0);
+    unlink(tmp("old.npz"));
 }
 
 /* An npz of deflated members, as np.savez_compressed writes it. */

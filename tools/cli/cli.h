@@ -46,10 +46,31 @@ void hm_cli_detect_defaults(hm_cli_detect_args *d);
 int hm_cli_detect_option(int argc, char **argv, int *i, hm_cli_detect_args *d, const char *cmd);
 /* hamer_detector_load with those options; NULL with hamer_last_error(). */
 hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d);
-/* Write data to path through a temporary file beside it, then rename: the
- * path holds the old content or the complete new one. 0, or -1 with a
- * message naming the path and the reason in err. */
+/* Write data to path through core/fileio (a temp file beside the
+ * symlink-followed target, fsync'd, renamed): the path holds the old
+ * content or the complete new one; a directory or device at the path is
+ * refused, never removed. 0, or -1 with a message naming the path and the
+ * reason in err. */
 int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Before any work: refuse (exit status 2, message printed) an output that
+ * is one of the inputs or another output (after symlinks; NULL entries
+ * skipped), and (exit status 1) one that cannot be created at all (missing
+ * directory, a directory or device node at the path). 0 when all are fine;
+ * nothing is left on disk either way. */
+int hm_cli_check_outputs(const char *cmd, const char *const *outs, int nout, const char *const *ins, int nin);
+
+/* One output of a command, complete in memory. */
+typedef struct {
+    const char *path;
+    const void *data;
+    size_t len;
+} hm_cli_output;
+/* All of a command's outputs: every one written to its temp file and
+ * finished first, then all renamed into place in order. 0, or 1 with a
+ * message saying which paths were written and which were not (nothing is
+ * written unless every temp file was complete). */
+int hm_cli_write_outputs(const char *cmd, const hm_cli_output *outs, int n);
 
 /* `hamer bench --image`: the photo-to-hands job on model, timed per stage
  * (cli_bench_photo.c); the exit status. */

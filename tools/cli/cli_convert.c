@@ -67,6 +67,9 @@ static int parse(int argc, char **argv, convert_args *a) {
 }
 
 static int run(const convert_args *a) {
+    const char *outs[1] = {a->output}, *ins[2] = {a->model, a->mano};
+    int bad = hm_cli_check_outputs("convert", outs, 1, ins, 2);
+    if (bad) return bad;
     double t0 = hm_cli_now();
     hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
     if (!hm) return hm_cli_fail(1, "%s", hamer_last_error());

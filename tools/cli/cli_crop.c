@@ -16,6 +16,7 @@
 #include "format/npy.h"
 #include "pipeline/preprocess.h"
 #include "core/util.h"
+#include "core/fileio.h"
 
 #define CROP_MAX_HANDS 64
 
@@ -98,34 +99,27 @@ static int parse(int argc, char **argv, crop_args *a) {
     return 0;
 }
 
-/* The crops as one .npy at output (temporary file, then rename). */
+/* The crops as one .npy at output (core/fileio: temp file, renamed). */
 static int write_crops(const char *output, int u8, int nbox, const float *crops, const uint8_t *bytes, size_t per) {
     const int64_t shape_f[4] = {nbox, 3, HM_CROP_SIZE, HM_CROP_OUT_W};
     const int64_t shape_u[4] = {nbox, HM_CROP_SIZE, HM_CROP_OUT_W, 3};
     char hdr[HM_NPY_HEADER_MAX];
     size_t hlen, dlen = u8 ? per * nbox : sizeof(float) * per * nbox;
     hm_npy_header(u8 ? HM_DT_U8 : HM_DT_F32, 4, u8 ? shape_u : shape_f, hdr, &hlen);
-    char *tmp = malloc(strlen(output) + 32);
-    if (!tmp) return hm_cli_fail(1, "crop: out of memory%s", "");
-    sprintf(tmp, "%s.tmp%ld", output, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int rc = 0;
-    if (!f) {
-        rc = hm_cli_fail(1, "%s: cannot create the output file", output);
-    } else {
-        int bad = fwrite(hdr, 1, hlen, f) != hlen || fwrite(u8 ? (const void *)bytes : crops, 1, dlen, f) != dlen;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, output) != 0) {
-            remove(tmp);
-            rc = hm_cli_fail(1, "%s: cannot write the output file", output);
-        }
-    }
-    free(tmp);
-    return rc;
+    hm_outfile o;
+    int rc = hm_outfile_open(&o, output);
+    if (!rc) rc = hm_outfile_write(&o, hdr, hlen);
+    if (!rc) rc = hm_outfile_write(&o, u8 ? (const void *)bytes : crops, dlen);
+    if (!rc) rc = hm_outfile_commit(&o);
+    hm_outfile_abort(&o);
+    return rc ? hm_cli_fail(1, "crop: %s", hm_errmsg()) : 0;
 }
 
 static int run(const crop_args *a) {
     int nbox = a->nbox;
+    const char *outs[1] = {a->output}, *ins[1] = {a->image};
+    int bad = hm_cli_check_outputs("crop", outs, 1, ins, 1);
+    if (bad) return bad;
     hm_image img;
     if (hm_image_load(a->image, &img)) return hm_cli_fail(1, "%s", hm_errmsg());
     for (int i = 0; i < nbox; i++)

@@ -75,9 +75,12 @@ static int parse(int argc, char **argv, detect_args *a) {
 static int run(const detect_args *a) {
     uint8_t *rgb = NULL, *png = NULL;
     int w, h, status = 1;
-    char *json = NULL, err[1024];
+    char *json = NULL;
     size_t png_len = 0;
     hamer_detection dets[HAMER_MAX_HANDS];
+    const char *outs[2] = {a->output, a->render}, *ins[1] = {a->image};
+    int bad = hm_cli_check_outputs("detect", outs, 2, ins, 1);
+    if (bad) return bad;
     if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
     hamer_detector *det = hm_cli_load_detector(&a->det);
     hamer_detect_state *ds = det ? hamer_detect_state_new(det, a->threads) : NULL;
@@ -92,11 +95,8 @@ static int run(const detect_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (hm_cli_write_file(a->output, json, strlen(json), err, sizeof err) ||
-        (a->render && hm_cli_write_file(a->render, png, png_len, err, sizeof err))) {
-        fprintf(stderr, "hamer: %s\n", err);
-        goto done;
-    }
+    hm_cli_output files[2] = {{a->render, png, png_len}, {a->output, json, strlen(json)}};
+    if (hm_cli_write_outputs("detect", a->render ? files : files + 1, a->render ? 2 : 1)) goto done;
     status = n > 0 ? 0 : 4;
     if (n == 0) fprintf(stderr, "hamer: no hand found in %s\n", a->image);
 done:

@@ -93,6 +93,9 @@ static int run(const regress_args *a) {
     const char *model = a->model, *input = a->input, *output = a->output, *mano = a->mano;
     int threads = a->threads, params_only = a->params_only, plain = a->plain, timings = a->timings;
     int precision = a->precision;
+    const char *outs[1] = {output}, *ins[3] = {input, model, mano};
+    int bad = hm_cli_check_outputs("regress", outs, 1, ins, 3);
+    if (bad) return bad;
     hm_array crops;
     if (hm_npy_load(input, &crops)) return hm_cli_fail(1, "%s", hm_errmsg());
     int u8 = crops.dtype == HM_DT_U8;

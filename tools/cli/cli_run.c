@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "hamer.h"
 
@@ -46,7 +47,10 @@ static const char *USAGE_RUN =
     "  --obj-dir DIR   one .obj per hand, as the official demo writes them\n"
     "  --vertices      include the 778 vertices per hand in RESULT.json\n"
     "\n"
-    "Exit status: 0 all hands ok; 1 failed (nothing written); 2 bad usage;\n"
+    "Outputs are written to temporary files and renamed into place only when\n"
+    "all are complete (RESULT.json last); an output may not be an input or\n"
+    "another output. Exit status: 0 all hands ok; 1 failed (nothing written,\n"
+    "or the message lists what was); 2 bad usage;\n"
     "3 written, but some hands failed (see their \"error\" entries); 4 written,\n"
     "but the detector found no hand.\n";
 
@@ -81,22 +85,6 @@ static char *read_file(const char *path, size_t max, size_t *len, char *err, siz
     }
     fclose(f);
     return buf;
-}
-
-static int write_bytes(const char *path, const void *data, size_t n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    int bad = fwrite(data, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        remove(path);
-        snprintf(err, errlen, "cannot write '%s'", path);
-        return -1;
-    }
-    return 0;
 }
 
 /* Arguments -> a; 0, or the exit status of a usage error (message printed). */
@@ -150,22 +138,32 @@ static int parse(int argc, char **argv, run_args *a) {
     return 0;
 }
 
-/* The meshes and pictures the options ask for; 0 or -1 (message in err). */
-static int write_extras(const run_args *a, const hamer_model *hm, const uint8_t *rgb, int w, int h,
-                        const hamer_hand *hands, char *err, size_t errlen) {
-    if (a->obj_dir) mkdir(a->obj_dir, 0777);
+/* RESULT.json, the meshes and the pictures the options ask for, all
+ * finished before any is renamed into place (RESULT.json last); the exit
+ * status of a failure (message printed), else 0. */
+static int write_outputs(const run_args *a, const hamer_model *hm, const uint8_t *rgb, int w, int h,
+                         const hamer_hand *hands, const char *json) {
+    enum { MAXOUT = HAMER_MAX_HANDS + 3 };
+    hm_cli_output outs[MAXOUT];
+    static char obj_paths[HAMER_MAX_HANDS][4096];
+    void *owned[MAXOUT];
+    int n = 0, nowned = 0, status = 1, made_dir = 0;
     for (int i = 0; a->obj_dir && i < a->nbox; i++) {
         if (!hands[i].ok) continue;
-        char path[4096], *obj;
+        char *obj;
         size_t len;
-        snprintf(path, sizeof path, "%s/hand_%02d_%s.obj", a->obj_dir, i, hands[i].box.is_right ? "right" : "left");
-        if (hamer_hand_obj(hm, &hands[i], &obj, &len)) {
-            snprintf(err, errlen, "%s", hamer_last_error());
-            return -1;
+        int k = snprintf(obj_paths[i], sizeof obj_paths[i], "%s/hand_%02d_%s.obj", a->obj_dir, i,
+                         hands[i].box.is_right ? "right" : "left");
+        if (k < 0 || (size_t)k >= sizeof obj_paths[i]) {
+            fprintf(stderr, "hamer: run: --obj-dir path too long (nothing written)\n");
+            goto done;
         }
-        int bad = write_bytes(path, obj, len, err, errlen);
-        hamer_free(obj);
-        if (bad) return -1;
+        if (hamer_hand_obj(hm, &hands[i], &obj, &len)) {
+            fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
+            goto done;
+        }
+        owned[nowned++] = obj;
+        outs[n++] = (hm_cli_output){obj_paths[i], obj, len};
     }
     const char *pics[2] = {a->render, a->side};
     for (int k = 0; k < 2; k++) {
@@ -173,14 +171,36 @@ static int write_extras(const run_args *a, const hamer_model *hm, const uint8_t 
         uint8_t *png;
         size_t len;
         if (hamer_render_png(hm, rgb, w, h, hands, a->nbox, k, &png, &len)) {
-            snprintf(err, errlen, "%s", hamer_last_error());
-            return -1;
+            fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
+            goto done;
         }
-        int bad = write_bytes(pics[k], png, len, err, errlen);
-        hamer_free(png);
-        if (bad) return -1;
+        owned[nowned++] = png;
+        outs[n++] = (hm_cli_output){pics[k], png, len};
     }
-    return 0;
+    outs[n++] = (hm_cli_output){a->output, json, strlen(json)};
+
+    /* The mesh names are known only now: check them against the inputs
+     * and the other outputs before anything is written. */
+    const char *paths[MAXOUT], *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
+    for (int i = 0; i < n; i++) paths[i] = outs[i].path;
+    if (a->obj_dir) {
+        struct stat st;
+        if (stat(a->obj_dir, &st) != 0) {
+            if (mkdir(a->obj_dir, 0777) != 0) {
+                fprintf(stderr, "hamer: run: cannot create '%s': %s (nothing written)\n", a->obj_dir, strerror(errno));
+                goto done;
+            }
+            made_dir = 1;
+        } else if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "hamer: run: --obj-dir '%s' is not a directory (nothing written)\n", a->obj_dir);
+            goto done;
+        }
+    }
+    if ((status = hm_cli_check_outputs("run", paths, n, ins, 4)) == 0) status = hm_cli_write_outputs("run", outs, n);
+    if (status && made_dir) rmdir(a->obj_dir); /* only if still empty */
+done:
+    for (int i = 0; i < nowned; i++) hamer_free(owned[i]);
+    return status;
 }
 
 /* The detector's hands of the image into a->dets; their count, or -1
@@ -197,6 +217,11 @@ static int detect(run_args *a, const uint8_t *rgb, int w, int h, double *ms) {
 
 static int run(run_args *a) {
     char err[1024];
+    /* Before any work: no output may overwrite an input or another output,
+     * and each must be creatable. */
+    const char *outs[3] = {a->output, a->render, a->side}, *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
+    int bad = hm_cli_check_outputs("run", outs, 3, ins, 4);
+    if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
         char *text = read_file(a->boxes_file, 64u << 20, &len, err, sizeof err);
@@ -249,18 +274,11 @@ static int run(run_args *a) {
             fprintf(stderr, "hamer: %s\n", hands[i].error);
             nfail++;
         }
-    if (write_extras(a, hm, rgb, w, h, hands, err, sizeof err)) {
-        fprintf(stderr, "hamer: %s\n", err);
-        goto done;
-    }
     if (!(json = hamer_result_json(w, h, hands, a->nbox, a->with_vertices, &tm))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (write_bytes(a->output, json, strlen(json), err, sizeof err)) {
-        fprintf(stderr, "hamer: %s\n", err);
-        goto done;
-    }
+    if (write_outputs(a, hm, rgb, w, h, hands, json)) goto done;
     status = nfail ? 3 : 0;
     if (detected && a->nbox == 0) {
         fprintf(stderr, "hamer: no hand found in %s (RESULT.json lists none)\n", a->image);

@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/cli_video.h"
 #include "hamer.h"
+#include "core/fileio.h"
 
 static const char *USAGE_VIDEO =
     "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
@@ -345,7 +346,11 @@ static int run(hm_video_args *a) {
     r.a = a;
     int status = 1;
     FILE *out = NULL;
+    hm_outfile of = {0};
     hamer_video_info vi;
+    const char *outs[2] = {a->output, a->render}, *ins[3] = {a->video, a->model, a->mano};
+    if ((status = hm_cli_check_outputs("video", outs, 2, ins, 3))) return status;
+    status = 1;
     if (!(r.video = hamer_video_open(a->video, &a->vp)) || hamer_video_get_info(r.video, &vi)) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
@@ -362,8 +367,16 @@ static int run(hm_video_args *a) {
     }
     if (a->render) {
         const double fps = vi.fps > 0 ? vi.fps / a->vp.stride : 25.0;
-        if (!(r.writer = hamer_video_writer_open(a->render, vi.width, vi.height, vi.time_base_num, vi.time_base_den,
-                                                 fps)) ||
+        /* The writer renames its temp file over the path it gets: give it
+         * the symlink-followed target so a link to the video stays. */
+        hm_outfile probe;
+        if (hm_outfile_open(&probe, a->render)) {
+            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            goto done;
+        }
+        r.writer = hamer_video_writer_open(probe.target, vi.width, vi.height, vi.time_base_num, vi.time_base_den, fps);
+        hm_outfile_abort(&probe);
+        if (!r.writer ||
             !(r.overlay = malloc((size_t)vi.width * vi.height * 3))) {
             fprintf(stderr, "hamer: %s\n", r.writer ? "out of memory" : hamer_last_error());
             goto done;
@@ -374,10 +387,14 @@ static int run(hm_video_args *a) {
         fprintf(stderr, "hamer: cannot create '%s': %s\n", a->render_dir, strerror(errno));
         goto done;
     }
-    if (!(out = fopen(a->output, "w"))) {
-        fprintf(stderr, "hamer: cannot write '%s': %s\n", a->output, strerror(errno));
+    /* The JSON Lines go to a temp file renamed at the end (also after an
+     * interrupt, with the frames done), so a failed run leaves the
+     * previous file as it was. */
+    if (hm_outfile_open(&of, a->output)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    out = of.f;
     if (emit(out, header(a, &vi, r.writer_codec))) {
         fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
         goto done;
@@ -400,10 +417,11 @@ done:
             status = 1;
         }
     }
-    if (out && fclose(out) != 0 && status != 1) {
-        fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
+    if (out && status != 1 && hm_outfile_commit(&of)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
         status = 1;
     }
+    hm_outfile_abort(&of);
     free(r.overlay);
     hamer_state_free(r.state);
     hamer_model_free(r.model);
