@@ -280,6 +280,7 @@ typedef struct hm_srv_conn {
     struct MHD_Connection *conn;    /* NULL: free slot */
     int fd;
     atomic_llong deadline_us;       /* monotonic; 0: none (suspended, or answered and sending) */
+    atomic_llong armed_us;          /* when that deadline was armed */
     atomic_int why;                 /* HM_SRV_DL_* of the deadline armed */
     atomic_int closed_by;           /* the deadline that fired (0 none) */
     hm_srv_job *job;                /* the suspended request's job (under cmu) */

@@ -37,6 +37,7 @@
 
 
 #define TICK_MS 100
+#define PRESSURE_US 1000000LL
 #define SLACK 64   /* libmicrohttpd frees its count a little after CLOSED */
 
 static int table_size(const hm_srv *s) { return s->cfg.max_conns + SLACK; }
@@ -52,6 +53,7 @@ int hm_srv_conn_init(hm_srv *s) {
         hm_srv_conn *k = &s->conns[i];
         if (!(k->req = calloc(1, rsz))) return -1;
         atomic_init(&k->deadline_us, 0);
+        atomic_init(&k->armed_us, 0);
         atomic_init(&k->why, 0);
         atomic_init(&k->closed_by, 0);
         k->fd = -1;
@@ -72,8 +74,10 @@ void hm_srv_conn_free(hm_srv *s) {
 
 void hm_srv_conn_deadline(hm_srv_conn *k, int why, double seconds) {
     if (!k) return;
+    long long now = now_us();
     atomic_store(&k->why, why);
-    atomic_store(&k->deadline_us, seconds > 0 ? now_us() + (long long)(seconds * 1e6) : 0);
+    atomic_store(&k->armed_us, now);
+    atomic_store(&k->deadline_us, seconds > 0 ? now + (long long)(seconds * 1e6) : 0);
 }
 
 void hm_srv_conn_set_job(hm_srv *s, hm_srv_conn *k, hm_srv_job *job) {
@@ -155,12 +159,21 @@ static void *watchdog_main(void *arg) {
         struct timespec ts = {0, TICK_MS * 1000 * 1000};
         nanosleep(&ts, NULL);
         long long now = now_us();
-        int np = 0, ngone = 0;
+        int np = 0, ngone = 0, live = 0;
         pthread_mutex_lock(&s->cmu);
+        for (int i = 0; i < n; i++) live += s->conns[i].conn != NULL;
+        /* Nearly full (a flood from many addresses): connections still
+         * without their headers after PRESSURE_US are shed, so that the
+         * slots turn over in about a second instead of --header-timeout-s
+         * and a real client waiting in the accept queue gets in. Real
+         * clients send their headers in one go. */
+        int pressure = live * 10 >= s->cfg.max_conns * 9;
         for (int i = 0; i < n; i++) {
             hm_srv_conn *k = &s->conns[i];
             if (!k->conn || k->fd < 0) continue;
             long long dl = atomic_load(&k->deadline_us);
+            if (dl && pressure && atomic_load(&k->why) == HM_SRV_DL_HEADER && now - atomic_load(&k->armed_us) > PRESSURE_US)
+                dl = now - 1;
             if (dl && now > dl) {
                 atomic_store(&k->deadline_us, 0);
                 atomic_store(&k->closed_by, atomic_load(&k->why));
