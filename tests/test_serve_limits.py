@@ -321,7 +321,8 @@ def test_disconnected_and_abandoned_work_cancelled(scene):
                  3 * SLOW, "work for departed clients kept going")
         assert time.monotonic() - t0 < 3 * SLOW
         assert srv.metric("hamer_inference_cancelled_total") >= 1
-        assert srv.metric("hamer_requests_total", endpoint="/v1/predict", status="499") == 3
+        wait_for(lambda: srv.metric("hamer_requests_total", endpoint="/v1/predict", status="499") == 3, 3 * SLOW,
+                 "the three requests were not all counted 499 (client closed)")
         r = post(srv.url + "/v1/predict", scene["png"], "image/png", "?boxes=" + box_arg(RIGHT))
         assert r.status_code == 200
         srv.stop()

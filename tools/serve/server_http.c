@@ -660,6 +660,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         if (ci && ci->http_status >= 100 && ci->http_status < 600 && !r->status) r->status = (int)ci->http_status;
     }
     hm_srv_mhd_status_take();   /* any such error was this request's, counted here */
+    /* Its client left while it waited (the watchdog answered it 499): the
+     * connection may be torn down before that answer is queued. */
+    if (!r->status && r->job && r->job->status == 499) r->status = 499;
     hm_srv_conn *k = r->k;
     int fired = k ? atomic_load(&k->closed_by) : 0;
     if (fired && !r->dropped)
