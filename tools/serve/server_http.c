@@ -82,10 +82,11 @@ static int reserve_upload(hm_srv *s, req_ctx *r, size_t n) {
     return 0;
 }
 
-/* Endpoint index of a URL path (up to '?' or its end); HM_SRV_EP_OTHER if none. */
-static int route(const char *url) {
+/* Endpoint index of a URL path; HM_SRV_EP_OTHER if none. raw: the request
+ * line's target, which ends at its '?' (a decoded path may hold one). */
+static int route(const char *url, int raw) {
     static const char *paths[] = {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json", "/v1/predict", "/v1/render"};
-    size_t n = strcspn(url, "?");
+    size_t n = raw ? strcspn(url, "?") : strlen(url);
     for (int i = 0; i < HM_SRV_EP_OTHER; i++)
         if (strlen(paths[i]) == n && !strncmp(url, paths[i], n)) return i;
     return HM_SRV_EP_OTHER;
@@ -605,7 +606,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!r) return MHD_NO;      /* no connection record: cannot happen (table > limit) */
     if (!r->started) {
         r->started = 1;
-        r->endpoint = route(url);
+        r->endpoint = route(url, 0);
         /* From the headers on, the body must be in within --timeout-s. */
         hm_srv_conn_deadline(r->k, HM_SRV_DL_BODY, s->cfg.timeout_s);
         snprintf(r->method, sizeof r->method, "%s", method);
@@ -720,7 +721,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     memset(r, 0, sizeof *r);
     r->k = k;
     r->t_begin = hm_srv_now();
-    r->endpoint = route(uri);
+    r->endpoint = route(uri, 1);
     snprintf(r->method, sizeof r->method, "?");
     snprintf(r->path, sizeof r->path, "%.*s", (int)strcspn(uri, "?"), uri);
     for (char *p = r->path; *p; p++)
