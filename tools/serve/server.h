@@ -151,7 +151,7 @@ typedef struct {
     hamer_predict_params pp;
     int with_vertices, side_view;   /* 0 or 1 */
     hamer_box boxes[HAMER_MAX_HANDS];
-    int nbox;                       /* >= 1 boxes given; 0: none (detect), or multipart ('hands' part) */
+    int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);

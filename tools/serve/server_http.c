@@ -341,7 +341,10 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     hm_srv_query query;
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     int image_body = media_kind(ct) == 1;
-    int status = hm_srv_query_parse(&args, image_body, &query, msg, msglen);
+    /* An image without ?boxes= is parsed as a body that brings no boxes in
+     * the query (nbox 0): its hands are detected. */
+    int boxes_absent = args.value[0] == NULL;   /* hm_srv_query_keys[0]: "boxes" */
+    int status = hm_srv_query_parse(&args, image_body && !boxes_absent, &query, msg, msglen);
     if (status) return status;
     job->pp = query.pp;
     job->with_vertices = query.with_vertices;

@@ -131,8 +131,11 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     }
     const char *boxes = a->value[QUERY_BOXES];
     if (image_body) {
-        /* Absent: nbox 0, the hands are detected. */
-        if (boxes && (q->nbox = query_boxes(boxes, q->boxes, msg, msglen)) < 0) return 400;
+        if (!boxes) {
+            snprintf(msg, msglen, "an image body needs ?boxes=x1,y1,x2,y2[:left];...");
+            return 400;
+        }
+        if ((q->nbox = query_boxes(boxes, q->boxes, msg, msglen)) < 0) return 400;
     } else if (boxes) {
         snprintf(msg, msglen, "multipart: give the boxes in the 'hands' part, not in ?boxes=");
         return 400;
