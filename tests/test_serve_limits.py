@@ -275,7 +275,7 @@ def test_upload_budget_503_before_reading(scene):
 # ---------------------------------------------------------------------------
 
 def test_cache_key_not_forgeable_and_bounded_in_bytes(scene):
-    srv = server(scene, "--cache", 100, "--cache-mb", 1, "--timeout-s", 60 * SLOW)
+    srv = server(scene, "--cache", 100, "--cache-mb", 0.5, "--timeout-s", 60 * SLOW)
     try:
         url = srv.url
         q = "?boxes=" + box_arg(RIGHT)
@@ -284,15 +284,17 @@ def test_cache_key_not_forgeable_and_bounded_in_bytes(scene):
         # the same bytes, if fields were only NUL-separated: the parameter moved into the body
         b = post(url + "/v1/predict", b"vertices\x001\x00" + scene["png"], "image/png", q)
         assert b.headers.get("X-Cache") != "hit" and b.status_code == 400, (b.status_code, b.headers)
-        # renders of the textured picture are ~100s of KB: 8 of them overflow 1 MB
+        # renders of the textured picture are ~100s of KB: a few overflow 0.5 MB
         sizes = []
         for i in range(8):
             r = post(url + "/v1/render", scene["png"], "image/png", "?boxes=" + box_arg((60 + i, 40, 170, 200)))
             assert r.status_code == 200, r.text
             sizes.append(len(r.content))
-        assert sum(sizes) > 1 << 20, sizes
+            if sum(sizes) > 3 << 18:
+                break
+        assert sum(sizes) > 3 << 18, sizes
         assert metric_line(srv, "hamer_cache_bytes")
-        assert 0 < srv.metric("hamer_cache_bytes") <= 1 << 20
+        assert 0 < srv.metric("hamer_cache_bytes") <= 1 << 19
         first = post(url + "/v1/render", scene["png"], "image/png", "?boxes=" + box_arg((60, 40, 170, 200)))
         assert first.headers["X-Cache"] == "miss", "the oldest answer should have been evicted"
         srv.stop()
