@@ -195,7 +195,7 @@ def main_server(scene):
 @pytest.fixture(scope="module")
 def fault_server(scene):
     srv = Server(scene["dir"], scene["model"], "--workers", 1, "--queue", 2, "--threads", 1,
-                 "--timeout-s", 2, "--max-body-mb", 1)
+                 "--timeout-s", 2, "--max-body-mb", 1, "--no-detector")
     srv.wait_ready()
     yield srv
     srv.stop()
@@ -419,11 +419,11 @@ def bad_requests(scene):
         ("short_box", "/v1/predict?boxes=1,2,30", "image/png", png, 400, "box 0"),
         ("bad_side", "/v1/predict?boxes=1,2,30,40:up", "image/png", png, 400, "side"),
         ("65_boxes", "/v1/predict?boxes=" + ";".join(["1,2,30,40"] * 65), "image/png", png, 400, "at most 64"),
-        ("no_boxes", "/v1/predict", "image/png", png, 400, "boxes"),
+        ("no_boxes_no_detector", "/v1/predict", "image/png", png, 400, "no hand detector loaded"),
         ("10k_boxes_json", "/v1/predict", *multipart([img_part, ("hands", many, [])])[::-1], 400, "at most 64"),
         ("bad_hands_json", "/v1/predict", *multipart([img_part, ("hands", b"[{", [])])[::-1], 400, "hands"),
         ("no_boundary", "/v1/predict", "multipart/form-data", no_boundary, 400, "boundary"),
-        ("missing_hands", "/v1/predict", *multipart([img_part])[::-1], 400, "missing the 'hands' part"),
+        ("missing_hands_no_detector", "/v1/predict", *multipart([img_part])[::-1], 400, "no hand detector loaded"),
         ("missing_image", "/v1/predict", *multipart([hands_part])[::-1], 400, "missing the 'image' part"),
         ("truncated_multipart", "/v1/predict", trunc[1], trunc[0], 400, "truncated"),
         ("unknown_part", "/v1/predict", *multipart([img_part, hands_part, ("x", b"1", [])])[::-1], 400,
@@ -561,11 +561,17 @@ def test_timeouts_504_for_queued_and_running(fault_server, scene):
     a.join(60 * SLOW)
     b.join(60 * SLOW)
     st, err, dt = results["running"]
-    assert st == 504 and "still running" in err, results
+    assert st == 504 and "inference cancelled" in err, results
     assert dt < 2 + 3 * SLOW, f"504 after {dt:.1f} s for a 2 s timeout"
     st, err, dt = results["queued"]
     assert st == 504 and "waiting in the queue" in err, results
     assert fault_server.metric("hamer_requests_total", endpoint="/v1/predict", status="504") == 2
+    # the 504'd inference was stopped, not run to its end (issue 12, finding 8)
+    deadline = time.monotonic() + 5 * SLOW
+    while fault_server.metric("hamer_workers_busy") > 0:
+        assert time.monotonic() < deadline, "the timed-out inference kept running"
+        time.sleep(0.05)
+    assert fault_server.metric("hamer_inference_cancelled_total") >= 1
     assert requests.get(fault_server.url + "/healthz", timeout=10).status_code == 200
 
 

@@ -2,17 +2,19 @@
  *
  * This file holds the command line and the process lifecycle: listen at
  * once (so /healthz answers while the model loads), warm up on a helper
- * thread, wait for SIGTERM/SIGINT, then drain and exit 0. The design of
+ * thread, wait for SIGTERM/SIGINT/SIGHUP, then drain and exit 0. The design of
  * the server is described in server.h; its parts are server_*.c.
  *
  * Exit status: 0 after a clean shutdown; 1 if the server could not start
- * (port taken, model unreadable, no MANO buffers); 2 bad usage.
+ * (port taken, model unreadable, no MANO buffers, --detector DIR unloadable);
+ * 2 bad usage.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "cli/cli.h"
@@ -21,7 +23,10 @@
 static const char *USAGE_SERVE =
     "usage: hamer serve --model M [--host 127.0.0.1] [--port 8080] [--threads N] [--workers K]\n"
     "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast]\n"
-    "                   [--mano FILE.npz] [--cache N] [--cache-ttl-s 60] [--quiet]\n"
+    "                   [--mano FILE.npz] [--cache N] [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
+    "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
+    "                   [--upload-budget-mb 256] [--pixels-per-byte 200] [--drain-s 30]\n"
+    "                   [--detector DIR] [--lite] [--no-detector]\n"
     "\n"
     "Serves HaMeR over HTTP/1.1:\n"
     "  GET  /healthz        200 while the process lives\n"
@@ -31,7 +36,8 @@ static const char *USAGE_SERVE =
     "  GET  /openapi.json   OpenAPI 3 description of the endpoints\n"
     "  POST /v1/predict     RESULT.json of `hamer run` (?vertices=1); body: an image/jpeg or\n"
     "                       image/png with ?boxes=x1,y1,x2,y2[:left];..., or multipart/form-data\n"
-    "                       with an 'image' part and a 'hands' part ([{\"bbox\":[..],\"is_right\":..}])\n"
+    "                       with an 'image' part and a 'hands' part ([{\"bbox\":[..],\"is_right\":..}]);\n"
+    "                       without boxes (or 'hands' part) the built-in detector finds the hands\n"
     "  POST /v1/render      same input; the overlay PNG (?side_view=1: the side view)\n"
     "  Both POSTs take ?rescale=S and ?crop_mode=warp|pad as `hamer run` does.\n"
     "\n"
@@ -55,11 +61,31 @@ static const char *USAGE_SERVE =
     "                    once (default: --model; needed when --model is a packed fast file)\n"
     "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
     "  --cache N         serve repeats of an identical request (same body and query) from\n"
-    "                    a cache of N answers (default 0: off), each kept --cache-ttl-s\n"
-    "  --quiet           no per-request log lines (startup and shutdown lines stay)\n"
+    "                    a cache of N answers (default 0: off), each kept --cache-ttl-s,\n"
+    "                    holding at most --cache-mb MB (default 64) of answers in all\n"
+    "  --max-connections N   open connections at most (default 256); more are refused\n"
+    "  --max-connections-per-ip N  per client address (default 32; raise it behind a proxy)\n"
+    "  --header-timeout-s T  request line + headers within T of the connection's start or\n"
+    "                    the previous answer (default 10; a fixed deadline: trickling bytes\n"
+    "                    does not extend it); the body within --timeout-s of the headers\n"
+    "  --upload-budget-mb MB  bodies being received, all connections together (default 256):\n"
+    "                    a declared body beyond it gets 503 unread\n"
+    "  --pixels-per-byte R  an image may decode to at most max(4 MP, R x its bytes) pixels\n"
+    "                    (default 200): a tiny body cannot buy a huge decode (413)\n"
+    "  --drain-s T       shutdown: wait at most T (default 30) for requests in flight, then\n"
+    "                    answer the rest 503 and cancel their inference\n"
+    "  --detector DIR    the hand detector's models (default: $HAMER_DETECTOR_DIR, then\n"
+    "                    ~/.local/share/hamer/detector); given, it must load\n"
+    "  --lite            the detector's lite models\n"
+    "  --no-detector     no detector: requests without boxes get 400\n"
+    "  --quiet           no per-request log lines, libmicrohttpd's included (startup and\n"
+    "                    shutdown lines stay)\n"
     "\n"
     "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
-    "SIGTERM or SIGINT: stop accepting, finish the requests in flight, exit 0.\n";
+    "SIGTERM, SIGINT or SIGHUP: stop accepting, finish the requests in flight (at most\n"
+    "--drain-s), exit 0. A second signal while draining stops at once: the requests in\n"
+    "flight get 503, their inference is cancelled, exit 0 within a few seconds.\n"
+    "(SIGHUP stops too: logs go to stderr, so there is nothing to reopen.)\n";
 
 /* Real option in (lo, hi]; -1 if malformed. */
 static int parse_real(const char *v, double lo, double hi, double *out) {
@@ -73,7 +99,12 @@ static int parse_real(const char *v, double lo, double hi, double *out) {
 
 /* Fill cfg from argv; 0 ok, 1 help printed, 2 usage error (reported). */
 static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
-    double mb = 20;
+    double mb = 20, budget_mb = 256, cache_mb = 64;
+    cfg->max_conns = 256;
+    cfg->max_conns_per_ip = 32;
+    cfg->header_timeout_s = 10;
+    cfg->drain_s = 30;
+    cfg->pixels_per_byte = 200;
     cfg->host = "127.0.0.1";
     cfg->port = 8080;
     cfg->workers = 1;
@@ -91,6 +122,14 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
             cfg->quiet = 1;
             continue;
         }
+        if (!strcmp(a, "--lite")) {
+            cfg->detector_lite = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-detector")) {
+            cfg->no_detector = 1;
+            continue;
+        }
         if (a[0] != '-' || a[1] != '-') return hm_cli_fail(2, "serve: unexpected argument '%s'", a);
         if (i + 1 >= argc) return hm_cli_fail(2, "serve: option '%s' needs a value (or is unknown)", a);
         const char *v = argv[++i];
@@ -98,6 +137,29 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         else if (!strcmp(a, "--mano")) cfg->mano_path = v;
         else if (!strcmp(a, "--reference")) cfg->reference_path = v;
         else if (!strcmp(a, "--host")) cfg->host = v;
+        else if (!strcmp(a, "--detector")) cfg->detector_dir = v;
+        else if (!strcmp(a, "--max-connections")) {
+            if (hm_cli_parse_int(v, 1, 100000, &cfg->max_conns))
+                return hm_cli_fail(2, "serve: --max-connections must be 1..100000, got '%s'", v);
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            if (hm_cli_parse_int(v, 1, 100000, &cfg->max_conns_per_ip))
+                return hm_cli_fail(2, "serve: --max-connections-per-ip must be 1..100000, got '%s'", v);
+        } else if (!strcmp(a, "--header-timeout-s")) {
+            if (parse_real(v, 0, 3600, &cfg->header_timeout_s))
+                return hm_cli_fail(2, "serve: --header-timeout-s must be in (0, 3600], got '%s'", v);
+        } else if (!strcmp(a, "--drain-s")) {
+            if (parse_real(v, 0, 86400, &cfg->drain_s))
+                return hm_cli_fail(2, "serve: --drain-s must be in (0, 86400], got '%s'", v);
+        } else if (!strcmp(a, "--pixels-per-byte")) {
+            if (parse_real(v, 0, 1e9, &cfg->pixels_per_byte))
+                return hm_cli_fail(2, "serve: --pixels-per-byte must be in (0, 1e9], got '%s'", v);
+        } else if (!strcmp(a, "--upload-budget-mb")) {
+            if (parse_real(v, 0, 1 << 20, &budget_mb))
+                return hm_cli_fail(2, "serve: --upload-budget-mb must be in (0, 1048576], got '%s'", v);
+        } else if (!strcmp(a, "--cache-mb")) {
+            if (parse_real(v, 0, 1 << 20, &cache_mb))
+                return hm_cli_fail(2, "serve: --cache-mb must be in (0, 1048576], got '%s'", v);
+        }
         else if (!strcmp(a, "--port")) {
             if (hm_cli_parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
@@ -128,6 +190,23 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
     if (!cfg->model_path) return hm_cli_fail(2, "serve: --model is required%s", "");
     cfg->max_body = (size_t)(mb * 1048576.0);
     if (cfg->max_body < 1) cfg->max_body = 1;
+    cfg->upload_budget = (size_t)(budget_mb * 1048576.0);
+    cfg->cache_bytes = (size_t)(cache_mb * 1048576.0);
+    if (cfg->no_detector && (cfg->detector_dir || cfg->detector_lite))
+        return hm_cli_fail(2, "serve: --no-detector excludes --detector and --lite%s", "");
+    /* Each connection holds an fd: stay below the process's limit (the
+     * listening socket, logs, the model file and pools need some too). */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY && (rlim_t)cfg->max_conns + 64 > rl.rlim_cur) {
+        if ((rlim_t)cfg->max_conns + 64 <= rl.rlim_max) {
+            rl.rlim_cur = (rlim_t)cfg->max_conns + 64;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        } else {
+            fprintf(stderr, "hamer: serve: --max-connections %d needs %d file descriptors; the limit is %llu\n",
+                    cfg->max_conns, cfg->max_conns + 64, (unsigned long long)rl.rlim_max);
+            return 2;
+        }
+    }
     if (!cfg->threads) {
         /* Split the CPUs between the workers: they run concurrently. */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -149,16 +228,24 @@ static int server_init(hm_srv *s) {
     atomic_init(&s->draining, 0);
     atomic_init(&s->fatal, 0);
     atomic_init(&s->inflight, 0);
+    atomic_init(&s->upload_bytes, 0);
     hm_srv_metrics_init(&s->metrics);
     s->states = calloc((size_t)s->cfg.workers, sizeof *s->states);
-    if (s->cfg.cache_n > 0 && !(s->cache = hm_srv_cache_new(s->cfg.cache_n, s->cfg.cache_ttl_s))) bad = 1;
-    return bad || !s->states ? -1 : 0;
+    s->dstates = calloc((size_t)s->cfg.workers, sizeof *s->dstates);
+    if (s->cfg.cache_n > 0 && !(s->cache = hm_srv_cache_new(s->cfg.cache_n, s->cfg.cache_bytes, s->cfg.cache_ttl_s)))
+        bad = 1;
+    if (hm_srv_conn_init(s)) bad = 1;
+    return bad || !s->states || !s->dstates ? -1 : 0;
 }
 
 /* Free what server_init and the warm-up made (threads already joined). */
 static void server_free(hm_srv *s) {
     for (int i = 0; s->states && i < s->cfg.workers; i++) hamer_state_free(s->states[i]);
     free(s->states);
+    for (int i = 0; s->dstates && i < s->cfg.workers; i++) hamer_detect_state_free(s->dstates[i]);
+    free(s->dstates);
+    hamer_detector_free(s->detector);
+    hm_srv_conn_free(s);
     hamer_model_free(s->model);
     hm_srv_cache_free(s->cache);
     hm_srv_metrics_destroy(&s->metrics);
@@ -168,15 +255,22 @@ static void server_free(hm_srv *s) {
     pthread_mutex_destroy(&s->mu);
 }
 
-/* Wait until no request is in flight or the deadline passes; 0 drained. */
-static int wait_drained(hm_srv *s, double deadline) {
+/* Wait until no request is in flight, the deadline passes (-1) or another
+ * of sigs arrives (-2); 0 drained. */
+static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
     while (atomic_load(&s->inflight) > 0) {
         if (hm_srv_now() >= deadline) return -1;
         struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        if (sigs) {
+            if (sigtimedwait(sigs, NULL, &ts) > 0) return -2;
+        } else {
+            nanosleep(&ts, NULL);
+        }
     }
     return 0;
 }
+
+static const char *sig_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"; }
 
 /* `hamer serve ARGS`: runs until SIGTERM/SIGINT; returns the exit status. */
 int hm_cli_serve(int argc, char **argv) {
@@ -192,6 +286,7 @@ int hm_cli_serve(int argc, char **argv) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);   /* a client closing early must not kill the server */
 
@@ -199,15 +294,17 @@ int hm_cli_serve(int argc, char **argv) {
         hm_srv_log("out of memory");
         return 1;
     }
-    if (hm_srv_http_start(s)) {
+    if (hm_srv_conn_watchdog_start(s) || hm_srv_http_start(s)) {
+        hm_srv_conn_watchdog_stop(s);
         server_free(s);
         return 1;
     }
     int v6 = strchr(s->cfg.host, ':') != NULL;
     hm_srv_log("listening on http://%s%s%s:%d (workers %d, threads %d per worker, queue %d, timeout %g s, "
-               "max body %.1f MB, cache %d)",
+               "max body %.1f MB, cache %d, connections %d (%d per address), upload budget %.1f MB)",
                v6 ? "[" : "", s->cfg.host, v6 ? "]" : "", s->port, s->cfg.workers, s->cfg.threads, s->cfg.queue,
-               s->cfg.timeout_s, (double)s->cfg.max_body / 1048576.0, s->cfg.cache_n);
+               s->cfg.timeout_s, (double)s->cfg.max_body / 1048576.0, s->cfg.cache_n, s->cfg.max_conns,
+               s->cfg.max_conns_per_ip, (double)s->cfg.upload_budget / 1048576.0);
 
     pthread_t warm;
     int warm_started = pthread_create(&warm, NULL, hm_srv_warmup_main, s) == 0;
@@ -222,21 +319,26 @@ int hm_cli_serve(int argc, char **argv) {
         if (sig > 0) break;
     }
     int fatal = atomic_load(&s->fatal);
-    if (sig > 0) hm_srv_log("%s: draining %ld request(s) in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                            atomic_load(&s->inflight));
+    if (sig > 0) hm_srv_log("%s: draining %ld request(s) in flight (at most %g s; a second signal stops at once)",
+                            sig_name(sig), atomic_load(&s->inflight), s->cfg.drain_s);
 
     /* Stop taking connections, then let every request begun finish: each is
-     * bounded by --timeout-s for its upload and again for queue + inference. */
+     * bounded by its deadlines, the whole drain by --drain-s. */
     atomic_store(&s->draining, 1);
     hm_srv_http_quiesce(s);
-    if (wait_drained(s, hm_srv_now() + 2 * s->cfg.timeout_s + 5)) {
-        hm_srv_log("drain grace expired: answering %ld request(s) 503", atomic_load(&s->inflight));
+    int d = wait_drained(s, hm_srv_now() + s->cfg.drain_s, &sigs);
+    if (d) {
+        if (d == -2) hm_srv_log("second signal: answering %ld request(s) 503 now", atomic_load(&s->inflight));
+        else hm_srv_log("drain grace expired: answering %ld request(s) 503", atomic_load(&s->inflight));
         hm_srv_work_flush(s, "shutting down");
-        wait_drained(s, hm_srv_now() + 5);
+        /* Cancelled inferences stop within a transformer block; connections
+         * still uploading or idle are closed by MHD_stop_daemon below. */
+        wait_drained(s, hm_srv_now() + 3, NULL);
     }
     if (warm_started) pthread_join(warm, NULL);
     hm_srv_work_stop(s);
     hm_srv_http_stop(s);
+    hm_srv_conn_watchdog_stop(s);
     server_free(s);
     hm_srv_log("%s", fatal ? "stopped (startup failed)" : "stopped");
     return fatal ? 1 : 0;

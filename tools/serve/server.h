@@ -36,7 +36,17 @@ typedef struct {
     int precision;          /* HAMER_PRECISION_* */
     int cache_n;            /* result cache entries (0: off) */
     double cache_ttl_s;
-    int quiet;              /* no per-request log lines */
+    int quiet;              /* no per-request log lines (libmicrohttpd's included) */
+    int max_conns;          /* open connections at most (libmicrohttpd refuses more) */
+    int max_conns_per_ip;   /* open connections per client address at most */
+    double header_timeout_s;/* request line + headers must arrive within this, from the
+                               connection's start or the previous answer: a fixed deadline */
+    size_t upload_budget;   /* bytes of request bodies being received, all connections */
+    size_t cache_bytes;     /* result cache size bound */
+    double drain_s;         /* shutdown: longest wait for requests in flight */
+    double pixels_per_byte; /* decoded pixels a body byte may buy (above a free allowance) */
+    const char *detector_dir; /* NULL: the library's search path */
+    int detector_lite, no_detector;
 } hm_srv_config;
 
 /* ---- metrics (server_metrics.c) ---- */
@@ -46,7 +56,7 @@ enum {
     HM_SRV_EP_PREDICT, HM_SRV_EP_RENDER, HM_SRV_EP_OTHER, HM_SRV_EP_COUNT
 };
 /* Status codes counted one by one; anything else lands in "other". */
-#define HM_SRV_N_STATUS 13
+#define HM_SRV_N_STATUS 16
 
 #define HM_SRV_N_BUCKETS 14
 typedef struct {
@@ -62,6 +72,9 @@ typedef struct {
     atomic_ullong hands_ok, hands_failed;
     atomic_ullong cache_hits, cache_misses;
     atomic_ullong late_results;     /* inference finished after its 504 */
+    atomic_ullong cancelled;        /* inferences stopped: nobody waited for them */
+    atomic_ullong deadline_closed;  /* connections closed at the header/body deadline */
+    atomic_ullong budget_refused;   /* uploads refused 503: upload budget exhausted */
     hm_srv_hist queue_wait, inference, request;
 } hm_srv_metrics;
 
@@ -86,12 +99,18 @@ void hm_srv_sha256_final(hm_srv_sha256 *s, uint8_t out[32]);
 
 typedef struct hm_srv_cache hm_srv_cache;
 /* NULL when n < 1 (cache off) or out of memory. */
-hm_srv_cache *hm_srv_cache_new(int n, double ttl_s);
+hm_srv_cache *hm_srv_cache_new(int n, size_t max_bytes, double ttl_s);
 void hm_srv_cache_free(hm_srv_cache *c);
 /* On a hit: a malloc'd copy of the body (*body, *len) and its content type. */
 int hm_srv_cache_get(hm_srv_cache *c, const uint8_t key[32], uint8_t **body, size_t *len, const char **type);
-/* Store a copy of a 200 response; the oldest/least recent entry goes. */
+/* Store a copy of a 200 response; least recently used entries go until it
+ * fits both bounds (an answer larger than the byte bound is not kept). */
 void hm_srv_cache_put(hm_srv_cache *c, const uint8_t key[32], const uint8_t *body, size_t len, const char *type);
+/* Bytes held by the cache's answers. */
+size_t hm_srv_cache_bytes(hm_srv_cache *c);
+/* Absorb one field as its 8-byte length then its bytes: the concatenation
+ * of fields can then never be read as another split of them. */
+void hm_srv_sha256_field(hm_srv_sha256 *s, const void *data, size_t len);
 
 /* ---- multipart/form-data (server_multipart.c) ---- */
 
@@ -161,6 +180,7 @@ typedef struct hm_srv_job {
     int nbox;
     hamer_predict_params pp;
     int with_vertices, side_view;
+    int detect;                     /* no boxes given: the detector finds them */
     int cacheable;
     uint8_t key[32];
     /* bookkeeping, under the queue lock */
@@ -170,6 +190,7 @@ typedef struct hm_srv_job {
     struct hm_srv_job *wprev, *wnext;   /* waiting FIFO */
     struct hm_srv_job *pprev, *pnext;   /* unanswered jobs, by deadline */
     atomic_int refs;
+    atomic_int cancel;              /* nobody waits for the answer: stop the inference */
     /* the answer: written once by whoever moves the job to ANSWERED */
     int status;
     uint8_t *out;
@@ -190,8 +211,12 @@ int hm_srv_work_waiting(hm_srv *s);
 /* Hand a job to the workers: 0 queued (the job's connection must already
  * be suspended); -1 the queue is full (nothing taken). */
 int hm_srv_work_submit(hm_srv *s, hm_srv_job *job);
-/* Answer every unanswered job with 503 now (shutdown grace expired). */
+/* Answer every unanswered job with 503 now and cancel running inferences
+ * (shutdown grace expired, or a second signal). */
 void hm_srv_work_flush(hm_srv *s, const char *why);
+/* The client of a suspended job went away: answer it (nobody reads it) and
+ * cancel its inference, or take it off the queue. */
+void hm_srv_work_abandon(hm_srv *s, hm_srv_job *job);
 /* Let workers finish the queue, then join them and the reaper. */
 void hm_srv_work_stop(hm_srv *s);
 /* Build a JSON error body {"error": msg} (malloc'd). */
@@ -218,6 +243,18 @@ struct hm_srv {
     atomic_long inflight;           /* requests begun and not completed */
     hm_srv_metrics metrics;
     hm_srv_cache *cache;
+    atomic_size_t upload_bytes;     /* reserved by bodies being received */
+    /* the hand detector (NULL: none; detector_reason says why) */
+    hamer_detector *detector;
+    hamer_detect_state **dstates;
+    char detector_reason[512];
+    /* connections (server_conn.c) */
+    struct hm_srv_conn *conns;
+    struct hm_srv_conn *conn_free;
+    pthread_mutex_t cmu;
+    pthread_t watchdog;
+    int watchdog_started;
+    atomic_int watchdog_stop;
     /* the work queue (server_work.c) */
     pthread_mutex_t qmu;
     pthread_cond_t qcv, rcv;        /* work available; reaper wake-up */
@@ -235,6 +272,43 @@ int hm_srv_http_start(hm_srv *s);
 void hm_srv_http_quiesce(hm_srv *s);
 void hm_srv_http_stop(hm_srv *s);
 
+/* server_conn.c: the connection table and its watchdog thread, which
+ * closes connections past their header/body deadline, and notices clients
+ * that went away while their request waits or runs. */
+
+typedef struct hm_srv_conn {
+    struct MHD_Connection *conn;    /* NULL: free slot */
+    int fd;
+    atomic_llong deadline_us;       /* monotonic; 0: none (suspended, or answered and sending) */
+    atomic_llong armed_us;          /* when that deadline was armed */
+    atomic_int why;                 /* HM_SRV_DL_* of the deadline armed */
+    atomic_int closed_by;           /* the deadline that fired (0 none) */
+    hm_srv_job *job;                /* the suspended request's job (under cmu) */
+    struct hm_srv_conn *next_free;
+    void *req;                      /* the request context (server_http.c), reused */
+    int awaiting;                   /* no request line seen since the last request (MHD thread) */
+    int last_status;                /* the last status counted on this connection */
+} hm_srv_conn;
+
+enum { HM_SRV_DL_NONE, HM_SRV_DL_HEADER, HM_SRV_DL_BODY, HM_SRV_DL_SEND };
+
+int hm_srv_conn_init(hm_srv *s);
+void hm_srv_conn_free(hm_srv *s);
+/* MHD_OPTION_NOTIFY_CONNECTION callback. */
+void hm_srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code);
+/* Arm (seconds > 0) or clear (0) a connection's deadline. */
+void hm_srv_conn_deadline(hm_srv_conn *k, int why, double seconds);
+/* Set / clear the job a suspended connection waits for. */
+void hm_srv_conn_set_job(hm_srv *s, hm_srv_conn *k, hm_srv_job *job);
+int hm_srv_conn_watchdog_start(hm_srv *s);
+void hm_srv_conn_watchdog_stop(hm_srv *s);
+
+/* server_http.c: the request context's size (one per connection record);
+ * the status of the last error libmicrohttpd answered itself, taken once. */
+size_t hm_srv_req_size(void);
+int hm_srv_mhd_status_take(void);
+
 /* server_warmup.c: thread body; loads, self-checks, starts the workers. */
 void *hm_srv_warmup_main(void *arg);
 
@@ -244,6 +318,12 @@ char *hm_srv_metrics_text(hm_srv *s, size_t *len);
 const char *hm_srv_openapi_json(void);
 /* server_http.c: the /info document (malloc'd). */
 char *hm_srv_info_json(hm_srv *s, size_t *len);
+
+/* Decoded pixels any body may buy, whatever its size (4 megapixels). */
+#define HM_SRV_FREE_PIXELS 4000000
+/* Width and height a JPEG (SOF) or PNG (IHDR) declares, without decoding;
+ * -1 when neither is found (the decoder then says what is wrong). */
+int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
 
 /* Monotonic seconds. */
 double hm_srv_now(void);

@@ -6,7 +6,9 @@
  * compared (bodies are not kept), so a client able to craft collisions could
  * otherwise be served someone else's result. The cache is a small array
  * searched linearly under one mutex: N is meant to be tens to hundreds of
- * entries, each lookup costs far less than one inference.
+ * entries, each lookup costs far less than one inference. It is bounded in
+ * bytes as well as entries (--cache-mb): N answers of 20 MB PNGs would
+ * otherwise be N x 20 MB.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -72,6 +74,13 @@ void hm_srv_sha256_update(hm_srv_sha256 *s, const void *data, size_t len) {
     s->nbuf = len;
 }
 
+void hm_srv_sha256_field(hm_srv_sha256 *s, const void *data, size_t len) {
+    uint8_t n[8];
+    for (int i = 0; i < 8; i++) n[i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+    hm_srv_sha256_update(s, n, 8);
+    hm_srv_sha256_update(s, data, len);
+}
+
 /* Pad, absorb the bit length and write the 32-byte digest. */
 void hm_srv_sha256_final(hm_srv_sha256 *s, uint8_t out[32]) {
     uint64_t bits = s->len * 8;
@@ -102,10 +111,11 @@ struct hm_srv_cache {
     entry *e;
     int n;
     double ttl_s;
+    size_t max_bytes, bytes;   /* bound, and the answers' bytes now */
 };
 
 /* n slots, all empty; NULL when off (n < 1) or out of memory. */
-hm_srv_cache *hm_srv_cache_new(int n, double ttl_s) {
+hm_srv_cache *hm_srv_cache_new(int n, size_t max_bytes, double ttl_s) {
     if (n < 1) return NULL;
     hm_srv_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->e = calloc((size_t)n, sizeof *c->e))) {
@@ -115,6 +125,7 @@ hm_srv_cache *hm_srv_cache_new(int n, double ttl_s) {
     pthread_mutex_init(&c->mu, NULL);
     c->n = n;
     c->ttl_s = ttl_s;
+    c->max_bytes = max_bytes;
     return c;
 }
 
@@ -140,6 +151,7 @@ int hm_srv_cache_get(hm_srv_cache *c, const uint8_t key[32], uint8_t **body, siz
             /* Expired: drop it so the slot is reused first. */
             free(e->body);
             e->body = NULL;
+            c->bytes -= e->len;
             break;
         }
         *body = malloc(e->len ? e->len : 1);
@@ -157,8 +169,25 @@ int hm_srv_cache_get(hm_srv_cache *c, const uint8_t key[32], uint8_t **body, siz
 }
 
 /* Store a copy (silently skipped when out of memory: the cache is an optimisation). */
+/* Empty one slot (caller holds the lock). */
+static void drop(hm_srv_cache *c, entry *e) {
+    if (!e->body) return;
+    free(e->body);
+    e->body = NULL;
+    c->bytes -= e->len;
+    e->len = 0;
+}
+
+size_t hm_srv_cache_bytes(hm_srv_cache *c) {
+    if (!c) return 0;
+    pthread_mutex_lock(&c->mu);
+    size_t b = c->bytes;
+    pthread_mutex_unlock(&c->mu);
+    return b;
+}
+
 void hm_srv_cache_put(hm_srv_cache *c, const uint8_t key[32], const uint8_t *body, size_t len, const char *type) {
-    if (!c) return;
+    if (!c || len > c->max_bytes) return;
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) return;
     memcpy(copy, body, len);
@@ -177,8 +206,17 @@ void hm_srv_cache_put(hm_srv_cache *c, const uint8_t key[32], const uint8_t *bod
             if (c->e[i].used < c->e[slot].used) slot = i;
     }
     entry *e = &c->e[slot];
-    free(e->body);
+    drop(c, e);
+    /* Over the byte bound: the least recently used others go first. */
+    while (c->bytes + len > c->max_bytes) {
+        int lru = -1;
+        for (int i = 0; i < c->n; i++)
+            if (c->e[i].body && (lru < 0 || c->e[i].used < c->e[lru].used)) lru = i;
+        if (lru < 0) break;
+        drop(c, &c->e[lru]);
+    }
     memcpy(e->key, key, 32);
     e->body = copy, e->len = len, e->type = type, e->stored = e->used = now;
+    c->bytes += len;
     pthread_mutex_unlock(&c->mu);
 }

@@ -13,7 +13,15 @@
  * libmicrohttpd close the socket with unread data, which resets the
  * connection and can destroy the answer before the client reads it); only a
  * declared Content-Length over the limit is answered at (1), so that such a
- * body is never read.
+ * body is never read, and so are a conflicting duplicate Content-Length
+ * (request smuggling behind a proxy) and a body the upload budget cannot
+ * take (503: --upload-budget-mb).
+ *
+ * The request context lives in the connection's record (server_conn.c) and
+ * is started by the URI log callback, which libmicrohttpd calls as soon as
+ * the request line is in: every request then reaches on_completed, also
+ * those libmicrohttpd answers itself (431, 505, 400, 413), so /metrics
+ * counts each request once by its final status.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,8 +41,10 @@
 #include "core/cpu.h"
 #include "core/util.h"
 
-/* Per-request context (MHD's con_cls). */
+/* Per-request context (MHD's con_cls), one per connection record. */
 typedef struct {
+    hm_srv_conn *k;             /* the connection's record */
+    int started;                /* the access handler saw the headers */
     int endpoint;
     char method[8], path[48];
     double t_begin, t_complete;
@@ -46,16 +56,39 @@ typedef struct {
     int discard;                /* read and drop the body, then answer reject_status */
     int reject_status;
     char reject_msg[300];
+    size_t reserved;            /* bytes of the upload budget this body holds */
     int hashing;
     hm_srv_sha256 sha;
     hm_srv_job *job;            /* set once handed to the workers */
 } req_ctx;
 
-/* Endpoint index of a URL path; HM_SRV_EP_OTHER if none. */
-static int route(const char *url) {
+size_t hm_srv_req_size(void) { return sizeof(req_ctx); }
+
+/* Give back the upload budget a body held (it is complete, or gone). */
+static void release_upload(hm_srv *s, req_ctx *r) {
+    if (r->reserved) atomic_fetch_sub(&s->upload_bytes, r->reserved);
+    r->reserved = 0;
+}
+
+/* Take n more bytes of the upload budget; -1 when it is exhausted. */
+static int reserve_upload(hm_srv *s, req_ctx *r, size_t n) {
+    size_t before = atomic_fetch_add(&s->upload_bytes, n);
+    if (before + n > s->cfg.upload_budget) {
+        atomic_fetch_sub(&s->upload_bytes, n);
+        atomic_fetch_add(&s->metrics.budget_refused, 1);
+        return -1;
+    }
+    r->reserved += n;
+    return 0;
+}
+
+/* Endpoint index of a URL path; HM_SRV_EP_OTHER if none. raw: the request
+ * line's target, which ends at its '?' (a decoded path may hold one). */
+static int route(const char *url, int raw) {
     static const char *paths[] = {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json", "/v1/predict", "/v1/render"};
+    size_t n = raw ? strcspn(url, "?") : strlen(url);
     for (int i = 0; i < HM_SRV_EP_OTHER; i++)
-        if (!strcmp(url, paths[i])) return i;
+        if (strlen(paths[i]) == n && !strncmp(url, paths[i], n)) return i;
     return HM_SRV_EP_OTHER;
 }
 
@@ -93,11 +126,17 @@ static enum MHD_Result answer(hm_srv *s, struct MHD_Connection *c, req_ctx *r, i
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, is_post_endpoint(r->endpoint) ? "POST" : "GET, HEAD");
     if (r->job && s->cache && is_post_endpoint(r->endpoint) && status == 200)
         MHD_add_response_header(resp, "X-Cache", r->job->from_cache ? "hit" : "miss");
-    /* While draining, close keep-alive connections after this answer. */
-    if (atomic_load(&s->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* While draining, close keep-alive connections after this answer; an
+     * answer before the body was read closes too (the body is not read). */
+    if (atomic_load(&s->draining) || !r->t_complete)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
-    if (ok == MHD_YES) r->status = status;
+    if (ok == MHD_YES) {
+        r->status = status;
+        /* Sending is bounded too: a client that stops reading is closed. */
+        hm_srv_conn_deadline(r->k, HM_SRV_DL_SEND, s->cfg.timeout_s);
+    }
     return ok;
 }
 
@@ -129,6 +168,15 @@ static const char *phase_name(int phase) {
     }
 }
 
+/* Whether requests without boxes can be served, and from which models
+ * (caller holds s->mu: the warm-up publishes the detector under it). */
+static json_t *detector_json(hm_srv *s) {
+    if (s->detector)
+        return json_pack("{s:b,s:s,s:b}", "loaded", 1, "dir", hamer_detector_dir(s->detector), "lite",
+                         s->cfg.detector_lite);
+    return json_pack("{s:b,s:s}", "loaded", 0, "reason", s->detector_reason);
+}
+
 /* 200 once ready, else 503; both with the phase, reason and self-check figures. */
 static enum MHD_Result get_readyz(hm_srv *s, struct MHD_Connection *c, req_ctx *r) {
     int phase = atomic_load(&s->phase);
@@ -141,6 +189,7 @@ static enum MHD_Result get_readyz(hm_srv *s, struct MHD_Connection *c, req_ctx *
         json_object_set_new(o, "self_check",
                             json_pack("{s:s,s:f,s:f}", "metric", s->selfcheck_metric, "value", s->selfcheck_value,
                                       "gate", s->selfcheck_gate));
+    json_object_set_new(o, "detector", detector_json(s));
     pthread_mutex_unlock(&s->mu);
     return answer_json(s, c, r, phase == HM_SRV_READY ? 200 : 503, o);
 }
@@ -161,8 +210,12 @@ char *hm_srv_info_json(hm_srv *s, size_t *len) {
     hamer_model_info mi = s->info;
     double load_s = s->load_s;
     int loaded = s->model != NULL;
+    json_t *detector = detector_json(s);
     pthread_mutex_unlock(&s->mu);
-    if (!loaded) return NULL;
+    if (!loaded) {
+        json_decref(detector);
+        return NULL;
+    }
     json_t *model = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:f}", "path", s->cfg.model_path,
                               "vit_depth", mi.vit_depth, "vit_dim", mi.vit_dim, "vit_heads", mi.vit_heads, "vit_mlp",
                               mi.vit_mlp, "n_tokens", mi.n_tokens, "head_depth", mi.head_depth, "head_dim",
@@ -182,11 +235,17 @@ char *hm_srv_info_json(hm_srv *s, size_t *len) {
                               "sanitizers", sanitize, "libmicrohttpd", MHD_get_version(), "jansson", JANSSON_VERSION);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     json_t *cpu = json_pack("{s:i,s:o,s:s}", "online", (int)ncpu, "features", cpu_features(), "kernel_isa", mi.isa);
-    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:s,s:i,s:i,s:i,s:I,s:f,s:i,s:o,s:o}", "version", hamer_version(),
+    json_t *limits = json_pack("{s:i,s:i,s:f,s:I,s:I,s:f,s:f}", "max_connections", s->cfg.max_conns,
+                               "max_connections_per_ip", s->cfg.max_conns_per_ip, "header_timeout_s",
+                               s->cfg.header_timeout_s, "upload_budget_bytes", (json_int_t)s->cfg.upload_budget,
+                               "cache_bytes", (json_int_t)s->cfg.cache_bytes, "drain_s", s->cfg.drain_s,
+                               "pixels_per_byte", s->cfg.pixels_per_byte);
+    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:s,s:i,s:i,s:i,s:I,s:f,s:i,s:o,s:o,s:o,s:o}", "version", hamer_version(),
                           "model", model, "precision", mi.precision == HAMER_PRECISION_FAST ? "fast" : "fp32",
                           "scheme", mi.scheme, "isa", mi.isa, "threads", s->cfg.threads, "workers", s->cfg.workers,
                           "queue", s->cfg.queue, "max_body_bytes", (json_int_t)s->cfg.max_body, "timeout_s",
-                          s->cfg.timeout_s, "cache", s->cfg.cache_n, "build", build, "cpu", cpu);
+                          s->cfg.timeout_s, "cache", s->cfg.cache_n, "limits", limits, "detector", detector,
+                          "build", build, "cpu", cpu);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     if (text) *len = strlen(text);
@@ -231,17 +290,40 @@ static int media_kind(const char *ct) {
 
 typedef struct {
     hm_srv_query_args *args;
-    hm_srv_sha256 *sha;         /* NULL: not hashing */
+    const char *taken[2 * HM_SRV_QUERY_NKEYS];  /* key, value of each taken parameter */
+    int ntaken;
+    const char *nul;            /* first parameter with a NUL byte (%00) in it */
 } query_scan;
 
-/* MHD_get_connection_values iterator: hands every query parameter, in the
- * order given, to the query parser and the taken ones to the cache hash. */
-static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+/* MHD_get_connection_values_n iterator: hands every query parameter, in
+ * the order given, to the query parser. libmicrohttpd decodes %00 into a
+ * NUL that would silently cut the C string: such a parameter is refused. */
+static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                const char *value, size_t value_size) {
+    (void)kind;
     query_scan *q = cls;
-    if (hm_srv_query_add(q->args, key, value) == 0 && q->sha) {
-        hm_srv_sha256_update(q->sha, key, strlen(key) + 1);
-        hm_srv_sha256_update(q->sha, value, strlen(value) + 1);
+    if ((strlen(key) != key_size || (value && strlen(value) != value_size)) && !q->nul) q->nul = key;
+    if (hm_srv_query_add(q->args, key, value) == 0 && q->ntaken < HM_SRV_QUERY_NKEYS) {
+        q->taken[2 * q->ntaken] = key;
+        q->taken[2 * q->ntaken + 1] = value;
+        q->ntaken++;
     }
+    return MHD_YES;
+}
+
+typedef struct {
+    const char *first;
+    int n, conflict;
+} length_scan;
+
+/* Every Content-Length header: two that differ make the body's end
+ * ambiguous (a proxy may pick the other one: request smuggling). */
+static enum MHD_Result scan_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    length_scan *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
+    if (l->n++ == 0) l->first = value;
+    else if (strcmp(l->first ? l->first : "", value ? value : "")) l->conflict = 1;
     return MHD_YES;
 }
 
@@ -259,7 +341,10 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     hm_srv_query query;
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     int image_body = media_kind(ct) == 1;
-    int status = hm_srv_query_parse(&args, image_body, &query, msg, msglen);
+    /* An image without ?boxes= is parsed as a body that brings no boxes in
+     * the query (nbox 0): its hands are detected. */
+    int boxes_absent = args.value[0] == NULL;   /* hm_srv_query_keys[0]: "boxes" */
+    int status = hm_srv_query_parse(&args, image_body && !boxes_absent, &query, msg, msglen);
     if (status) return status;
     job->pp = query.pp;
     job->with_vertices = query.with_vertices;
@@ -268,6 +353,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     r->body = NULL;
     if (image_body) {
         job->nbox = query.nbox;
+        job->detect = query.nbox == 0;      /* no ?boxes=: the detector finds them */
         memcpy(job->boxes, query.boxes, sizeof job->boxes);
         job->image = job->body;
         job->image_len = r->len;
@@ -290,15 +376,17 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
             }
             *slot = &parts[i];
         }
-        if (!image || !hands) {
-            snprintf(msg, msglen, "multipart: missing the '%s' part", image ? "hands" : "image");
+        if (!image) {
+            snprintf(msg, msglen, "multipart: missing the 'image' part");
             return 400;
         }
         if (image->len == 0) {
             snprintf(msg, msglen, "multipart: the 'image' part is empty");
             return 400;
         }
-        job->nbox = hm_boxes_parse_json((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS);
+        /* No 'hands' part: the detector finds them. */
+        job->detect = !hands;
+        job->nbox = hands ? hm_boxes_parse_json((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;
         if (job->nbox < 0) {
             snprintf(msg, msglen, "hands: %s", hm_errmsg());
             return 400;
@@ -309,6 +397,24 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     if (job->image_len == 0) {
         snprintf(msg, msglen, "image: the body is empty");
         return 400;
+    }
+    if (job->detect && !s->detector) {
+        snprintf(msg, msglen, "no boxes given and no hand detector loaded (%.200s): give ?boxes=x1,y1,x2,y2[:left];... "
+                 "or a 'hands' part, or start the server with the detector's models (scripts/get_detector.sh, "
+                 "--detector DIR)", s->detector_reason);
+        return 400;
+    }
+    /* A few KB of JPEG can claim 10000x10000: the pixels a body may decode
+     * to are bounded by its size (the 100-megapixel limit stays). */
+    int iw, ih;
+    if (hm_srv_image_dims(job->image, job->image_len, &iw, &ih) == 0) {
+        double px = (double)iw * ih, allowed = fmax(HM_SRV_FREE_PIXELS, s->cfg.pixels_per_byte * (double)job->image_len);
+        if (px > allowed) {
+            snprintf(msg, msglen, "image of %dx%d pixels from a %zu-byte body: over the decode budget of %.0f pixels "
+                     "(%g per body byte, at least %d; a real photo needs far fewer bytes per pixel)", iw, ih,
+                     job->image_len, allowed, s->cfg.pixels_per_byte, HM_SRV_FREE_PIXELS);
+            return 413;
+        }
     }
     return 0;
 }
@@ -342,6 +448,9 @@ static enum MHD_Result post_endpoint(hm_srv *s, struct MHD_Connection *c, req_ct
     if (hm_srv_work_waiting(s) >= s->cfg.queue)
         return answer_error(s, c, r, 503, "busy: the queue is full, retry later");
     MHD_suspend_connection(c);
+    /* Suspended: the reaper bounds it, and the watchdog watches for the client leaving. */
+    hm_srv_conn_deadline(r->k, HM_SRV_DL_NONE, 0);
+    hm_srv_conn_set_job(s, r->k, job);
     if (hm_srv_work_submit(s, job)) {
         /* Stopping: answer through the resume path, as a worker would. */
         job->state = HM_SRV_JOB_ANSWERED;
@@ -375,6 +484,9 @@ static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, req_ctx *
         reject(r, 405, "%s takes POST", r->path);
         return MHD_YES;
     }
+    length_scan ls = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_length, &ls);
+    if (ls.conflict) return answer_error(s, c, r, 400, "conflicting Content-Length headers");
     /* A declared body over the limit is refused before any of it is read. */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long declared = 0;
@@ -396,22 +508,30 @@ static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, req_ctx *
                ct ? ct : "(none)");
         return MHD_YES;
     }
-    hm_srv_sha256 *sha = NULL;
-    if (s->cache) {
-        hm_srv_sha256_init(&r->sha);
-        hm_srv_sha256_update(&r->sha, r->path, strlen(r->path) + 1);
-        hm_srv_sha256_update(&r->sha, ct, strlen(ct) + 1);
-        sha = &r->sha;
-        r->hashing = 1;
-    }
     hm_srv_query_args args;
     hm_srv_query_init(&args, ep);
-    query_scan q = {.args = &args, .sha = sha};
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, scan_arg, &q);
+    query_scan q = {.args = &args};
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, scan_arg, &q);
+    if (q.nul) {
+        reject(r, 400, "query parameter '%.40s' holds a NUL byte (%%00)", q.nul);
+        return MHD_YES;
+    }
     char m[400];
     if (hm_srv_query_check_keys(&args, m, sizeof m)) {
         reject(r, 400, "%s", m);
         return MHD_YES;
+    }
+    if (s->cache) {
+        /* Every field length-prefixed and the parameters counted: no two
+         * different requests hash the same bytes. The body comes last, so
+         * it needs no prefix (it is all that follows). */
+        hm_srv_sha256_init(&r->sha);
+        hm_srv_sha256_field(&r->sha, r->path, strlen(r->path));
+        hm_srv_sha256_field(&r->sha, ct, strlen(ct));
+        uint64_t nt = (uint64_t)q.ntaken;
+        hm_srv_sha256_field(&r->sha, &nt, sizeof nt);
+        for (int i = 0; i < 2 * q.ntaken; i++) hm_srv_sha256_field(&r->sha, q.taken[i], strlen(q.taken[i]));
+        r->hashing = 1;
     }
     int phase = atomic_load(&s->phase);
     if (phase != HM_SRV_READY) {
@@ -426,8 +546,16 @@ static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, req_ctx *
         return MHD_YES;
     }
     if (cl && declared > 0) {
+        /* Budget first, then memory: beyond it the body is never read. */
+        if (reserve_upload(s, r, declared)) {
+            char m2[200];
+            snprintf(m2, sizeof m2, "busy: uploads in progress fill the budget of %zu bytes (--upload-budget-mb), "
+                     "retry later", s->cfg.upload_budget);
+            return answer_error(s, c, r, 503, m2);
+        }
         r->body = malloc(declared);
         if (!r->body) {
+            release_upload(s, r);
             reject(r, 503, "out of memory for the body, retry later");
             return MHD_YES;
         }
@@ -453,6 +581,12 @@ static enum MHD_Result body_chunk(hm_srv *s, req_ctx *r, const char *data, size_
         size_t cap = r->cap ? r->cap * 2 : 65536;
         while (cap < r->len + n) cap *= 2;
         if (cap > s->cfg.max_body) cap = s->cfg.max_body;
+        /* Chunked: the budget grows with the buffer; no answer is possible
+         * mid-body, so over it the connection is closed. */
+        if (reserve_upload(s, r, cap - r->cap)) {
+            r->dropped = "upload budget exhausted (--upload-budget-mb; chunked upload cut off)";
+            return MHD_NO;
+        }
         uint8_t *p = realloc(r->body, cap);
         if (!p) {
             reject(r, 503, "out of memory for the body, retry later");
@@ -471,12 +605,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls) {
     hm_srv *s = cls;
     req_ctx *r = *con_cls;
-    if (!r) {
-        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
-        *con_cls = r;
-        atomic_fetch_add(&s->inflight, 1);
-        r->t_begin = hm_srv_now();
-        r->endpoint = route(url);
+    (void)version;
+    if (!r) return MHD_NO;      /* no connection record: cannot happen (table > limit) */
+    if (!r->started) {
+        r->started = 1;
+        r->endpoint = route(url, 0);
+        /* From the headers on, the body must be in within --timeout-s. */
+        hm_srv_conn_deadline(r->k, HM_SRV_DL_BODY, s->cfg.timeout_s);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         /* The path is client text (already %-decoded): no control bytes in the log. */
@@ -500,6 +635,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (r->job) {
         /* Resumed: a worker, the reaper or shutdown wrote the answer. */
         hm_srv_job *job = r->job;
+        hm_srv_conn_set_job(s, r->k, NULL);
         uint8_t *out = job->out;
         job->out = NULL;
         if (is_post_endpoint(r->endpoint) && job->status != 503)
@@ -508,6 +644,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return answer(s, c, r, job->status, out, job->out_len, job->out_type, 0);
     }
     r->t_complete = hm_srv_now();
+    release_upload(s, r);       /* received: the queue bound covers it from here */
     if (r->discard) return answer_error(s, c, r, r->reject_status, r->reject_msg);
     if (!is_post_endpoint(r->endpoint)) return get_endpoint(s, c, r);
     return post_endpoint(s, c, r);
@@ -520,6 +657,23 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!r) return;
     *con_cls = NULL;
     double ms = 1e3 * (hm_srv_now() - r->t_begin);
+    if (!r->started || (!r->status && !r->job)) {
+        /* libmicrohttpd answered it (bad request line or headers, headers
+         * over its memory, an HTTP version it refuses) or began to. */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (ci && ci->http_status >= 100 && ci->http_status < 600 && !r->status) r->status = (int)ci->http_status;
+    }
+    hm_srv_mhd_status_take();   /* any such error was this request's, counted here */
+    /* Its client left while it waited (the watchdog answered it 499): the
+     * connection may be torn down before that answer is queued. */
+    if (!r->status && r->job && r->job->status == 499) r->status = 499;
+    hm_srv_conn *k = r->k;
+    int fired = k ? atomic_load(&k->closed_by) : 0;
+    if (fired && !r->dropped)
+        r->dropped = fired == HM_SRV_DL_HEADER ? "request line and headers not in within --header-timeout-s"
+                     : fired == HM_SRV_DL_BODY ? "body upload slower than --timeout-s"
+                     : fired == HM_SRV_DL_SEND ? "answer not read within --timeout-s"
+                                               : "client closed the connection mid-upload";
     if (r->status) {
         hm_srv_metrics_request(&s->metrics, r->endpoint, r->status);
         if (!s->cfg.quiet) {
@@ -540,16 +694,66 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             hm_srv_log("%s %s - %.1f ms (closed: %s)", r->method, r->path, ms, why);
         }
     }
+    if (k) {
+        k->awaiting = 1;
+        k->last_status = r->status;
+        hm_srv_conn_set_job(s, k, NULL);
+        atomic_store(&k->closed_by, 0);
+        /* keep-alive: the next request's line and headers, from now */
+        hm_srv_conn_deadline(k, HM_SRV_DL_HEADER, s->cfg.header_timeout_s);
+    }
+    release_upload(s, r);
     hm_srv_job_unref(r->job);
+    r->job = NULL;
     free(r->body);
-    free(r);
+    r->body = NULL;
+    r->started = 0;
     atomic_fetch_sub(&s->inflight, 1);
+}
+
+/* The request line is in: start the request's context in the connection's
+ * record, so that even a request libmicrohttpd refuses itself completes
+ * through on_completed (and is counted). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    hm_srv *s = cls;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    hm_srv_conn *k = ci ? ci->socket_context : NULL;
+    if (!k) return NULL;
+    k->awaiting = 0;
+    req_ctx *r = k->req;
+    memset(r, 0, sizeof *r);
+    r->k = k;
+    r->t_begin = hm_srv_now();
+    r->endpoint = route(uri, 1);
+    snprintf(r->method, sizeof r->method, "?");
+    snprintf(r->path, sizeof r->path, "%.*s", (int)strcspn(uri, "?"), uri);
+    for (char *p = r->path; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    atomic_fetch_add(&s->inflight, 1);
+    return r;
+}
+
+/* Written and read on libmicrohttpd's one polling thread only. */
+static int mhd_error_status;
+
+int hm_srv_mhd_status_take(void) {
+    int st = mhd_error_status;
+    mhd_error_status = 0;
+    return st;
 }
 
 /* libmicrohttpd's own messages, as one prefixed log line each. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
+    hm_srv *s = cls;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
+    /* An error it answers itself before any request callback: remember the
+     * status for the connection's close, which counts it. */
+    const char *code = strstr(line, "HTTP response code is ");
+    if (code) mhd_error_status = atoi(code + 22);
+    /* --quiet: its per-connection lines (aborted, refused, timed out) go
+     * too; startup failures are still said by this file's own lines. */
+    if (s && s->cfg.quiet && s->daemon) return;
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
     hm_srv_log("libmicrohttpd: %s", line);
@@ -577,10 +781,14 @@ int hm_srv_http_start(hm_srv *s) {
      * (waiting for a worker) are exempt and bounded by the reaper instead. */
     unsigned idle = (unsigned)ceil(s->cfg.timeout_s);
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,   /* first: libmicrohttpd asks */
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,   /* first: libmicrohttpd asks */
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                 MHD_OPTION_NOTIFY_CONNECTION, hm_srv_conn_notify, s,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, idle < 1 ? 1u : idle,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_conns,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_conns_per_ip,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         hm_srv_log("cannot listen on %s port %d: %s", s->cfg.host, s->cfg.port, strerror(errno));

@@ -13,7 +13,9 @@
 
 static const char *EP_NAMES[HM_SRV_EP_COUNT] = {"/healthz", "/readyz", "/info", "/metrics",
                                                 "/openapi.json", "/v1/predict", "/v1/render", "other"};
-static const int STATUSES[HM_SRV_N_STATUS] = {200, 400, 404, 405, 408, 413, 414, 415, 429, 500, 503, 504, 0};
+/* 499: the client closed the connection before its answer (nginx's code). */
+static const int STATUSES[HM_SRV_N_STATUS] = {200, 400, 404, 405, 408, 413, 414, 415, 429, 431, 499,
+                                              500, 503, 504, 505, 0};
 static const double BUCKETS[HM_SRV_N_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                  0.5,   1,     2.5,  5,     10,  30,  60};
 
@@ -33,6 +35,9 @@ void hm_srv_metrics_init(hm_srv_metrics *m) {
     atomic_init(&m->cache_hits, 0);
     atomic_init(&m->cache_misses, 0);
     atomic_init(&m->late_results, 0);
+    atomic_init(&m->cancelled, 0);
+    atomic_init(&m->deadline_closed, 0);
+    atomic_init(&m->budget_refused, 0);
     hist_init(&m->queue_wait);
     hist_init(&m->inference);
     hist_init(&m->request);
@@ -138,7 +143,8 @@ char *hm_srv_metrics_text(hm_srv *s, size_t *len) {
                 sb_printf(&b, "hamer_requests_total{endpoint=\"%s\",status=\"other\"} %llu\n", EP_NAMES[e], v);
         }
     sb_printf(&b, "# HELP hamer_connections_dropped_total Requests closed without an answer (body over the limit, "
-                  "upload too slow, client gone).\n# TYPE hamer_connections_dropped_total counter\n"
+                  "upload too slow or budget exhausted, client gone). Every request begun is counted once: here or "
+                  "in hamer_requests_total.\n# TYPE hamer_connections_dropped_total counter\n"
                   "hamer_connections_dropped_total %llu\n",
               (unsigned long long)atomic_load(&m->closed));
     hist_text(&b, "hamer_queue_wait_seconds", "Time an inference job waited in the queue for a worker.",
@@ -174,6 +180,21 @@ char *hm_srv_metrics_text(hm_srv *s, size_t *len) {
     sb_printf(&b, "# HELP hamer_late_results_total Inferences that finished after their request was answered 504.\n"
                   "# TYPE hamer_late_results_total counter\nhamer_late_results_total %llu\n",
               (unsigned long long)atomic_load(&m->late_results));
+    sb_printf(&b, "# HELP hamer_inference_cancelled_total Jobs stopped or dropped because nobody waited for them "
+                  "(504, client gone, shutdown).\n# TYPE hamer_inference_cancelled_total counter\n"
+                  "hamer_inference_cancelled_total %llu\n", (unsigned long long)atomic_load(&m->cancelled));
+    sb_printf(&b, "# HELP hamer_deadline_closed_total Connections closed at their header, body or send deadline.\n"
+                  "# TYPE hamer_deadline_closed_total counter\nhamer_deadline_closed_total %llu\n",
+              (unsigned long long)atomic_load(&m->deadline_closed));
+    sb_printf(&b, "# HELP hamer_upload_budget_refused_total Uploads refused because --upload-budget-mb was in use.\n"
+                  "# TYPE hamer_upload_budget_refused_total counter\nhamer_upload_budget_refused_total %llu\n",
+              (unsigned long long)atomic_load(&m->budget_refused));
+    sb_printf(&b, "# HELP hamer_upload_bytes Bytes of request bodies being received (reserved).\n"
+                  "# TYPE hamer_upload_bytes gauge\nhamer_upload_bytes %zu\n", atomic_load(&s->upload_bytes));
+    sb_printf(&b, "# HELP hamer_upload_budget_bytes The --upload-budget-mb bound.\n"
+                  "# TYPE hamer_upload_budget_bytes gauge\nhamer_upload_budget_bytes %zu\n", s->cfg.upload_budget);
+    sb_printf(&b, "# HELP hamer_cache_bytes Bytes of cached answers.\n# TYPE hamer_cache_bytes gauge\n"
+                  "hamer_cache_bytes %zu\n", hm_srv_cache_bytes(s->cache));
     pthread_mutex_lock(&s->mu);
     double load_s = s->load_s;
     pthread_mutex_unlock(&s->mu);

@@ -105,8 +105,10 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     const char *v;
     if ((v = a->value[QUERY_RESCALE])) {
         char *end;
+        /* Plain decimal only: strtod would also take hex floats, "inf", "nan". */
+        int plain = v[strspn(v, "0123456789.eE+-")] == 0;
         q->pp.rescale = strtod(v, &end);
-        if (*end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= HAMER_MAX_RESCALE)) {
+        if (!plain || *end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= HAMER_MAX_RESCALE)) {
             snprintf(msg, msglen, "rescale must be a number in (0, %g], got '%.40s'", HAMER_MAX_RESCALE, v);
             return 400;
         }

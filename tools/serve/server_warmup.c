@@ -222,6 +222,38 @@ void *hm_srv_warmup_main(void *arg) {
     atomic_store(&s->phase, HM_SRV_WARMING);
     set_reason(s, "warming up");
 
+    /* The detector: once, shared read-only; a state per worker below. A
+     * directory given must load (an operator asked for it); the default
+     * search may find nothing, and then only requests with boxes work. */
+    if (s->cfg.no_detector) {
+        snprintf(s->detector_reason, sizeof s->detector_reason, "started with --no-detector");
+    } else {
+        hamer_detector_params dp = hamer_detector_default_params();
+        dp.dir = s->cfg.detector_dir;
+        dp.lite = s->cfg.detector_lite;
+        hamer_detector *det = hamer_detector_load(&dp);
+        if (!det && s->cfg.detector_dir) {
+            hm_srv_log("cannot load the hand detector: %s", hamer_last_error());
+            set_reason(s, "cannot load the hand detector: %s", hamer_last_error());
+            atomic_store(&s->fatal, 1);
+            return NULL;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (det) s->detector = det;
+        else snprintf(s->detector_reason, sizeof s->detector_reason, "%s", hamer_last_error());
+        pthread_mutex_unlock(&s->mu);
+        if (det) hm_srv_log("hand detector loaded from %s%s", hamer_detector_dir(det), s->cfg.detector_lite ? " (lite)" : "");
+        else hm_srv_log("no hand detector (requests without boxes get 400): %s", s->detector_reason);
+    }
+    for (int i = 0; s->detector && i < s->cfg.workers; i++) {
+        if (!(s->dstates[i] = hamer_detect_state_new(s->detector, s->cfg.threads))) {
+            hm_srv_log("cannot create detection state %d: %s", i, hamer_last_error());
+            set_reason(s, "cannot create detection state %d: %s", i, hamer_last_error());
+            atomic_store(&s->fatal, 1);
+            return NULL;
+        }
+    }
+
     double t1 = hm_srv_now();
     /* Batch 16 per pass, as `hamer run` uses: the same passes give the same bytes. */
     for (int i = 0; i < s->cfg.workers; i++) {

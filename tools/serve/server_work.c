@@ -4,11 +4,16 @@
  * A job is on two lists under s->qmu: the waiting FIFO until a worker takes
  * it, and the pending list (ordered by deadline, since every job gets the
  * same timeout) until it is answered. Exactly one party answers a job: the
- * worker when its inference ends, or the reaper when the deadline passes
- * first (504; a running inference cannot be interrupted, so the worker
- * finishes it, then discards the result). The answerer writes the response
- * into the job and resumes its suspended connection; libmicrohttpd then
- * calls the access handler again, which sends it.
+ * worker when its inference ends, the reaper when the deadline passes first
+ * (504), the watchdog when the client went away, or shutdown. The answerer
+ * writes the response into the job and resumes its suspended connection;
+ * libmicrohttpd then calls the access handler again, which sends it.
+ *
+ * Work nobody waits for is not done: the worker's state asks job_cancelled
+ * between transformer blocks and passes (hamer_state_set_cancel), which is
+ * true once the job was answered by someone else (504, client gone,
+ * shutdown) or its deadline passed; a job whose deadline passed while it
+ * waited is dropped before it starts.
  *
  * References: the connection holds one (dropped when the request completes),
  * the queue/worker holds one from submit until the worker is done with it.
@@ -112,16 +117,22 @@ int hm_srv_work_submit(hm_srv *s, hm_srv_job *job) {
 
 /* ---- inference ---- */
 
+/* The state's cancel callback: stop when nobody waits for the answer. */
+static int job_cancelled(void *user) {
+    hm_srv_job *job = user;
+    return atomic_load(&job->cancel) || hm_srv_now() > job->deadline;
+}
+
 /* 400 for what the client sent, 500 for the server's own trouble. */
 static int status_of(int rc) { return rc == HAMER_E_NOMEM || rc == HAMER_E_NOMANO ? 500 : 400; }
 
 /* Run one job on a state; fills status/out/out_len/out_type (malloc'd). */
-static void run_job(hm_srv *s, hamer_state *st, hm_srv_job *job, int *status, uint8_t **out, size_t *out_len,
-                    const char **out_type, double *infer_s) {
+static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_detection *dets, hamer_hand *hands,
+                    hm_srv_job *job, int *status, uint8_t **out, size_t *out_len, const char **out_type,
+                    double *infer_s) {
     uint8_t *rgb = NULL;
     int w = 0, h = 0;
     char msg[512];
-    hamer_hand *hands = NULL;
     hamer_timings tm = {0};
     double t0 = hm_srv_now();
     *out = NULL;
@@ -131,16 +142,30 @@ static void run_job(hm_srv *s, hamer_state *st, hm_srv_job *job, int *status, ui
         goto fail;
     }
     tm.decode_ms = 1e3 * (hm_srv_now() - t0);
-    hands = calloc(job->nbox > 0 ? (size_t)job->nbox : 1, sizeof *hands);
-    if (!hands) {
-        rc = HAMER_E_NOMEM;
-        snprintf(msg, sizeof msg, "out of memory");
-        goto fail;
+    double decode_ms = tm.decode_ms, detect_ms = 0;
+    if (job->detect) {
+        hamer_detect_params dp = hamer_detect_default_params();
+        rc = hamer_detect(ds, rgb, w, h, &dp, dets, HAMER_MAX_HANDS, &detect_ms);
+        if (rc < 0) {
+            snprintf(msg, sizeof msg, "detect: %s", hamer_last_error());
+            goto fail;
+        }
+        job->nbox = rc;
+        rc = hamer_predict_detections(st, rgb, w, h, dets, job->nbox, &job->pp, hands, &tm);
+    } else {
+        rc = hamer_predict(st, rgb, w, h, job->boxes, job->nbox, &job->pp, hands, &tm);
     }
-    double decode_ms = tm.decode_ms;
-    rc = hamer_predict(st, rgb, w, h, job->boxes, job->nbox, &job->pp, hands, &tm);
     /* hamer_predict fills the other timings; keep `hamer run`'s decode figure. */
     tm.decode_ms = decode_ms;
+    tm.detect_ms = detect_ms;
+    if (rc == HAMER_E_CANCELLED) {
+        atomic_fetch_add(&s->metrics.cancelled, 1);
+        snprintf(msg, sizeof msg, "timed out after %g s (inference cancelled)", s->cfg.timeout_s);
+        *status = 504;
+        *out = (uint8_t *)hm_srv_error_json(msg, out_len);
+        *out_type = "application/json";
+        goto done;
+    }
     if (rc) {
         snprintf(msg, sizeof msg, "%s", hamer_last_error());
         goto fail;
@@ -151,6 +176,23 @@ static void run_job(hm_srv *s, hamer_state *st, hm_srv_job *job, int *status, ui
     atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)(job->nbox - ok));
     if (job->kind == HM_SRV_JOB_PREDICT) {
         char *json = hamer_result_json(w, h, hands, job->nbox, job->with_vertices, &tm);
+        /* No hand found: RESULT.json cannot tell from an empty list that the
+         * boxes were detected; say it as `hamer run` means it. */
+        if (json && job->detect && job->nbox == 0) {
+            char *p = strstr(json, "\"boxes\":\"given\"");
+            char *fixed = p ? malloc(strlen(json) + 4) : NULL;
+            if (fixed) {
+                size_t head = (size_t)(p - json);
+                memcpy(fixed, json, head);
+                strcpy(fixed + head, "\"boxes\":\"detected\"");
+                strcat(fixed, p + strlen("\"boxes\":\"given\""));
+                hamer_free(json);
+                *out_len = strlen(fixed);
+                *out = (uint8_t *)fixed;
+                *out_type = "application/json";
+                goto check;
+            }
+        }
         if (!json) {
             rc = HAMER_E_NOMEM;
             snprintf(msg, sizeof msg, "%s", hamer_last_error());
@@ -176,6 +218,7 @@ static void run_job(hm_srv *s, hamer_state *st, hm_srv_job *job, int *status, ui
         hamer_free(png);
         *out_type = "image/png";
     }
+check:
     if (!*out) {
         rc = HAMER_E_NOMEM;
         snprintf(msg, sizeof msg, "out of memory");
@@ -189,7 +232,6 @@ fail:
     *out_type = "application/json";
 done:
     *infer_s = hm_srv_now() - t0;
-    free(hands);
     hamer_free(rgb);
 }
 
@@ -205,6 +247,11 @@ static void *worker_main(void *p) {
     free(p);
     hm_srv *s = a.s;
     hamer_state *st = s->states[a.index];
+    hamer_detect_state *ds = s->dstates ? s->dstates[a.index] : NULL;
+    /* Per worker, once: 64 hands and detections are ~1.5 MB, too much to
+     * allocate per request or to keep on a thread stack. */
+    hamer_hand *hands = calloc(HAMER_MAX_HANDS, sizeof *hands);
+    hamer_detection *dets = calloc(HAMER_MAX_HANDS, sizeof *dets);
     for (;;) {
         pthread_mutex_lock(&s->qmu);
         while (!s->whead && !s->stopping) pthread_cond_wait(&s->qcv, &s->qmu);
@@ -224,8 +271,23 @@ static void *worker_main(void *p) {
         size_t out_len = 0;
         const char *type = NULL;
         double infer_s = 0;
-        run_job(s, st, job, &status, &out, &out_len, &type, &infer_s);
-        hm_srv_hist_observe(&s->metrics.inference, infer_s);
+        if (job_cancelled(job)) {
+            /* Its deadline passed, or its client left, while it waited. */
+            atomic_fetch_add(&s->metrics.cancelled, 1);
+            status = 504;
+            char msg[128];
+            snprintf(msg, sizeof msg, "timed out after %g s waiting in the queue", s->cfg.timeout_s);
+            out = (uint8_t *)hm_srv_error_json(msg, &out_len);
+            type = "application/json";
+        } else if (!hands || !dets) {
+            out = (uint8_t *)hm_srv_error_json("out of memory", &out_len);
+            type = "application/json";
+        } else {
+            hamer_state_set_cancel(st, job_cancelled, job);
+            run_job(s, st, ds, dets, hands, job, &status, &out, &out_len, &type, &infer_s);
+            hamer_state_set_cancel(st, NULL, NULL);
+            hm_srv_hist_observe(&s->metrics.inference, infer_s);
+        }
         if (status == 200 && job->cacheable && s->cache) hm_srv_cache_put(s->cache, job->key, out, out_len, type);
 
         int was_waiting;
@@ -243,6 +305,8 @@ static void *worker_main(void *p) {
         }
         hm_srv_job_unref(job);
     }
+    free(hands);
+    free(dets);
     return NULL;
 }
 
@@ -271,11 +335,12 @@ static void *reaper_main(void *p) {
         }
         int was_waiting;
         int running = j->state == HM_SRV_JOB_RUNNING;
+        atomic_store(&j->cancel, 1);
         claim(s, j, &was_waiting);
         pthread_mutex_unlock(&s->qmu);
         char msg[256];
         snprintf(msg, sizeof msg,
-                 running ? "timed out after %g s (inference still running; its result will be discarded)"
+                 running ? "timed out after %g s (inference cancelled)"
                          : "timed out after %g s waiting in the queue",
                  s->cfg.timeout_s);
         set_error(j, 504, msg);
@@ -287,12 +352,29 @@ static void *reaper_main(void *p) {
     return NULL;
 }
 
-/* Answer every unanswered job 503 at once (shutdown grace expired). */
+/* The client of a suspended job closed its connection. */
+void hm_srv_work_abandon(hm_srv *s, hm_srv_job *j) {
+    atomic_store(&j->cancel, 1);
+    int was_waiting;
+    pthread_mutex_lock(&s->qmu);
+    int won = claim(s, j, &was_waiting);
+    pthread_mutex_unlock(&s->qmu);
+    if (!won) return;
+    /* 499 as nginx logs it: the answer is never read, but the connection
+     * must be resumed for libmicrohttpd to close and count it. */
+    set_error(j, 499, "client closed the connection before the answer");
+    MHD_resume_connection(j->conn);
+    if (was_waiting) hm_srv_job_unref(j);
+}
+
+/* Answer every unanswered job 503 at once and cancel running inferences
+ * (shutdown grace expired, or a second signal). */
 void hm_srv_work_flush(hm_srv *s, const char *why) {
     pthread_mutex_lock(&s->qmu);
     hm_srv_job *j;
     while ((j = s->phead)) {
         int was_waiting;
+        atomic_store(&j->cancel, 1);
         claim(s, j, &was_waiting);
         pthread_mutex_unlock(&s->qmu);
         set_error(j, 503, why);
