@@ -1,6 +1,6 @@
 /* attn_avx512vnni.c - one attention head with bf16 dot products
  * (vdpbf16ps) and an fp32 softmax; compiled with AVX-512 BF16 and reached
- * only through hm_attention_head (attn.c) when the CPU has it.
+ * only when kernels/attn.h says it may (opt-in, HAMER_ATTN=bf16).
  *
  * Operands are rounded to bf16 (round to nearest even) as vdpbf16ps takes
  * them: pairs of bf16 in one 32-bit lane, the even element in the low half.
@@ -77,45 +77,60 @@ static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float 
     }
 }
 
-/* o_r = p_r . v for RB rows; hd = 16 * nvec, nvec <= 5 (a head of 80). */
-static void weighted(const uint32_t *pb, int np, const uint32_t *vp, int hd, float *o, size_t ldo) {
-    for (int d = 0; d < hd; d += 16 * 5) {
-        int nv = (hd - d) / 16 < 5 ? (hd - d) / 16 : 5;
-        __m512 acc[RB][5];
-        for (int r = 0; r < RB; r++)
-            for (int j = 0; j < 5; j++) acc[r][j] = _mm512_setzero_ps();
-        if (nv == 5) {
-            for (int p = 0; p < np; p++) {
-                const uint32_t *vr = vp + (size_t)p * hd + d;
-                __m512bh b0 = as_bh(_mm512_loadu_si512(vr)), b1 = as_bh(_mm512_loadu_si512(vr + 16));
-                __m512bh b2 = as_bh(_mm512_loadu_si512(vr + 32)), b3 = as_bh(_mm512_loadu_si512(vr + 48));
-                __m512bh b4 = as_bh(_mm512_loadu_si512(vr + 64));
-#define ROW(r)                                                                          \
-    do {                                                                                \
-        __m512bh q = as_bh(_mm512_set1_epi32((int)pb[(r) * np + p]));                   \
-        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], q, b0);                                 \
-        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], q, b1);                                 \
-        acc[r][2] = _mm512_dpbf16_ps(acc[r][2], q, b2);                                 \
-        acc[r][3] = _mm512_dpbf16_ps(acc[r][3], q, b3);                                 \
-        acc[r][4] = _mm512_dpbf16_ps(acc[r][4], q, b4);                                 \
-    } while (0)
-                ROW(0);
-                ROW(1);
-                ROW(2);
-                ROW(3);
-#undef ROW
-            }
-        } else {
-            for (int p = 0; p < np; p++)
-                for (int j = 0; j < nv; j++) {
-                    __m512bh b = as_bh(_mm512_loadu_si512(vp + (size_t)p * hd + d + 16 * j));
-                    for (int r = 0; r < RB; r++)
-                        acc[r][j] = _mm512_dpbf16_ps(acc[r][j], as_bh(_mm512_set1_epi32((int)pb[r * np + p])), b);
-                }
-        }
-        for (int r = 0; r < RB; r++)
-            for (int j = 0; j < nv; j++) _mm512_storeu_ps(o + (size_t)r * ldo + d + 16 * j, acc[r][j]);
+/* o_r = p_r . v for RB rows and the 80 dims from d (5 vectors): the 20
+ * sums are named so that they stay in registers. */
+static void weighted80(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a04 = a00;
+    __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a14 = a00;
+    __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a24 = a00;
+    __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00, a34 = a00;
+    for (int p = 0; p < np; p++) {
+        const uint32_t *vr = vp + (size_t)p * hd + d;
+        __m512bh b0 = as_bh(_mm512_loadu_si512(vr)), b1 = as_bh(_mm512_loadu_si512(vr + 16));
+        __m512bh b2 = as_bh(_mm512_loadu_si512(vr + 32)), b3 = as_bh(_mm512_loadu_si512(vr + 48));
+        __m512bh b4 = as_bh(_mm512_loadu_si512(vr + 64)), q;
+        q = as_bh(_mm512_set1_epi32((int)pb[p]));
+        a00 = _mm512_dpbf16_ps(a00, q, b0), a01 = _mm512_dpbf16_ps(a01, q, b1), a02 = _mm512_dpbf16_ps(a02, q, b2);
+        a03 = _mm512_dpbf16_ps(a03, q, b3), a04 = _mm512_dpbf16_ps(a04, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[np + p]));
+        a10 = _mm512_dpbf16_ps(a10, q, b0), a11 = _mm512_dpbf16_ps(a11, q, b1), a12 = _mm512_dpbf16_ps(a12, q, b2);
+        a13 = _mm512_dpbf16_ps(a13, q, b3), a14 = _mm512_dpbf16_ps(a14, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[2 * np + p]));
+        a20 = _mm512_dpbf16_ps(a20, q, b0), a21 = _mm512_dpbf16_ps(a21, q, b1), a22 = _mm512_dpbf16_ps(a22, q, b2);
+        a23 = _mm512_dpbf16_ps(a23, q, b3), a24 = _mm512_dpbf16_ps(a24, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[3 * np + p]));
+        a30 = _mm512_dpbf16_ps(a30, q, b0), a31 = _mm512_dpbf16_ps(a31, q, b1), a32 = _mm512_dpbf16_ps(a32, q, b2);
+        a33 = _mm512_dpbf16_ps(a33, q, b3), a34 = _mm512_dpbf16_ps(a34, q, b4);
     }
+    float *o0 = o + d, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
+    _mm512_storeu_ps(o0, a00), _mm512_storeu_ps(o0 + 16, a01), _mm512_storeu_ps(o0 + 32, a02);
+    _mm512_storeu_ps(o0 + 48, a03), _mm512_storeu_ps(o0 + 64, a04);
+    _mm512_storeu_ps(o1, a10), _mm512_storeu_ps(o1 + 16, a11), _mm512_storeu_ps(o1 + 32, a12);
+    _mm512_storeu_ps(o1 + 48, a13), _mm512_storeu_ps(o1 + 64, a14);
+    _mm512_storeu_ps(o2, a20), _mm512_storeu_ps(o2 + 16, a21), _mm512_storeu_ps(o2 + 32, a22);
+    _mm512_storeu_ps(o2 + 48, a23), _mm512_storeu_ps(o2 + 64, a24);
+    _mm512_storeu_ps(o3, a30), _mm512_storeu_ps(o3 + 16, a31), _mm512_storeu_ps(o3 + 32, a32);
+    _mm512_storeu_ps(o3 + 48, a33), _mm512_storeu_ps(o3 + 64, a34);
+}
+
+/* The same for one vector of 16 dims (heads that are not a multiple of 80). */
+static void weighted16(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int p = 0; p < np; p++) {
+        __m512bh b = as_bh(_mm512_loadu_si512(vp + (size_t)p * hd + d));
+        a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_set1_epi32((int)pb[p])), b);
+        a1 = _mm512_dpbf16_ps(a1, as_bh(_mm512_set1_epi32((int)pb[np + p])), b);
+        a2 = _mm512_dpbf16_ps(a2, as_bh(_mm512_set1_epi32((int)pb[2 * np + p])), b);
+        a3 = _mm512_dpbf16_ps(a3, as_bh(_mm512_set1_epi32((int)pb[3 * np + p])), b);
+    }
+    _mm512_storeu_ps(o + d, a0), _mm512_storeu_ps(o + ldo + d, a1);
+    _mm512_storeu_ps(o + 2 * ldo + d, a2), _mm512_storeu_ps(o + 3 * ldo + d, a3);
+}
+
+static void weighted(const uint32_t *pb, int np, const uint32_t *vp, int hd, float *o, size_t ldo) {
+    int d = 0;
+    for (; d + 80 <= hd; d += 80) weighted80(pb, np, vp, hd, d, o, ldo);
+    for (; d < hd; d += 16) weighted16(pb, np, vp, hd, d, o, ldo);
 }
 
 void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,

@@ -66,9 +66,10 @@ int hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, rc;
-    /* The fast precision's attention: bf16 dot products, fp32 softmax
-     * (kernels/attn.h), inside the per-thread scores buffer. */
-    int bf16 = m->precision == HM_PREC_FAST &&
+    /* Opt-in for the fast precision (HAMER_ATTN=bf16): bf16 dot products,
+     * fp32 softmax (kernels/attn.h says when it wins), inside the
+     * per-thread scores buffer. */
+    int bf16 = m->precision == HM_PREC_FAST && hm_attention_bf16_enabled() &&
                hm_attention_bf16_usable(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok);
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
