@@ -76,6 +76,8 @@ typedef struct {
                                used when the checkpoint lacks mano.* */
     int progress;           /* 1: report load progress (HAMER_LOG_PROGRESS messages) */
     int precision;          /* HAMER_PRECISION_FP32 (default) or HAMER_PRECISION_FAST */
+    int no_cache;           /* 1: a checkpoint is neither looked up in nor written to the
+                               packed-model cache (see hamer_model_load) */
 } hamer_model_params;
 
 /* FP32 computes the PyTorch model to float precision. FAST is the gated
@@ -111,7 +113,15 @@ HAMER_API hamer_model_params hamer_model_default_params(void);
  * in place; it loads only in the precision it was packed in, on a CPU and
  * active ISA (HAMER_ISA) and low-precision variant (HAMER_LOWP) matching
  * the ones it was packed for, otherwise the error says to convert again.
- * NULL on failure (see hamer_last_error()). */
+ * A checkpoint goes through the packed-model cache unless params->no_cache
+ * or the environment's HAMER_NO_CACHE (any value but "0") says otherwise:
+ * the first load of a checkpoint in a precision writes its packed form to
+ * $HAMER_CACHE_DIR, else $XDG_CACHE_HOME/hamer, else ~/.cache/hamer
+ * (at most $HAMER_CACHE_MAX_MB, default 8192, least recently used entries
+ * removed first); later loads of the same, unchanged checkpoint map that
+ * entry after verifying it in full. A cache that cannot be written is a
+ * HAMER_LOG_WARN message, not an error; an entry that fails any check is
+ * rebuilt. NULL on failure (see hamer_last_error()). */
 HAMER_API hamer_model *hamer_model_load(const char *path, const hamer_model_params *params);
 /* Write the loaded model as a packed model file at path: its weights as
  * they are in memory (kernel layout of this machine's ISA, in the model's

@@ -65,7 +65,7 @@ struct hamer_state {
 };
 
 hamer_model_params hamer_model_default_params(void) {
-    hamer_model_params p = {NULL, 0, HAMER_PRECISION_FP32};
+    hamer_model_params p = {NULL, 0, HAMER_PRECISION_FP32, 0};
     return p;
 }
 
@@ -120,7 +120,7 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
         return NULL;
     }
     hm_model *m;
-    if (hm_model_load(path, p.mano_path, p.progress, p.precision, &m)) return NULL;
+    if (hm_model_load(path, p.mano_path, p.progress, p.precision, p.no_cache, &m)) return NULL;
     return hm_model_handle(m);
 }
 

@@ -10,7 +10,10 @@
 
 Environment: HAMER_BUILD (cmake build directory; default <repo>/build),
 HAMER_SANITIZE ("1" in sanitizer builds: longer timeouts, the full-size
-test is skipped).
+test is skipped). HAMER_NO_CACHE is set to 1 for everything the tests run
+(in this process and the commands it starts), so no test writes to the
+user's model cache; tests/test_cache.py points its own commands at a
+temporary HAMER_CACHE_DIR instead.
 """
 
 import hashlib
@@ -22,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+os.environ["HAMER_NO_CACHE"] = "1"
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:

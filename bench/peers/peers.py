@@ -49,6 +49,7 @@ def prepare(args):
 # Result files (results/<name>.json) in table order, with their labels.
 RUNS = [
     ("ort", "ONNX Runtime (onnxruntime-node, CPU EP)"),
+    ("ort-int8", "ONNX Runtime (onnxruntime-node, CPU EP), dynamic int8 backbone"),
     ("torch-mkldnn", "PyTorch 1.13 + to_mkldnn (oneDNN Linear/Conv)"),
     ("torch-eager", "PyTorch 1.13 eager (Debian, system BLAS)"),
     ("hamer-fp32", "hamer.c bench"),
@@ -89,40 +90,47 @@ def table(args):
             return r["ms_per_crop_median"], r["ms_per_crop_min"], r["iters"]
         return None
 
-    ort = next((r for r in rows if r.get("runtime") == "onnxruntime-node"), None)
+    ort = next((r for r in rows if r["_name"] == "ort"), None)
+    ort8 = next((r for r in rows if r["_name"] == "ort-int8"), None)
     ort_med = stats(ort)[0] if ort and stats(ort) else None
+    ort8_med = stats(ort8)[0] if ort8 and "error" not in ort8 and stats(ort8) else None
+    # One fp32 reference for every row's accuracy: ONNX Runtime's fp32 outputs.
     ref_p, ref_v = _outputs(out, "ort")
 
     print("| runtime | precision | threads | N | median ms/crop | min ms/crop | crops/s | speed vs ORT fp32 "
-          "| max abs Δ params vs ORT | vertices MAE vs ORT (mm) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| speed vs ORT int8 | params PCC vs fp32 ref | max abs Δ params vs fp32 ref "
+          "| vertices MAE vs fp32 ref (mm) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        label, prec = r["label"], r.get("precision", "fp32")
+        label, prec = r["label"], r.get("precision", "int8" if r["_name"] == "ort-int8" else "fp32")
         if "error" in r:
-            print(f"| {label} | {prec} | | | unavailable: {r['error']} | | | | | |")
+            print(f"| {label} | {prec} | | | unavailable: {r['error']} | | | | | | | |")
             continue
         s = stats(r)
         if not s:
             continue
         med, mn, n = s
         ratio = f"{ort_med / med:.2f}x" if ort_med else "n/a"
-        dp = dv = ""
+        ratio8 = f"{ort8_med / med:.2f}x" if ort8_med else "n/a"
+        pcc = dp = dv = ""
         p, v = _outputs(out, r["_name"])
         if ref_p is not None and p is not None and p.shape == ref_p.shape:
             dp = f"{np.abs(p - ref_p).max():.2e}"
+            pcc = f"{np.corrcoef(p.astype(np.float64), ref_p.astype(np.float64))[0, 1]:.6f}"
         if ref_v is not None and v is not None and v.shape == ref_v.shape:
-            dv = f"{1000 * np.abs(v - ref_v).mean():.2e}"
+            dv = f"{1000 * np.abs(v.astype(np.float64) - ref_v).mean():.4f}"
         print(f"| {label} | {prec} | {r.get('threads', '')} | {n} | {med:.0f} | {mn:.0f} | {1000 / med:.3f} "
-              f"| {ratio} | {dp} | {dv} |")
+              f"| {ratio} | {ratio8} | {pcc} | {dp} | {dv} |")
     notes = []
     for r in rows:
         if r.get("runtime") == "pytorch" and r.get("blas"):
             notes.append(f"PyTorch {r['version']} BLAS: {', '.join(r['blas'])}"
                          f" (OPENBLAS_CORETYPE={r.get('openblas_coretype')})")
             break
-    if ort:
-        notes.append(f"onnxruntime-node {ort.get('version')}: session creation {ort['session_create_s']:.1f} s, "
-                     f"peak RSS {ort.get('peak_rss_mb', 0):.0f} MB")
+    for o, what in ((ort, "fp32"), (ort8, "dynamic int8")):
+        if o and "error" not in o:
+            notes.append(f"onnxruntime-node {o.get('version')} {what}: session creation {o['session_create_s']:.1f} s, "
+                         f"peak RSS {o.get('peak_rss_mb', 0):.0f} MB")
     for r in rows:
         if "gflops" in r:
             pk = r.get("pct_of_peak")

@@ -7,17 +7,21 @@
 # tests/hamer_fixture.py, exports it to ONNX (bench/peers/export_onnx.py:
 # backbone + head + MANO, batch 1, opset 13), then times, on the same crop,
 # fp32, batch 1, THREADS threads:
-#   ONNX Runtime via npm onnxruntime-node (CPU EP, intra-op THREADS, inter-op 1)
+#   ONNX Runtime via npm onnxruntime-node (CPU EP, intra-op THREADS, inter-op 1),
+#     fp32 and with the backbone dynamically quantised to int8 (quantize_onnx.py;
+#     needs Debian's python3-onnx)
 #   Debian's PyTorch with Linear/Conv in oneDNN (to_mkldnn) and plain eager
 #   hamer bench --model <ckpt> --json, fp32 and fast (a row saying why when fast is unavailable)
 # and prints a markdown table (medians over ITERS after WARMUP warm-up runs;
 # plain eager PyTorch runs EAGER_ITERS times without warm-up: with Debian's
 # reference BLAS one crop takes minutes). The outputs of every runtime are
-# compared with ONNX Runtime's (params max abs difference, vertices MAE).
+# compared with ONNX Runtime's fp32 outputs, the one reference (params PCC and
+# max abs difference, vertices MAE).
 #
 # Generated files go under $HAMER_BUILD/peers (default build/peers): the
 # checkpoint (~2.7 GB), the ONNX model and its external weights (~2.7 GB),
-# results/*.json, outputs/.
+# the int8 one (~1 GB), hamer's model cache (cache/, ~3.6 GB), results/*.json,
+# outputs/.
 #
 # Environment: HAMER_BUILD, PEERS_OUT, PEERS_CKPT (use this checkpoint
 # instead of generating one), PEERS_THREADS (2), PEERS_WARMUP (2),
@@ -39,6 +43,9 @@ WARMUP=${PEERS_WARMUP:-2}
 ITERS=${PEERS_ITERS:-10}
 EAGER_ITERS=${PEERS_EAGER_ITERS:-1}
 HAMER=$BUILD/hamer
+# hamer's loads of the checkpoint (bench, its fp32 reference, regress) share
+# one model cache here rather than in the user's.
+export HAMER_CACHE_DIR=${HAMER_CACHE_DIR:-$OUT/cache}
 # Debian's OpenBLAS 0.3.21 (PyTorch's BLAS when libopenblas0-pthread is the
 # libblas.so.3 alternative) runs AVX2 kernels on AVX-512 CPUs it does not
 # recognise unless told.
@@ -64,6 +71,19 @@ if [ ! -f "$ONNX" ] || [ "$ONNX" -ot "$CKPT" ] || [ "$ONNX" -ot "$HERE/hamer_tor
     "$PY" "$HERE/export_onnx.py" --ckpt "$CKPT" --out "$ONNX" 2> >(grep -v -e UserWarning -e _jit_pass_onnx >&2)
 fi
 
+# Dynamic int8 (bench/peers/quantize_onnx.py: what quantize_dynamic writes,
+# per-column int8 weights, per-tensor uint8 activations) of the backbone.
+ONNX8=$OUT/onnx-int8/hamer.onnx
+if [ ! -f "$ONNX8" ] || [ "$ONNX8" -ot "$ONNX" ] || [ "$ONNX8" -ot "$HERE/quantize_onnx.py" ]; then
+    if "$PY" -c 'import onnx' 2> /dev/null; then
+        say "quantising $ONNX8"
+        rm -rf "$OUT/onnx-int8"
+        "$PY" "$HERE/quantize_onnx.py" --model "$ONNX" --out "$ONNX8"
+    else
+        say "python3 onnx missing (apt-get install python3-onnx): no ONNX Runtime int8 row"
+    fi
+fi
+
 rm -rf "$OUT/results" "$OUT/outputs"
 mkdir -p "$OUT/results" "$OUT/outputs"
 R=$OUT/results
@@ -71,6 +91,12 @@ R=$OUT/results
 say "ONNX Runtime ($WARMUP + $ITERS iterations)"
 node "$HERE/ort_time.js" --model "$ONNX" --input "$OUT/crop.f32" --threads "$THREADS" \
     --warmup "$WARMUP" --iters "$ITERS" --outdir "$OUT/outputs/ort" > "$R/ort.json"
+
+if [ -f "$ONNX8" ]; then
+    say "ONNX Runtime dynamic int8 ($WARMUP + $ITERS iterations)"
+    node "$HERE/ort_time.js" --model "$ONNX8" --input "$OUT/crop.f32" --threads "$THREADS" \
+        --warmup "$WARMUP" --iters "$ITERS" --outdir "$OUT/outputs/ort-int8" > "$R/ort-int8.json"
+fi
 
 say "PyTorch + to_mkldnn ($WARMUP + $ITERS iterations)"
 "$PY" "$HERE/torch_time.py" --ckpt "$CKPT" --input "$OUT/crop.f32" --mode mkldnn --threads "$THREADS" \

@@ -78,6 +78,7 @@ class ModelParams(ctypes.Structure):
         ("mano_path", ctypes.c_char_p),
         ("progress", ctypes.c_int),
         ("precision", ctypes.c_int),
+        ("no_cache", ctypes.c_int),
     ]
 
 

@@ -5,11 +5,14 @@
 #define HM_LOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/model.h"
 
-/* Checkpoint or packed file, told apart by the first bytes. */
-int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
+/* Checkpoint or packed file, told apart by the first bytes. A checkpoint
+ * goes through the packed-model cache (model_cache.c) unless no_cache is
+ * set or HAMER_NO_CACHE is. */
+int hm_model_load(const char *path, const char *mano_npz, int progress, int precision, int no_cache, hm_model **out);
 /* Same from an open checkpoint (any tensor source; `src` names it in messages). */
 struct hm_ckpt;
 int hm_model_from_ckpt(struct hm_ckpt *ck, const char *src, const char *mano_npz, int progress, int precision,
@@ -31,6 +34,21 @@ int hm_model_load_packed(const char *path, const char *mano_npz, int precision, 
 int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
                              hm_model **out);
 int hm_model_save_packed(const hm_model *m, const char *path);
+/* The same with a tag in the header (covered by its checksum): the model
+ * cache stores its key there, so a file under another entry's name is
+ * told apart. hm_pack_tag reads it back from a model loaded from a packed
+ * file (HM_E_ARG for any other model). */
+#define HM_PACK_TAG_BYTES 16
+int hm_model_save_packed_tagged(const hm_model *m, const char *path, const uint8_t tag[HM_PACK_TAG_BYTES]);
+int hm_pack_tag(const hm_model *m, uint8_t tag[HM_PACK_TAG_BYTES]);
+/* The checkpoint path through the cache (model_cache.c): an entry for
+ * this checkpoint, precision and build is loaded (checked in full, as any
+ * packed file); without one, or with one that fails any check, the
+ * checkpoint is loaded and a new entry written. Problems with the cache
+ * itself are warnings (hm_log), never load failures.
+ * hm_model_cache_enabled: 0 when HAMER_NO_CACHE is set (not "0"). */
+int hm_model_cache_enabled(void);
+int hm_model_load_cached(const char *path, const char *mano_npz, int progress, int precision, hm_model **out);
 /* Tests and fuzzing: recompute the checksums of a packed file in memory
  * (every section inside the buffer, then the header's), so an edited
  * header or table reaches the checks behind them. */

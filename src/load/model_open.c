@@ -7,11 +7,14 @@
 #include "load/load.h"
 #include "model/model.h"
 
-int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, hm_model **out) {
+int hm_model_load(const char *path, const char *mano_npz, int progress_on, int precision, int no_cache, hm_model **out) {
     hm_ckpt *ck;
     *out = NULL;
     int kind = hm_pack_sniff(path);
     if (kind == 1) return hm_model_load_packed(path, mano_npz, precision, out);
+    /* Only a file that starts like a zip is worth a cache key; anything
+     * else gets the checkpoint reader's error below. */
+    if (kind == 0 && !no_cache && hm_model_cache_enabled()) return hm_model_load_cached(path, mano_npz, progress_on, precision, out);
     int rc = hm_ckpt_open(path, &ck);
     if (rc == HM_E_FORMAT && kind < 0) {
         char why[256];

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "load/load.h"
 #include "model/model.h"
 
 #define PACK_MAGIC "HAMERPK"     /* + NUL: 8 bytes */
@@ -32,7 +33,7 @@ typedef struct {
     int32_t has_mano;
     int32_t cfg[12];             /* hm_config, field order */
     char scheme[128];            /* hm_precision_scheme when packed */
-    uint8_t reserved[16];
+    uint8_t reserved[16];        /* the model cache's key (model_cache.c); zero otherwise */
 } pack_header;
 
 typedef struct {
@@ -46,6 +47,7 @@ typedef struct {
 } pack_matrix;
 
 _Static_assert(sizeof(pack_header) == 256, "header layout");
+_Static_assert(sizeof(((pack_header *)0)->reserved) == HM_PACK_TAG_BYTES, "tag size");
 _Static_assert(sizeof(pack_entry) == 96, "entry layout");
 _Static_assert(sizeof(pack_matrix) == 80, "matrix record layout");
 _Static_assert(sizeof(hm_config) == 12 * sizeof(int32_t), "hm_config is 12 ints");

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,12 @@ int hm_model_load_packed(const char *path, const char *mano_npz, int precision, 
         return rc;
     }
     (*out)->pack_unmap = 1;
+    return HM_OK;
+}
+
+int hm_pack_tag(const hm_model *m, uint8_t tag[HM_PACK_TAG_BYTES]) {
+    if (!m || !m->pack_map || m->pack_len < sizeof(pack_header)) return hm_err(HM_E_ARG, "model was not loaded from a packed file");
+    memcpy(tag, (const uint8_t *)m->pack_map + offsetof(pack_header, reserved), HM_PACK_TAG_BYTES);
     return HM_OK;
 }
 

@@ -109,6 +109,21 @@ static int write_packed(int fd, const char *path, const collect_visitor *cv, con
     return HM_OK;
 }
 
+/* The rename is durable only once the directory is on disk too; a failure
+ * here leaves a complete file under one of the two names, so it is not
+ * reported. */
+static void sync_parent_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
 /* Through a temporary name beside path, renamed at the end: a failed or
  * interrupted convert never leaves a partial file under path. */
 static int write_atomically(const char *path, const collect_visitor *cv, const pack_header *h, const pack_entry *table) {
@@ -133,10 +148,13 @@ static int write_atomically(const char *path, const collect_visitor *cv, const p
     if (!rc && rename(tmp, path) != 0) rc = hm_err(HM_E_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
     if (rc) unlink(tmp);
     free(tmp);
+    if (!rc) sync_parent_dir(path);
     return rc;
 }
 
-int hm_model_save_packed(const hm_model *m, const char *path) {
+int hm_model_save_packed(const hm_model *m, const char *path) { return hm_model_save_packed_tagged(m, path, NULL); }
+
+int hm_model_save_packed_tagged(const hm_model *m, const char *path, const uint8_t tag[HM_PACK_TAG_BYTES]) {
     if (!m || !path) return hm_err(HM_E_ARG, "hm_model_save_packed: NULL model or path");
     collect_visitor cv = {.v = {collect_matrix, collect_array, collect_embedded}, .m = m};
     pack_entry *table = NULL;
@@ -161,6 +179,7 @@ int hm_model_save_packed(const hm_model *m, const char *path) {
     h.has_mano = m->has_mano;
     memcpy(h.cfg, &m->cfg, sizeof h.cfg);
     snprintf(h.scheme, sizeof h.scheme, "%s", hm_precision_scheme((hm_precision)m->precision));
+    if (tag) memcpy(h.reserved, tag, sizeof h.reserved);
 
     if (!(table = calloc((size_t)cv.n, sizeof *table))) {
         rc = hm_err(HM_E_NOMEM, "packed model: out of memory");

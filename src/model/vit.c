@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include "core/util.h"
+#include "kernels/attn.h"
 #include "model/model.h"
 
 typedef struct {
@@ -37,7 +38,7 @@ static void layernorm_par(hm_state *s, const float *in, float *out, int rows, in
 
 typedef struct {
     hm_state *s;
-    int B;
+    int B, bf16;
 } attn_job;
 
 /* One (crop, head): S = (q k^T) / sqrt(80); softmax rows; out = S v. */
@@ -52,6 +53,10 @@ static void attn_task(void *ctx, int task, int tid) {
     float *S = s->scores + (size_t)tid * n * n;
     float *o = s->att + (size_t)b * n * c->dim + hd * HM_VIT_HEAD_DIM;
     float scale = 1.0f / sqrtf((float)HM_VIT_HEAD_DIM);
+    if (j->bf16) {
+        hm_attention_head_bf16(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
+        return;
+    }
     hm_sgemm_nt(n, n, HM_VIT_HEAD_DIM, scale, q, ld, k, ld, 0.0f, S, n);
     for (int r = 0; r < n; r++) hm_softmax(S + (size_t)r * n, n);
     hm_sgemm_nn(n, HM_VIT_HEAD_DIM, n, 1.0f, S, n, v, ld, 0.0f, o, c->dim);
@@ -61,6 +66,11 @@ int hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, rc;
+    /* Opt-in for the fast precision (HAMER_ATTN=bf16): bf16 dot products,
+     * fp32 softmax (kernels/attn.h says when it wins), inside the
+     * per-thread scores buffer. */
+    int bf16 = m->precision == HM_PREC_FAST && hm_attention_bf16_enabled() &&
+               hm_attention_bf16_usable(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok);
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
@@ -69,7 +79,7 @@ int hm_vit_forward(hm_state *s, int B) {
         HM_TOC(s, HM_ST_NORM);
         if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
         HM_TOC(s, HM_ST_QKV);
-        attn_job aj = {s, B};
+        attn_job aj = {s, B, bf16};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
         HM_TOC(s, HM_ST_ATTN);
         if ((rc = hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM))) return rc;

@@ -8,6 +8,7 @@
  * FILE appears only once it is complete (temporary name, then rename).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
 #include "hamer.h"
@@ -71,6 +72,9 @@ static int run(const convert_args *a) {
     int bad = hm_cli_check_outputs("convert", outs, 1, ins, 2);
     if (bad) return bad;
     double t0 = hm_cli_now();
+    /* The output is the packed file; a second copy in the cache would only
+     * cost the disk space. */
+    setenv("HAMER_NO_CACHE", "1", 1);
     hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
     if (!hm) return hm_cli_fail(1, "%s", hamer_last_error());
     double t_load = hm_cli_now() - t0;

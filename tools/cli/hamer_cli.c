@@ -1,5 +1,6 @@
 /* hamer_cli.c - the `hamer` command: dispatch to the subcommands (cli_*.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
@@ -29,7 +30,8 @@ static const char *USAGE_MAIN =
     "\n"
     "options:\n"
     "  -h, --help      this help; 'hamer <command> --help' for a command\n"
-    "  --version       print the version and the kernel ISA\n";
+    "  --version       print the version and the kernel ISA\n"
+    "  --no-cache      (with any command) load a checkpoint without the packed-model cache\n";
 
 static const struct {
     const char *name;
@@ -77,6 +79,19 @@ int main(int argc, char **argv) {
         printf("hamer %s (%s)\n", hamer_version(), hamer_system_info());
         return 0;
     }
+    /* --no-cache is taken here for every command that loads a model (the
+     * library reads it as HAMER_NO_CACHE), so their parsers need not know
+     * it; "--" ends the options it is looked for in. */
+    int n = 2;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            while (i < argc) argv[n++] = argv[i++];
+            break;
+        }
+        if (!strcmp(argv[i], "--no-cache")) setenv("HAMER_NO_CACHE", "1", 1);
+        else argv[n++] = argv[i];
+    }
+    argc = n;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
     return hm_cli_fail(2, "unknown command '%s' (see 'hamer --help')", cmd);

@@ -1,0 +1,36 @@
+/* attn.h - one ViT attention head with bf16 dot products and an fp32
+ * softmax (attn_avx512vnni.c), for the fast precision. The fp32 path
+ * (vit.c: two unpacked GEMMs around hm_softmax) stays the portable one and
+ * fp32's only one.
+ *
+ * hm_attention_bf16_enabled: 1 when HAMER_ATTN=bf16 (read once). The
+ * kernel is opt-in: whether it wins depends on the bf16 unit's throughput,
+ * which no CPUID bit tells. On the Intel Xeon (AMX/FP16 generation) these
+ * numbers were measured on, vdpbf16ps zmm issues at a quarter of the FMA
+ * rate (0.86 against 0.21 ns per instruction, 24 independent chains), i.e.
+ * half fp32's FLOP rate, and one head took 172 us against fp32's 113 us
+ * (tests/c/tool_attn time). Where the bf16 rate is twice fp32's (Zen 4,
+ * bench/cpu_peak.c: 464 against 230 GFLOP/s) it is worth measuring.
+ *
+ * hm_attention_bf16_usable: 1 when this CPU has AVX-512 BF16, the active
+ * ISA is AVX-512, and the shape is one the kernel handles: n a multiple of
+ * 16, hd a multiple of 16 up to HM_ATTN_MAX_HD, and its scratch
+ * (hm_attention_bf16_scratch floats) within `avail`.
+ *
+ * hm_attention_head_bf16: o[t][0..hd) = softmax_t'(scale q_t . k_t') v_t'
+ * for n tokens; q, k, v rows ld floats apart, o rows ldo apart; scratch
+ * 64-byte aligned. Only when usable. */
+#ifndef HM_ATTN_H
+#define HM_ATTN_H
+
+#include <stddef.h>
+
+#define HM_ATTN_MAX_HD 256
+
+size_t hm_attention_bf16_scratch(int n, int hd);
+int hm_attention_bf16_enabled(void);
+int hm_attention_bf16_usable(int n, int hd, size_t avail);
+void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
+                            float *o, size_t ldo, float *scratch);
+
+#endif

@@ -1,0 +1,169 @@
+/* attn_avx512vnni.c - one attention head with bf16 dot products
+ * (vdpbf16ps) and an fp32 softmax; compiled with AVX-512 BF16 and reached
+ * only when kernels/attn.h says it may (opt-in, HAMER_ATTN=bf16).
+ *
+ * Operands are rounded to bf16 (round to nearest even) as vdpbf16ps takes
+ * them: pairs of bf16 in one 32-bit lane, the even element in the low half.
+ *   q (scaled first, as the reference scales q before q k^T): one pair word
+ *     per two dims, broadcast per row;
+ *   k: transposed to [dim pair][token] so a vector holds 16 tokens' pairs;
+ *   v: [token pair][dim], the two tokens' values interleaved per dim;
+ *   p (the softmax, fp32 until then): one pair word per two tokens.
+ * Sums are fp32. Rows go 4 at a time: their scores, softmax and output
+ * are done before the next 4, so the scores never leave L1.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/attn.h"
+#include "kernels/norm.h"
+
+#define RB 4   /* query rows per block */
+
+static inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
+
+/* 16 floats (times scale) -> 8 pair words. */
+static inline void pairs16(const float *x, __m512 scale, uint32_t *out) {
+    __m256bh b = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x), scale));
+    _mm256_storeu_si256((__m256i *)out, (__m256i)b);
+}
+
+/* S[r][0..n) = q_r . k for RB rows, 4 vectors of 16 tokens at a time. */
+static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float *S) {
+    for (int c = 0; c < n; c += 64) {
+        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+        __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+        __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+        __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+        if (n - c >= 64) {
+            for (int p = 0; p < hp; p++) {
+                const uint32_t *kr = kp + (size_t)p * n + c;
+                __m512bh b0 = as_bh(_mm512_loadu_si512(kr)), b1 = as_bh(_mm512_loadu_si512(kr + 16));
+                __m512bh b2 = as_bh(_mm512_loadu_si512(kr + 32)), b3 = as_bh(_mm512_loadu_si512(kr + 48));
+                __m512bh q;
+                q = as_bh(_mm512_set1_epi32((int)qb[p]));
+                a00 = _mm512_dpbf16_ps(a00, q, b0), a01 = _mm512_dpbf16_ps(a01, q, b1);
+                a02 = _mm512_dpbf16_ps(a02, q, b2), a03 = _mm512_dpbf16_ps(a03, q, b3);
+                q = as_bh(_mm512_set1_epi32((int)qb[hp + p]));
+                a10 = _mm512_dpbf16_ps(a10, q, b0), a11 = _mm512_dpbf16_ps(a11, q, b1);
+                a12 = _mm512_dpbf16_ps(a12, q, b2), a13 = _mm512_dpbf16_ps(a13, q, b3);
+                q = as_bh(_mm512_set1_epi32((int)qb[2 * hp + p]));
+                a20 = _mm512_dpbf16_ps(a20, q, b0), a21 = _mm512_dpbf16_ps(a21, q, b1);
+                a22 = _mm512_dpbf16_ps(a22, q, b2), a23 = _mm512_dpbf16_ps(a23, q, b3);
+                q = as_bh(_mm512_set1_epi32((int)qb[3 * hp + p]));
+                a30 = _mm512_dpbf16_ps(a30, q, b0), a31 = _mm512_dpbf16_ps(a31, q, b1);
+                a32 = _mm512_dpbf16_ps(a32, q, b2), a33 = _mm512_dpbf16_ps(a33, q, b3);
+            }
+            float *s0 = S + c, *s1 = s0 + n, *s2 = s1 + n, *s3 = s2 + n;
+            _mm512_storeu_ps(s0, a00), _mm512_storeu_ps(s0 + 16, a01), _mm512_storeu_ps(s0 + 32, a02), _mm512_storeu_ps(s0 + 48, a03);
+            _mm512_storeu_ps(s1, a10), _mm512_storeu_ps(s1 + 16, a11), _mm512_storeu_ps(s1 + 32, a12), _mm512_storeu_ps(s1 + 48, a13);
+            _mm512_storeu_ps(s2, a20), _mm512_storeu_ps(s2 + 16, a21), _mm512_storeu_ps(s2 + 32, a22), _mm512_storeu_ps(s2 + 48, a23);
+            _mm512_storeu_ps(s3, a30), _mm512_storeu_ps(s3 + 16, a31), _mm512_storeu_ps(s3 + 32, a32), _mm512_storeu_ps(s3 + 48, a33);
+        } else {
+            for (int cc = c; cc < n; cc += 16) {
+                a00 = a10 = a20 = a30 = _mm512_setzero_ps();
+                for (int p = 0; p < hp; p++) {
+                    __m512bh b = as_bh(_mm512_loadu_si512(kp + (size_t)p * n + cc));
+                    a00 = _mm512_dpbf16_ps(a00, as_bh(_mm512_set1_epi32((int)qb[p])), b);
+                    a10 = _mm512_dpbf16_ps(a10, as_bh(_mm512_set1_epi32((int)qb[hp + p])), b);
+                    a20 = _mm512_dpbf16_ps(a20, as_bh(_mm512_set1_epi32((int)qb[2 * hp + p])), b);
+                    a30 = _mm512_dpbf16_ps(a30, as_bh(_mm512_set1_epi32((int)qb[3 * hp + p])), b);
+                }
+                _mm512_storeu_ps(S + cc, a00), _mm512_storeu_ps(S + n + cc, a10);
+                _mm512_storeu_ps(S + 2 * n + cc, a20), _mm512_storeu_ps(S + 3 * n + cc, a30);
+            }
+        }
+    }
+}
+
+/* o_r = p_r . v for RB rows and the 80 dims from d (5 vectors): the 20
+ * sums are named so that they stay in registers. */
+static void weighted80(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a04 = a00;
+    __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a14 = a00;
+    __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a24 = a00;
+    __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00, a34 = a00;
+    for (int p = 0; p < np; p++) {
+        const uint32_t *vr = vp + (size_t)p * hd + d;
+        __m512bh b0 = as_bh(_mm512_loadu_si512(vr)), b1 = as_bh(_mm512_loadu_si512(vr + 16));
+        __m512bh b2 = as_bh(_mm512_loadu_si512(vr + 32)), b3 = as_bh(_mm512_loadu_si512(vr + 48));
+        __m512bh b4 = as_bh(_mm512_loadu_si512(vr + 64)), q;
+        q = as_bh(_mm512_set1_epi32((int)pb[p]));
+        a00 = _mm512_dpbf16_ps(a00, q, b0), a01 = _mm512_dpbf16_ps(a01, q, b1), a02 = _mm512_dpbf16_ps(a02, q, b2);
+        a03 = _mm512_dpbf16_ps(a03, q, b3), a04 = _mm512_dpbf16_ps(a04, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[np + p]));
+        a10 = _mm512_dpbf16_ps(a10, q, b0), a11 = _mm512_dpbf16_ps(a11, q, b1), a12 = _mm512_dpbf16_ps(a12, q, b2);
+        a13 = _mm512_dpbf16_ps(a13, q, b3), a14 = _mm512_dpbf16_ps(a14, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[2 * np + p]));
+        a20 = _mm512_dpbf16_ps(a20, q, b0), a21 = _mm512_dpbf16_ps(a21, q, b1), a22 = _mm512_dpbf16_ps(a22, q, b2);
+        a23 = _mm512_dpbf16_ps(a23, q, b3), a24 = _mm512_dpbf16_ps(a24, q, b4);
+        q = as_bh(_mm512_set1_epi32((int)pb[3 * np + p]));
+        a30 = _mm512_dpbf16_ps(a30, q, b0), a31 = _mm512_dpbf16_ps(a31, q, b1), a32 = _mm512_dpbf16_ps(a32, q, b2);
+        a33 = _mm512_dpbf16_ps(a33, q, b3), a34 = _mm512_dpbf16_ps(a34, q, b4);
+    }
+    float *o0 = o + d, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
+    _mm512_storeu_ps(o0, a00), _mm512_storeu_ps(o0 + 16, a01), _mm512_storeu_ps(o0 + 32, a02);
+    _mm512_storeu_ps(o0 + 48, a03), _mm512_storeu_ps(o0 + 64, a04);
+    _mm512_storeu_ps(o1, a10), _mm512_storeu_ps(o1 + 16, a11), _mm512_storeu_ps(o1 + 32, a12);
+    _mm512_storeu_ps(o1 + 48, a13), _mm512_storeu_ps(o1 + 64, a14);
+    _mm512_storeu_ps(o2, a20), _mm512_storeu_ps(o2 + 16, a21), _mm512_storeu_ps(o2 + 32, a22);
+    _mm512_storeu_ps(o2 + 48, a23), _mm512_storeu_ps(o2 + 64, a24);
+    _mm512_storeu_ps(o3, a30), _mm512_storeu_ps(o3 + 16, a31), _mm512_storeu_ps(o3 + 32, a32);
+    _mm512_storeu_ps(o3 + 48, a33), _mm512_storeu_ps(o3 + 64, a34);
+}
+
+/* The same for one vector of 16 dims (heads that are not a multiple of 80). */
+static void weighted16(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int p = 0; p < np; p++) {
+        __m512bh b = as_bh(_mm512_loadu_si512(vp + (size_t)p * hd + d));
+        a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_set1_epi32((int)pb[p])), b);
+        a1 = _mm512_dpbf16_ps(a1, as_bh(_mm512_set1_epi32((int)pb[np + p])), b);
+        a2 = _mm512_dpbf16_ps(a2, as_bh(_mm512_set1_epi32((int)pb[2 * np + p])), b);
+        a3 = _mm512_dpbf16_ps(a3, as_bh(_mm512_set1_epi32((int)pb[3 * np + p])), b);
+    }
+    _mm512_storeu_ps(o + d, a0), _mm512_storeu_ps(o + ldo + d, a1);
+    _mm512_storeu_ps(o + 2 * ldo + d, a2), _mm512_storeu_ps(o + 3 * ldo + d, a3);
+}
+
+static void weighted(const uint32_t *pb, int np, const uint32_t *vp, int hd, float *o, size_t ldo) {
+    int d = 0;
+    for (; d + 80 <= hd; d += 80) weighted80(pb, np, vp, hd, d, o, ldo);
+    for (; d < hd; d += 16) weighted16(pb, np, vp, hd, d, o, ldo);
+}
+
+void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
+                            float *o, size_t ldo, float *scratch) {
+    int hp = hd / 2, np = n / 2;
+    uint32_t *qb = (uint32_t *)scratch;             /* [n][hp] */
+    uint32_t *kp = qb + (size_t)n * hp;             /* [hp][n] */
+    uint32_t *vp = kp + (size_t)hp * n;             /* [np][hd] */
+    uint32_t *pb = vp + (size_t)np * hd;            /* [RB][np] */
+    float *S = (float *)(pb + (size_t)RB * np);     /* [RB][n] */
+    __m512 one = _mm512_set1_ps(1.0f), sc = _mm512_set1_ps(scale);
+    uint32_t krow[HM_ATTN_MAX_HD / 2];
+    for (int t = 0; t < n; t++) {
+        for (int d = 0; d < hd; d += 16) pairs16(q + (size_t)t * ld + d, sc, qb + (size_t)t * hp + d / 2);
+        for (int d = 0; d < hd; d += 16) pairs16(k + (size_t)t * ld + d, one, krow + d / 2);
+        for (int p = 0; p < hp; p++) kp[(size_t)p * n + t] = krow[p];
+    }
+    /* Interleave two tokens' bf16 values per dim: words (v[2t][d], v[2t+1][d]). */
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int t = 0; t < np; t++)
+        for (int d = 0; d < hd; d += 16) {
+            __m512 lo = _mm512_loadu_ps(v + (size_t)(2 * t) * ld + d), hi = _mm512_loadu_ps(v + (size_t)(2 * t + 1) * ld + d);
+            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* [0,16): lo, [16,32): hi */
+            _mm512_storeu_si512(vp + (size_t)t * hd + d, _mm512_permutexvar_epi16(inter, both));
+        }
+    for (int r0 = 0; r0 < n; r0 += RB) {
+        scores(qb + (size_t)r0 * hp, hp, kp, n, S);
+        for (int r = 0; r < RB; r++) {
+            float *s = S + (size_t)r * n;
+            hm_softmax(s, n);
+            for (int t = 0; t < n; t += 16) pairs16(s + t, one, pb + (size_t)r * np + t / 2);
+        }
+        weighted(pb, np, vp, hd, o + (size_t)r0 * ldo, ldo);
+    }
+}

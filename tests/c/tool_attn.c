@@ -1,0 +1,74 @@
+/* tool_attn.c - one attention head through the library's kernels, for
+ * tests/test_attention.py (which holds the reference).
+ *
+ *   tool_attn MODE < in > out
+ * in: int32 n, int32 hd, then n rows of [q | k | v] (3*hd float32 each);
+ * out: n rows of hd float32. MODE bf16: hm_attention_head_bf16 (exit 3
+ * when this machine cannot run it); fp32: the fp32 path vit.c runs;
+ * time: both, alternately, 200 times each, and prints the minimum and
+ * median thread CPU time per head of each (a measure that other processes
+ * on the machine disturb less than wall time). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/attn.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+
+int main(int argc, char **argv) {
+    int32_t hdr[2];
+    if (argc != 2 || fread(hdr, sizeof hdr, 1, stdin) != 1) return 2;
+    int n = hdr[0], hd = hdr[1];
+    if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
+    size_t ld = (size_t)3 * hd;
+    float *x = malloc((size_t)n * ld * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
+    float *scratch = aligned_alloc(64, ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + 16) * sizeof(float));
+    if (!x || !o || !scratch || fread(x, sizeof *x, (size_t)n * ld, stdin) != (size_t)n * ld) return 2;
+    float scale = 1.0f / sqrtf((float)hd);
+    if (!strcmp(argv[1], "time")) {
+        enum { R = 200 };
+        static double t[2][R];
+        int bf = hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd));
+        for (int i = 0; i < R; i++)
+            for (int m = 0; m < 2; m++) {
+                struct timespec a, b;
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+                if (m == 0) {
+                    hm_sgemm_nt(n, n, hd, scale, x, (int)ld, x + hd, (int)ld, 0.0f, scratch, n);
+                    for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
+                    hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, x + 2 * hd, (int)ld, 0.0f, o, hd);
+                } else if (bf) {
+                    hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+                }
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+                t[m][i] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3;
+            }
+        for (int m = 0; m < 2; m++) {
+            for (int i = 1; i < R; i++)
+                for (int j = i; j > 0 && t[m][j - 1] > t[m][j]; j--) {
+                    double w = t[m][j];
+                    t[m][j] = t[m][j - 1], t[m][j - 1] = w;
+                }
+            double flop = 4.0 * n * n * hd;
+            printf("%s: min %.1f us, median %.1f us per head (%.1f GFLOP/s at the median)\n", m ? "bf16" : "fp32",
+                   t[m][0], t[m][R / 2], flop / t[m][R / 2] * 1e-3);
+        }
+        return 0;
+    }
+    if (!strcmp(argv[1], "bf16")) {
+        if (!hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd))) return 3;
+        hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    } else if (!strcmp(argv[1], "fp32")) {
+        hm_sgemm_nt(n, n, hd, scale, x, (int)ld, x + hd, (int)ld, 0.0f, scratch, n);
+        for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
+        hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, x + 2 * hd, (int)ld, 0.0f, o, hd);
+    } else {
+        return 2;
+    }
+    fwrite(o, sizeof *o, (size_t)n * hd, stdout);
+    return 0;
+}

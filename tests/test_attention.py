@@ -1,0 +1,101 @@
+"""The fast precision's attention head (src/kernels/attn_avx512vnni.c:
+bf16 dot products, fp32 softmax) against numpy, through tests/c/tool_attn.
+
+Two references, in float64:
+* exact: softmax(scale q k^T) v. The kernel rounds q*scale, k, v and the
+  softmax to bf16 (8 significant bits), so it is held to a bound derived
+  from that rounding: max |err| <= 2^-7 * (|S| bound + 1) * max|v|, here
+  with a few percent of slack on the random inputs;
+* emulated: the same rounding done in numpy (round to nearest even) with
+  float64 sums. Only the fp32 accumulation order and the softmax's fp32
+  exp (relative 2.5e-9) differ, and a softmax value sitting on a bf16
+  rounding boundary may round the other way (one bf16 ulp of that weight):
+  max |err| <= 2e-3 * max|v| and mean |err| <= 2e-5 * max|v|.
+The fp32 path vit.c runs otherwise is checked against the exact reference
+to 1e-5.
+"""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import BUILD
+
+TOOL = BUILD / "tests" / "tool_attn"
+
+
+def bf16(x):
+    """Round float32 to bf16 (nearest even), returned as float64."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def softmax(s):
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def run(mode, qkv):
+    n, _, hd = qkv.shape
+    data = np.array([n, hd], np.int32).tobytes() + qkv.astype(np.float32).tobytes()
+    proc = subprocess.run([str(TOOL), mode], input=data, capture_output=True, timeout=60)
+    if proc.returncode == 3:
+        pytest.skip("this CPU has no AVX-512 BF16")
+    assert proc.returncode == 0, proc.stderr
+    return np.frombuffer(proc.stdout, np.float32).reshape(n, hd).astype(np.float64)
+
+
+def inputs(n, hd, seed, qscale):
+    rng = np.random.RandomState(seed)
+    qkv = rng.standard_normal((n, 3, hd)).astype(np.float32)
+    qkv[:, 0] *= qscale
+    return qkv
+
+
+CASES = [(192, 80, 0, 1.0), (192, 80, 1, 4.0), (64, 16, 2, 1.0), (80, 32, 3, 2.0), (48, 80, 4, 0.25)]
+
+
+@pytest.fixture(scope="module")
+def tool():
+    if not TOOL.exists():
+        pytest.skip(f"{TOOL} not built")
+    return TOOL
+
+
+@pytest.mark.parametrize("n,hd,seed,qscale", CASES)
+def test_bf16_head(tool, n, hd, seed, qscale):
+    qkv = inputs(n, hd, seed, qscale)
+    q, k, v = (qkv[:, i].astype(np.float64) for i in range(3))
+    scale = np.float32(1.0) / np.sqrt(np.float32(hd))
+    got = run("bf16", qkv)
+    vmax = np.abs(v).max()
+
+    s = (q * scale) @ k.T
+    exact = softmax(s) @ v
+    bound = 2.0 ** -7 * (np.abs(s).max() + 1.0) * vmax
+    err = np.abs(got - exact)
+    assert err.max() <= bound, (err.max(), bound)
+
+    qs = bf16((qkv[:, 0] * scale).astype(np.float32))
+    p = softmax(qs @ bf16(qkv[:, 1]).T)
+    emulated = bf16(p.astype(np.float32)) @ bf16(qkv[:, 2])
+    err = np.abs(got - emulated)
+    assert err.max() <= 2e-3 * vmax, err.max()
+    assert err.mean() <= 2e-5 * vmax, err.mean()
+
+
+@pytest.mark.parametrize("n,hd,seed,qscale", CASES[:2])
+def test_fp32_head(tool, n, hd, seed, qscale):
+    qkv = inputs(n, hd, seed, qscale)
+    q, k, v = (qkv[:, i].astype(np.float64) for i in range(3))
+    exact = softmax((q / np.sqrt(hd)) @ k.T) @ v
+    assert np.abs(run("fp32", qkv) - exact).max() <= 1e-5 * np.abs(v).max()
+
+
+def test_unsupported_shape_is_refused(tool):
+    qkv = inputs(40, 80, 5, 1.0)   # 40 tokens: not a multiple of 16
+    proc = subprocess.run([str(TOOL), "bf16"], input=np.array([40, 80], np.int32).tobytes() + qkv.tobytes(),
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 3
