@@ -234,7 +234,7 @@ static int server_init(hm_srv *s) {
     s->dstates = calloc((size_t)s->cfg.workers, sizeof *s->dstates);
     if (s->cfg.cache_n > 0 && !(s->cache = hm_srv_cache_new(s->cfg.cache_n, s->cfg.cache_bytes, s->cfg.cache_ttl_s)))
         bad = 1;
-    if (hm_srv_conn_init(s)) bad = 1;
+    if (hm_srv_conn_init(s, hm_srv_req_size())) bad = 1;
     return bad || !s->states || !s->dstates ? -1 : 0;
 }
 

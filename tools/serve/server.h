@@ -292,7 +292,9 @@ typedef struct hm_srv_conn {
 
 enum { HM_SRV_DL_NONE, HM_SRV_DL_HEADER, HM_SRV_DL_BODY, HM_SRV_DL_SEND };
 
-int hm_srv_conn_init(hm_srv *s);
+/* The connection table, each record with a req_size-byte request context
+ * (server_http.c's; passed in so that this file stays below it). */
+int hm_srv_conn_init(hm_srv *s, size_t req_size);
 void hm_srv_conn_free(hm_srv *s);
 /* MHD_OPTION_NOTIFY_CONNECTION callback. */
 void hm_srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -304,10 +306,13 @@ void hm_srv_conn_set_job(hm_srv *s, hm_srv_conn *k, hm_srv_job *job);
 int hm_srv_conn_watchdog_start(hm_srv *s);
 void hm_srv_conn_watchdog_stop(hm_srv *s);
 
-/* server_http.c: the request context's size (one per connection record);
- * the status of the last error libmicrohttpd answered itself, taken once. */
-size_t hm_srv_req_size(void);
+/* The status of the last error libmicrohttpd answered itself (noted by
+ * server_http.c's logger), taken once. */
+void hm_srv_mhd_status_note(int status);
 int hm_srv_mhd_status_take(void);
+
+/* server_http.c: the request context's size (one per connection record). */
+size_t hm_srv_req_size(void);
 
 /* server_warmup.c: thread body; loads, self-checks, starts the workers. */
 void *hm_srv_warmup_main(void *arg);

@@ -44,11 +44,22 @@ static int table_size(const hm_srv *s) { return s->cfg.max_conns + SLACK; }
 
 static long long now_us(void) { return (long long)(hm_srv_now() * 1e6); }
 
-int hm_srv_conn_init(hm_srv *s) {
+/* Written and read on libmicrohttpd's one polling thread only. */
+static int mhd_error_status;
+
+void hm_srv_mhd_status_note(int status) { mhd_error_status = status; }
+
+int hm_srv_mhd_status_take(void) {
+    int st = mhd_error_status;
+    mhd_error_status = 0;
+    return st;
+}
+
+int hm_srv_conn_init(hm_srv *s, size_t req_size) {
     int n = table_size(s);
     s->conns = calloc((size_t)n, sizeof *s->conns);
     if (!s->conns || pthread_mutex_init(&s->cmu, NULL)) return -1;
-    size_t rsz = hm_srv_req_size();
+    size_t rsz = req_size;
     for (int i = n - 1; i >= 0; i--) {
         hm_srv_conn *k = &s->conns[i];
         if (!(k->req = calloc(1, rsz))) return -1;

@@ -733,15 +733,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     return r;
 }
 
-/* Written and read on libmicrohttpd's one polling thread only. */
-static int mhd_error_status;
-
-int hm_srv_mhd_status_take(void) {
-    int st = mhd_error_status;
-    mhd_error_status = 0;
-    return st;
-}
-
 /* libmicrohttpd's own messages, as one prefixed log line each. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
     hm_srv *s = cls;
@@ -750,7 +741,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
     /* An error it answers itself before any request callback: remember the
      * status for the connection's close, which counts it. */
     const char *code = strstr(line, "HTTP response code is ");
-    if (code) mhd_error_status = atoi(code + 22);
+    if (code) hm_srv_mhd_status_note(atoi(code + 22));
     /* --quiet: its per-connection lines (aborted, refused, timed out) go
      * too; startup failures are still said by this file's own lines. */
     if (s && s->cfg.quiet && s->daemon) return;
