@@ -135,6 +135,8 @@ const char *hm_precision_scheme(hm_precision prec) {
                : "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers); sensitive matmuls: fp32";
 }
 
+int hm_lowp_amx_in_use(void) { return hm_lowp_amx_built() && hm_amx_active(); }
+
 /* HM_OK if FAST of this kind can run now, else HM_E_UNSUPPORTED + message. */
 static int hm_lowp_check(int kind) {
     if (atomic_load(&hm_kind_bad))
@@ -371,7 +373,7 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
      * the same way whatever block it falls in, so this choice (which
      * depends on the pool size) cannot change a result. */
     /* Decided once per call, so every block of it uses the same kernel. */
-    int amx = i8 && hm_lowp_amx_built() && hm_amx_active();
+    int amx = i8 && hm_lowp_amx_in_use();
     int mr = amx ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
     int want = (4 * hm_pool_size(pool) + h->np - 1) / h->np;
     int nmb = (M + HM_LOWP_MC - 1) / HM_LOWP_MC;
