@@ -64,8 +64,11 @@ static int hm_detect(void) {
     if ((bits & HM_CPU_VNNI) && ((d >> 24) & 1) && ((d >> 25) & 1) && (xcr0 & 0x60000) == 0x60000 &&
         hm_amx_permit())
         bits |= HM_CPU_AMX;
+    unsigned d7 = d;
     unsigned max7 = a;
     if (max7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
+    /* AMX-BF16 on top of the tiles; its K tails use AVX512-BF16. */
+    if ((bits & HM_CPU_AMX) && (bits & HM_CPU_BF16) && ((d7 >> 22) & 1)) bits |= HM_CPU_AMX_BF16;
     return bits;
 }
 #else
@@ -100,7 +103,7 @@ static void hm_init(void) {
     atomic_store(&hm_active, (int)cpu);
     static const struct { int bit; const char *name; } names[] = {
         {HM_CPU_AVX2, "avx2"}, {HM_CPU_AVX512, "avx512"}, {HM_CPU_VNNI, "vnni"},
-        {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"},
+        {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"}, {HM_CPU_AMX_BF16, "amx-bf16"},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -136,7 +139,7 @@ const char *hm_cpu_feature_names(void) {
     return hm_names;
 }
 
-void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16 | HM_CPU_AMX)); }
+void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16 | HM_CPU_AMX | HM_CPU_AMX_BF16)); }
 
 int hm_amx_active(void) {
     pthread_once(&hm_once, hm_init);

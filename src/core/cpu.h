@@ -19,6 +19,7 @@ enum {
     HM_CPU_FP16 = 1 << 4,      /* AVX512_FP16 (reported, not used) */
     HM_CPU_AMX = 1 << 5,       /* AMX-TILE + AMX-INT8 (+ VNNI), OS tile state and Linux's
                                 * ARCH_REQ_XCOMP_PERM granted (asked for at detection) */
+    HM_CPU_AMX_BF16 = 1 << 6,  /* AMX-BF16 on top of HM_CPU_AMX and HM_CPU_BF16 */
 };
 
 /* hm_cpu_features: the bits above this CPU has, minus any hidden with

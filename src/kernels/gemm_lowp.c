@@ -292,6 +292,7 @@ typedef struct {
     int32_t *oidx;        /* int8: M x HM_LOWP_MAX_OUTLIERS */
     float *oval;
     int amx;              /* int8 blocks on AMX tiles (same results, see gemm_lowp_amx.c) */
+    int amx_bf;           /* bf16 blocks on AMX tiles (same to float rounding) */
 } hm_lowp_job;
 
 static void hm_lowp_quant_task(void *ctx, int t, int tid) {
@@ -329,7 +330,7 @@ static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
             m, nr, h->kp, j->aq + (size_t)i0 * j->aq_ld, j->aq_ld, j->rows + i0, j->oidx + os, j->oval + os,
             (const int8_t *)panel, cs, j->W->lp_scale + n0, C, j->ldc, &e);
     } else {
-        hm_lowp_bf16_block_avx512vnni(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
+        (j->amx_bf ? hm_lowp_bf16_block_amx : hm_lowp_bf16_block_avx512vnni)(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
                                       j->aq_ld / 2, (const uint16_t *)panel, C, j->ldc, &e);
     }
 }
@@ -374,7 +375,8 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
      * depends on the pool size) cannot change a result. */
     /* Decided once per call, so every block of it uses the same kernel. */
     int amx = i8 && hm_lowp_amx_in_use();
-    int mr = amx ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
+    int amx_bf = !i8 && hm_lowp_amx_in_use() && hm_lowp_amx_bf16_built() && (hm_cpu_features() & HM_CPU_AMX_BF16);
+    int mr = amx || amx_bf ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
     int want = (4 * hm_pool_size(pool) + h->np - 1) / h->np;
     int nmb = (M + HM_LOWP_MC - 1) / HM_LOWP_MC;
     if (nmb < want) nmb = want;
@@ -388,6 +390,7 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
         .oidx = i8 ? (int32_t *)(s + aq_bytes + rows_bytes) : NULL,
         .oval = i8 ? (float *)(s + aq_bytes + rows_bytes + out_bytes) : NULL,
         .amx = amx,
+        .amx_bf = amx_bf,
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
     hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);

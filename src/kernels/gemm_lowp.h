@@ -80,6 +80,14 @@ int hm_lowp_amx_built(void);
 void hm_lowp_i8_block_amx(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, const hm_lowp_row *rows,
                           const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
                           const float *sw, float *C, size_t ldc, const hm_lowp_epi *e);
+/* bf16 on tiles (tdpbf16ps; AMX-BF16): same contract as
+ * hm_lowp_bf16_block_avx512vnni and the same packing (a 16-column B tile is
+ * 16 k pairs at a 128-byte stride), fp32 sums in another order, so the
+ * results agree to float rounding, not bit for bit. hm_lowp_amx_bf16_built:
+ * whether this build has it. */
+int hm_lowp_amx_bf16_built(void);
+void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                            size_t ldc, const hm_lowp_epi *e);
 /* Tests: the raw sums S[i, n] = sum_k Aq[i,k] W[n,k] of m <= 32 rows against
  * one panel (S: m rows of NR int32, 64-byte aligned), as the block uses them. */
 void hm_lowp_i8_sums_amx(int m, int Kp, const uint8_t *Aq, size_t lda, const int8_t *P, int32_t *S);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512VNNI__)
@@ -141,6 +142,107 @@ void hm_lowp_i8_block_amx(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, 
     _tile_release();
 }
 
+/* ---- bf16 (AMX-BF16) ----------------------------------------------------
+ * The same tile roles with fp32 C tiles; a 32-column bf16 panel is exactly
+ * two column tiles, and a tile step is 16 k pairs (32 k). The K tail is
+ * finished with vdpbf16ps on the spilled sums. */
+#if defined(__AMX_BF16__) && defined(__AVX512BF16__)
+
+#define BNR HM_LOWP_BF_NR
+#define BPSTRIDE (BNR * 4) /* bytes between k pairs of a panel */
+
+int hm_lowp_amx_bf16_built(void) { return 1; }
+
+static inline __attribute__((always_inline)) void hm_amxbf_steps(const int two, int kb, const uint8_t *A,
+                                                                 size_t ldab, const uint8_t *P, float *S) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *Bb = P + (size_t)b * KG * BPSTRIDE;
+        _tile_loadd(4, A + (size_t)b * 64, ldab);
+        _tile_loadd(6, Bb, BPSTRIDE);
+        _tile_loadd(7, Bb + 64, BPSTRIDE);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, A + 16 * ldab + (size_t)b * 64, ldab);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, S, BNR * 4);
+    _tile_stored(1, S + 16, BNR * 4);
+    if (two) {
+        _tile_stored(2, S + 16 * BNR, BNR * 4);
+        _tile_stored(3, S + 16 * BNR + 16, BNR * 4);
+    }
+}
+
+static inline __m512bh hm_bh(__m512i v) {
+    __m512bh r;
+    memcpy(&r, &v, sizeof r);
+    return r;
+}
+
+void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                            size_t ldc, const hm_lowp_epi *e) {
+    _Alignas(64) float S[ROWS * BNR];
+    int k2 = Kp / 2, kb = k2 / KG, shape = 0;
+    size_t ldab = lda * 2;
+    const uint8_t *Pb = (const uint8_t *)P;
+    __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr <= 16 ? 0 : nr >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nr - 16)) - 1);
+    __m512 b0 = e->bias ? _mm512_loadu_ps(e->bias) : _mm512_setzero_ps();
+    __m512 b1 = e->bias ? _mm512_loadu_ps(e->bias + 16) : _mm512_setzero_ps();
+    for (int i = 0; i < m; i += ROWS) {
+        int r = m - i < ROWS ? m - i : ROWS;
+        if (r != shape) {
+            hm_amx_config_rows(r);
+            shape = r;
+        }
+        const uint8_t *Ai = (const uint8_t *)(A + (size_t)i * lda);
+        if (r > 16) hm_amxbf_steps(1, kb, Ai, ldab, Pb, S);
+        else hm_amxbf_steps(0, kb, Ai, ldab, Pb, S);
+        for (int t = 0; t < r; t++) {
+            const uint16_t *a = A + (size_t)(i + t) * lda;
+            __m512 c0 = _mm512_load_ps(S + (size_t)t * BNR), c1 = _mm512_load_ps(S + (size_t)t * BNR + 16);
+            for (int k = kb * KG; k < k2; k++) {
+                int32_t a2;
+                memcpy(&a2, a + (size_t)k * 2, 4);
+                __m512bh av = hm_bh(_mm512_set1_epi32(a2));
+                c0 = _mm512_dpbf16_ps(c0, av, hm_bh(_mm512_load_si512(P + (size_t)k * BNR * 2)));
+                c1 = _mm512_dpbf16_ps(c1, av, hm_bh(_mm512_load_si512(P + (size_t)k * BNR * 2 + 32)));
+            }
+            float *c = C + (size_t)(i + t) * ldc;
+            c0 = _mm512_add_ps(c0, b0);
+            c1 = _mm512_add_ps(c1, b1);
+            if (e->accum) {
+                c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(m0, c));
+                c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(m1, c + 16));
+            }
+            _mm512_mask_storeu_ps(c, m0, c0);
+            _mm512_mask_storeu_ps(c + 16, m1, c1);
+            if (e->gelu) hm_gelu_vec_avx512(c, (size_t)nr);
+        }
+    }
+    _tile_release();
+}
+
+#else
+
+int hm_lowp_amx_bf16_built(void) { return 0; }
+
+void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                            size_t ldc, const hm_lowp_epi *e) {
+    hm_lowp_bf16_block_avx512vnni(m, nr, Kp, A, lda, P, C, ldc, e);
+}
+
+#endif
+
 #else /* the compiler cannot emit AMX: never selected (hm_lowp_amx_built) */
 
 int hm_lowp_amx_built(void) { return 0; }
@@ -153,6 +255,13 @@ void hm_lowp_i8_block_amx(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, 
 
 void hm_lowp_i8_sums_amx(int m, int Kp, const uint8_t *Aq, size_t lda, const int8_t *P, int32_t *S) {
     memset(S, 0, (size_t)m * HM_LOWP_I8_NR * sizeof(int32_t));
+}
+
+int hm_lowp_amx_bf16_built(void) { return 0; }
+
+void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                            size_t ldc, const hm_lowp_epi *e) {
+    hm_lowp_bf16_block_avx512vnni(m, nr, Kp, A, lda, P, C, ldc, e);
 }
 
 #endif

@@ -567,6 +567,60 @@ static void test_amx_vs_vnni(void) {
     printf("amx: %d hm_gemm runs (shapes x epilogues x pools) bit-identical to VNNI\n", runs);
 }
 
+/* bf16 on AMX tiles against the VNNI bf16 kernel: the same bf16 products
+ * summed in fp32 in another order, so they agree to fp32 rounding of the
+ * sums (bound 1e-5 of the output RMS), not bit for bit. */
+static void test_amx_bf16(void) {
+    if (!(hm_cpu_features() & HM_CPU_AMX_BF16) || !hm_lowp_amx_bf16_built()) {
+        printf("amx-bf16: NOT TESTED - no AMX-BF16 here (or compiler); only the VNNI bf16 kernel ran\n");
+        return;
+    }
+    static const tcase cs[] = {
+        {1, 1, 1, 0, 0, ACT_UNIFORM, 1}, {7, 63, 5, 3, 1, ACT_UNIFORM, 1}, {17, 33, 65, 0, 0, ACT_LN, 1},
+        {33, 100, 1283, 1, 0, ACT_MANY, 1}, {193, 1280, 1280, 0, 0, ACT_LN, 1},
+    };
+    hm_lowp_force_kind(HM_LOWP_BF16);
+    double worst = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const tcase *t = &cs[c];
+        int M = t->M, N = t->N, K = t->K, lda = K + t->lpad, ldc = N + t->cpad;
+        float *A = xalloc((size_t)M * lda * sizeof(float)), *W = xalloc((size_t)N * lda * sizeof(float));
+        float *b = xalloc((size_t)N * sizeof(float)), *C0 = xalloc((size_t)M * ldc * sizeof(float));
+        float *Cv = xalloc((size_t)M * ldc * sizeof(float)), *Ca = xalloc((size_t)M * ldc * sizeof(float));
+        fill_act(A, M, K, lda, t->act);
+        for (size_t i = 0; i < (size_t)N * lda; i++) W[i] = (float)(gauss() / sqrt((double)K));
+        for (int n = 0; n < N; n++) b[n] = (float)(0.5 * gauss());
+        for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = (float)gauss();
+        hm_packed P;
+        CHECK(hm_pack_weights_prec(&P, W, lda, b, N, K, HM_PREC_FAST) == HM_OK, "bf16 pack: %s", hm_errmsg());
+        for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
+            memcpy(Cv, C0, (size_t)M * ldc * sizeof(float));
+            memcpy(Ca, C0, (size_t)M * ldc * sizeof(float));
+            hm_amx_force(0);
+            hm_gemm(pools[2], M, A, lda, &P, Cv, ldc, (hm_epilogue)epi);
+            hm_amx_force(1);
+            hm_gemm(pools[2], M, A, lda, &P, Ca, ldc, (hm_epilogue)epi);
+            double se = 0, sd = 0;
+            int pad_ok = 1;
+            for (int i = 0; i < M; i++) {
+                for (int n = 0; n < N; n++) {
+                    double v = Cv[(size_t)i * ldc + n], d = Ca[(size_t)i * ldc + n] - v;
+                    se += v * v, sd += d != d ? INFINITY : d * d;
+                }
+                for (int n = N; n < ldc; n++) pad_ok &= Ca[(size_t)i * ldc + n] == C0[(size_t)i * ldc + n];
+            }
+            double rel = sqrt(sd / (se + 1e-30));
+            worst = fmax(worst, rel);
+            CHECK(rel < 1e-5 && pad_ok, "amx-bf16 vs vnni-bf16 M=%d N=%d K=%d epi=%d: rel rms diff %.3g pad %d", M,
+                  N, K, epi, rel, pad_ok);
+        }
+        hm_packed_free(&P);
+        hm_free(A), hm_free(W), hm_free(b), hm_free(C0), hm_free(Cv), hm_free(Ca);
+    }
+    hm_lowp_force_kind(HM_LOWP_INT8);
+    printf("amx-bf16: TESTED - AMX-BF16 path ran; worst relative RMS difference to VNNI bf16 %.2g\n", worst);
+}
+
 /* Child with HAMER_ISA=val (read once): exit 10 + hm_amx_active(), or 1 if
  * FAST packing is refused naming HAMER_ISA. */
 static int child_isa_amx(const char *val) {
@@ -615,6 +669,7 @@ static void test_amx(int have_vnni) {
     uint64_t saved = rng;
     test_amx_sums();
     test_amx_vs_vnni();
+    test_amx_bf16();
     rng = saved;
     hm_amx_force(1);
     printf("amx: TESTED - AMX path ran\n");
