@@ -17,6 +17,7 @@
 #include "format/image.h"
 #include "format/mesh_io.h"
 #include "hamer.h"
+#include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
 #include "pipeline/predict.h"
@@ -82,8 +83,8 @@ static char hm_sysinfo[512];
 static pthread_once_t hm_sysinfo_once = PTHREAD_ONCE_INIT;
 
 static void sysinfo_init(void) {
-    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s; precision fp32: %s; fast: %s; cpu: %s",
-             hm_isa_name(hm_isa_active()), hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
+    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s%s; precision fp32: %s; fast: %s; cpu: %s",
+             hm_isa_name(hm_isa_active()), hm_lowp_amx_in_use() ? " (int8 on amx tiles)" : "", hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
              hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");
 }
 

@@ -16,6 +16,10 @@
 #include <cpuid.h>
 #define HM_X86 1
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #ifdef HM_X86
 /* XCR0: which register states the OS saves on a context switch. */
@@ -23,6 +27,20 @@ static uint64_t hm_xgetbv0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux (5.16+) keeps the 8 KiB tile data out of a process's XSAVE area
+ * until the process asks for it; a tile instruction before that faults
+ * (SIGILL). The permission is process-wide and inherited by fork, so one
+ * request at detection covers every thread. Refused, or an older kernel
+ * (EINVAL), or another OS: no AMX. */
+static int hm_amx_permit(void) {
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
 }
 
 static int hm_detect(void) {
@@ -41,9 +59,16 @@ static int hm_detect(void) {
     bits |= HM_CPU_AVX512;
     if ((c >> 11) & 1) bits |= HM_CPU_VNNI;
     if ((d >> 23) & 1) bits |= HM_CPU_FP16;
-    if ((d >> 24) & 1) bits |= HM_CPU_AMX;
+    /* AMX-TILE and AMX-INT8, XCR0 bits 17-18 (XTILECFG, XTILEDATA), and
+     * the OS's permission; the kernels also need VNNI (K tails, epilogue). */
+    if ((bits & HM_CPU_VNNI) && ((d >> 24) & 1) && ((d >> 25) & 1) && (xcr0 & 0x60000) == 0x60000 &&
+        hm_amx_permit())
+        bits |= HM_CPU_AMX;
+    unsigned d7 = d;
     unsigned max7 = a;
     if (max7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) bits |= HM_CPU_BF16;
+    /* AMX-BF16 on top of the tiles; its K tails use AVX512-BF16. */
+    if ((bits & HM_CPU_AMX) && (bits & HM_CPU_BF16) && ((d7 >> 22) & 1)) bits |= HM_CPU_AMX_BF16;
     return bits;
 }
 #else
@@ -57,13 +82,14 @@ static atomic_int hm_active;   /* the ISA new packings and kernels use */
 static atomic_int hm_env_bad;  /* HAMER_ISA asked for something we lack */
 static char hm_env_val[32];    /* its value, for the message */
 static char hm_names[96];
+static atomic_int hm_amx_on;   /* AMX kernels wanted (HAMER_ISA / hm_amx_force) */
 
 static hm_isa hm_isa_of(int bits) {
     return bits & HM_CPU_AVX512 ? HM_ISA_AVX512 : bits & HM_CPU_AVX2 ? HM_ISA_AVX2 : HM_ISA_SCALAR;
 }
 
 static int hm_isa_from_name(const char *s) {
-    if (!strcasecmp(s, "avx512")) return HM_ISA_AVX512;
+    if (!strcasecmp(s, "amx") || !strcasecmp(s, "avx512")) return HM_ISA_AVX512;
     if (!strcasecmp(s, "avx2")) return HM_ISA_AVX2;
     if (!strcasecmp(s, "scalar")) return HM_ISA_SCALAR;
     return -1;
@@ -77,16 +103,20 @@ static void hm_init(void) {
     atomic_store(&hm_active, (int)cpu);
     static const struct { int bit; const char *name; } names[] = {
         {HM_CPU_AVX2, "avx2"}, {HM_CPU_AVX512, "avx512"}, {HM_CPU_VNNI, "vnni"},
-        {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"},
+        {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"}, {HM_CPU_AMX_BF16, "amx-bf16"},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (hm_bits & names[i].bit)
             n += (size_t)snprintf(hm_names + n, sizeof hm_names - n, n ? " %s" : "%s", names[i].name);
     const char *env = getenv("HAMER_ISA");
+    int amx = (hm_bits & HM_CPU_AMX) != 0;
+    /* AMX is the level above avx512: on by default, HAMER_ISA=amx insists on
+     * it, and any narrower HAMER_ISA (avx512 included) turns it off. */
+    atomic_store(&hm_amx_on, amx && (!env || !*env || !strcasecmp(env, "amx")));
     if (!env || !*env) return;
     int want = hm_isa_from_name(env);
-    if (want < 0 || want > (int)cpu) {
+    if (want < 0 || want > (int)cpu || (!strcasecmp(env, "amx") && !amx)) {
         snprintf(hm_env_val, sizeof hm_env_val, "%s", env);
         atomic_store(&hm_env_bad, 1);
     } else {
@@ -109,7 +139,21 @@ const char *hm_cpu_feature_names(void) {
     return hm_names;
 }
 
-void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16)); }
+void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16 | HM_CPU_AMX | HM_CPU_AMX_BF16)); }
+
+int hm_amx_active(void) {
+    pthread_once(&hm_once, hm_init);
+    return atomic_load(&hm_amx_on) && (hm_cpu_features() & HM_CPU_AMX) && hm_isa_active() == HM_ISA_AVX512;
+}
+
+int hm_amx_force(int on) {
+    pthread_once(&hm_once, hm_init);
+    if (on && !(hm_bits & HM_CPU_AMX))
+        return hm_err(HM_E_UNSUPPORTED, "AMX forced but this CPU or OS does not offer AMX-INT8 tiles (cpu: %s)",
+                      hm_names[0] ? hm_names : "none");
+    atomic_store(&hm_amx_on, on != 0);
+    return HM_OK;
+}
 
 hm_isa hm_isa_active(void) {
     pthread_once(&hm_once, hm_init);
@@ -140,6 +184,6 @@ int hm_isa_force(hm_isa isa) {
 int hm_isa_status(void) {
     hm_isa cpu = hm_cpu_isa();
     if (!atomic_load(&hm_env_bad)) return HM_OK;
-    return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of avx512|avx2|scalar that this CPU (%s) supports",
-                  hm_env_val, hm_isa_name(cpu));
+    return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of amx|avx512|avx2|scalar that this CPU (%s%s) supports",
+                  hm_env_val, hm_isa_name(cpu), hm_bits & HM_CPU_AMX ? " + amx" : "");
 }

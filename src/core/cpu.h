@@ -17,7 +17,9 @@ enum {
     HM_CPU_VNNI = 1 << 2,      /* AVX512_VNNI */
     HM_CPU_BF16 = 1 << 3,      /* AVX512_BF16 */
     HM_CPU_FP16 = 1 << 4,      /* AVX512_FP16 (reported, not used) */
-    HM_CPU_AMX = 1 << 5,       /* AMX-TILE (reported, not used) */
+    HM_CPU_AMX = 1 << 5,       /* AMX-TILE + AMX-INT8 (+ VNNI), OS tile state and Linux's
+                                * ARCH_REQ_XCOMP_PERM granted (asked for at detection) */
+    HM_CPU_AMX_BF16 = 1 << 6,  /* AMX-BF16 on top of HM_CPU_AMX and HM_CPU_BF16 */
 };
 
 /* hm_cpu_features: the bits above this CPU has, minus any hidden with
@@ -25,8 +27,9 @@ enum {
 int hm_cpu_features(void);
 hm_isa hm_cpu_isa(void);
 
-/* The ISA kernels and packings use: detected, or HAMER_ISA=avx512|avx2|scalar
- * (read once), or hm_isa_force. A HAMER_ISA this CPU lacks or that names
+/* The ISA kernels and packings use: detected, or HAMER_ISA=amx|avx512|avx2|scalar
+ * (read once; amx is avx512 plus AMX tiles for the int8 GEMM, see
+ * hm_amx_active), or hm_isa_force. A HAMER_ISA this CPU lacks or that names
  * nothing is not replaced silently: hm_isa_status reports it. */
 hm_isa hm_isa_active(void);
 const char *hm_isa_name(hm_isa isa);
@@ -38,8 +41,17 @@ int hm_isa_force(hm_isa isa);
  * hm_isa_force overrode it). */
 int hm_isa_status(void);
 
+/* Whether the int8 fast GEMM runs on AMX tiles: HM_CPU_AMX present (and not
+ * hidden), the active ISA avx512, and AMX wanted: by default yes;
+ * HAMER_ISA=amx insists (hm_isa_status reports a CPU without it), and
+ * HAMER_ISA=avx512 (or narrower) means the VNNI kernel. hm_amx_force(0|1)
+ * overrides either (HM_E_UNSUPPORTED to turn it on without AMX). Packings
+ * are the same for both, so it may change between calls; results do not. */
+int hm_amx_active(void);
+int hm_amx_force(int on);
+
 /* Tests: make this CPU look as if it lacked the given feature bits
- * (HM_CPU_VNNI / HM_CPU_BF16); 0 restores the truth. */
+ * (HM_CPU_VNNI / HM_CPU_BF16 / HM_CPU_AMX); 0 restores the truth. */
 void hm_cpu_test_hide(int mask);
 
 /* Space-separated names of the features present ("avx2 avx512 vnni bf16"). */

@@ -55,6 +55,9 @@ int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bia
  * does, so it never turns FAST into something else silently. The result
  * may have prec FP32; hm_gemm handles both. */
 int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+/* Whether FAST's int8 matmuls run on AMX tiles now (core/cpu.h
+ * hm_amx_active, and a build with the AMX kernel); results are the same. */
+int hm_lowp_amx_in_use(void);
 /* Human-readable name of the scheme behind a precision, e.g. "fp32". */
 const char *hm_precision_scheme(hm_precision prec);
 

@@ -135,6 +135,8 @@ const char *hm_precision_scheme(hm_precision prec) {
                : "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers); sensitive matmuls: fp32";
 }
 
+int hm_lowp_amx_in_use(void) { return hm_lowp_amx_built() && hm_amx_active(); }
+
 /* HM_OK if FAST of this kind can run now, else HM_E_UNSUPPORTED + message. */
 static int hm_lowp_check(int kind) {
     if (atomic_load(&hm_kind_bad))
@@ -289,6 +291,8 @@ typedef struct {
     hm_lowp_row *rows;    /* int8: per-row scale / zero / outlier count */
     int32_t *oidx;        /* int8: M x HM_LOWP_MAX_OUTLIERS */
     float *oval;
+    int amx;              /* int8 blocks on AMX tiles (same results, see gemm_lowp_amx.c) */
+    int amx_bf;           /* bf16 blocks on AMX tiles (same to float rounding) */
 } hm_lowp_job;
 
 static void hm_lowp_quant_task(void *ctx, int t, int tid) {
@@ -322,11 +326,11 @@ static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
     if (h->kind == HM_LOWP_INT8) {
         const int32_t *cs = (const int32_t *)(blk + h->cs_off) + n0;
         size_t os = (size_t)i0 * HM_LOWP_MAX_OUTLIERS;
-        hm_lowp_i8_block_avx512vnni(m, nr, h->kp, j->aq + (size_t)i0 * j->aq_ld, j->aq_ld, j->rows + i0,
-                                    j->oidx + os, j->oval + os, (const int8_t *)panel, cs,
-                                    j->W->lp_scale + n0, C, j->ldc, &e);
+        (j->amx ? hm_lowp_i8_block_amx : hm_lowp_i8_block_avx512vnni)(
+            m, nr, h->kp, j->aq + (size_t)i0 * j->aq_ld, j->aq_ld, j->rows + i0, j->oidx + os, j->oval + os,
+            (const int8_t *)panel, cs, j->W->lp_scale + n0, C, j->ldc, &e);
     } else {
-        hm_lowp_bf16_block_avx512vnni(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
+        (j->amx_bf ? hm_lowp_bf16_block_amx : hm_lowp_bf16_block_avx512vnni)(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
                                       j->aq_ld / 2, (const uint16_t *)panel, C, j->ldc, &e);
     }
 }
@@ -369,7 +373,10 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
      * per thread, in whole register tiles. Each output element is computed
      * the same way whatever block it falls in, so this choice (which
      * depends on the pool size) cannot change a result. */
-    int mr = i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR;
+    /* Decided once per call, so every block of it uses the same kernel. */
+    int amx = i8 && hm_lowp_amx_in_use();
+    int amx_bf = !i8 && hm_lowp_amx_in_use() && hm_lowp_amx_bf16_built() && (hm_cpu_features() & HM_CPU_AMX_BF16);
+    int mr = amx || amx_bf ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
     int want = (4 * hm_pool_size(pool) + h->np - 1) / h->np;
     int nmb = (M + HM_LOWP_MC - 1) / HM_LOWP_MC;
     if (nmb < want) nmb = want;
@@ -382,6 +389,8 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
         .rows = i8 ? (hm_lowp_row *)(s + aq_bytes) : NULL,
         .oidx = i8 ? (int32_t *)(s + aq_bytes + rows_bytes) : NULL,
         .oval = i8 ? (float *)(s + aq_bytes + rows_bytes + out_bytes) : NULL,
+        .amx = amx,
+        .amx_bf = amx_bf,
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
     hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);

@@ -60,6 +60,38 @@ void hm_lowp_i8_block_avx512vnni(int m, int nr, int Kp, const uint8_t *Aq, size_
                                  const int8_t *P, const int32_t *cs, const float *sw,
                                  float *C, size_t ldc, const hm_lowp_epi *e);
 
+/* The epilogue above on int32 sums already computed: sums is mr rows of NR
+ * int32 (64-byte aligned), i.e. sum_k q[i,k] W[n,k] before the zero point.
+ * Both int8 kernels end in this one function, so AMX and VNNI results are
+ * bit-identical whenever their sums are. */
+void hm_lowp_i8_epi_avx512vnni(int mr, int nr, const int32_t *sums, const hm_lowp_row *rows,
+                               const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
+                               const float *sw, float *C, size_t ldc, const hm_lowp_epi *e);
+
+/* ---- int8 AMX kernel (gemm_lowp_amx.c) ----
+ * The VNNI panel is already the AMX B-tile layout: a 16 x 64-byte tile of
+ * 16 columns and 64 k is 16 consecutive k groups at a 256-byte stride, so
+ * both kernels read the same packing. hm_lowp_amx_built: whether this build
+ * has the kernel (compiler support); callers must also check
+ * hm_amx_active() (core/cpu.h) before calling anything below. */
+int hm_lowp_amx_built(void);
+/* Same contract and results as hm_lowp_i8_block_avx512vnni. Configures the
+ * calling thread's tiles and releases them before returning. */
+void hm_lowp_i8_block_amx(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, const hm_lowp_row *rows,
+                          const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
+                          const float *sw, float *C, size_t ldc, const hm_lowp_epi *e);
+/* bf16 on tiles (tdpbf16ps; AMX-BF16): same contract as
+ * hm_lowp_bf16_block_avx512vnni and the same packing (a 16-column B tile is
+ * 16 k pairs at a 128-byte stride), fp32 sums in another order, so the
+ * results agree to float rounding, not bit for bit. hm_lowp_amx_bf16_built:
+ * whether this build has it. */
+int hm_lowp_amx_bf16_built(void);
+void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                            size_t ldc, const hm_lowp_epi *e);
+/* Tests: the raw sums S[i, n] = sum_k Aq[i,k] W[n,k] of m <= 32 rows against
+ * one panel (S: m rows of NR int32, 64-byte aligned), as the block uses them. */
+void hm_lowp_i8_sums_amx(int m, int Kp, const uint8_t *Aq, size_t lda, const int8_t *P, int32_t *S);
+
 /* ---- bf16 kernels ----
  * Round one row of K floats to bf16 (nearest even), zero padded to Kp
  * (even). */

@@ -177,6 +177,49 @@ void hm_lowp_quant_row_avx512vnni(const float *x, int K, int Kp, uint8_t *q, hm_
 #define I8_NR HM_LOWP_I8_NR
 #define I8_NV (I8_NR / 16)
 
+/* Out of line and shared with the AMX kernel (gemm_lowp_amx.c): both paths
+ * then turn the same int32 sums into the same floats, bit for bit. */
+void hm_lowp_i8_epi_avx512vnni(int mr, int nr, const int32_t *sums, const hm_lowp_row *rows,
+                               const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
+                               const float *sw, float *C, size_t ldc, const hm_lowp_epi *e) {
+    __mmask16 mk[I8_NV];
+    for (int g = 0; g < I8_NV; g++) mk[g] = nr <= g * 16 ? 0 : hm_tail16(nr - g * 16);
+    for (int i = 0; i < mr; i++) {
+        const hm_lowp_row *r = &rows[i];
+        __m512i z = _mm512_set1_epi32(r->zero);
+        __m512 s = _mm512_set1_ps(r->scale), f[I8_NV];
+HM_UNROLL(4)
+        for (int g = 0; g < I8_NV; g++) {
+            __m512i v = _mm512_sub_epi32(_mm512_load_si512(sums + (size_t)i * I8_NR + g * 16),
+                                         _mm512_mullo_epi32(z, _mm512_loadu_si512(cs + g * 16)));
+            f[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
+        }
+        /* Outliers in fp32 against the same int8 weights: the column is
+         * byte k & 3 of each 32-bit lane of group k >> 2. */
+        const int32_t *oi = oidx + (size_t)i * HM_LOWP_MAX_OUTLIERS;
+        const float *ov = oval + (size_t)i * HM_LOWP_MAX_OUTLIERS;
+        for (int j = 0; j < r->nout; j++) {
+            const int8_t *src = P + (size_t)(oi[j] >> 2) * I8_NR * 4;
+            __m128i sh = _mm_cvtsi32_si128(24 - 8 * (oi[j] & 3));
+            __m512 a = _mm512_set1_ps(ov[j]);
+HM_UNROLL(4)
+            for (int g = 0; g < I8_NV; g++) {
+                __m512i wb = _mm512_sll_epi32(_mm512_load_si512(src + g * 64), sh);
+                f[g] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(_mm512_srai_epi32(wb, 24)), f[g]);
+            }
+        }
+        float *c = C + (size_t)i * ldc;
+HM_UNROLL(4)
+        for (int g = 0; g < I8_NV; g++) {
+            __m512 ws = _mm512_loadu_ps(sw + g * 16);
+            f[g] = e->bias ? _mm512_fmadd_ps(f[g], ws, _mm512_loadu_ps(e->bias + g * 16)) : _mm512_mul_ps(f[g], ws);
+            if (e->accum) f[g] = _mm512_add_ps(f[g], _mm512_maskz_loadu_ps(mk[g], c + g * 16));
+            _mm512_mask_storeu_ps(c + g * 16, mk[g], f[g]);
+        }
+        if (e->gelu) hm_gelu_vec_avx512(c, (size_t)nr);
+    }
+}
+
 /* One mr x NR tile over the whole K (exact int32 sums need no K blocking
  * for accuracy, and at 4 bytes a weight a panel of K = 5120 is 320 KiB, so
  * it stays in L2 while the row tiles pass over it). */
@@ -210,42 +253,7 @@ HM_UNROLL(6)
     for (int i = 0; i < mr; i++)
 HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) _mm512_store_si512(&sums[i][g * 16], acc[i][g]);
-    __mmask16 mk[I8_NV];
-    for (int g = 0; g < I8_NV; g++) mk[g] = nr <= g * 16 ? 0 : hm_tail16(nr - g * 16);
-    for (int i = 0; i < mr; i++) {
-        const hm_lowp_row *r = &rows[i];
-        __m512i z = _mm512_set1_epi32(r->zero);
-        __m512 s = _mm512_set1_ps(r->scale), f[I8_NV];
-HM_UNROLL(4)
-        for (int g = 0; g < I8_NV; g++) {
-            __m512i v = _mm512_sub_epi32(_mm512_load_si512(&sums[i][g * 16]),
-                                         _mm512_mullo_epi32(z, _mm512_loadu_si512(cs + g * 16)));
-            f[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
-        }
-        /* Outliers in fp32 against the same int8 weights: the column is
-         * byte k & 3 of each 32-bit lane of group k >> 2. */
-        const int32_t *oi = oidx + (size_t)i * HM_LOWP_MAX_OUTLIERS;
-        const float *ov = oval + (size_t)i * HM_LOWP_MAX_OUTLIERS;
-        for (int j = 0; j < r->nout; j++) {
-            const int8_t *src = P + (size_t)(oi[j] >> 2) * I8_NR * 4;
-            __m128i sh = _mm_cvtsi32_si128(24 - 8 * (oi[j] & 3));
-            __m512 a = _mm512_set1_ps(ov[j]);
-HM_UNROLL(4)
-            for (int g = 0; g < I8_NV; g++) {
-                __m512i wb = _mm512_sll_epi32(_mm512_load_si512(src + g * 64), sh);
-                f[g] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(_mm512_srai_epi32(wb, 24)), f[g]);
-            }
-        }
-        float *c = C + (size_t)i * ldc;
-HM_UNROLL(4)
-        for (int g = 0; g < I8_NV; g++) {
-            __m512 ws = _mm512_loadu_ps(sw + g * 16);
-            f[g] = e->bias ? _mm512_fmadd_ps(f[g], ws, _mm512_loadu_ps(e->bias + g * 16)) : _mm512_mul_ps(f[g], ws);
-            if (e->accum) f[g] = _mm512_add_ps(f[g], _mm512_maskz_loadu_ps(mk[g], c + g * 16));
-            _mm512_mask_storeu_ps(c + g * 16, mk[g], f[g]);
-        }
-        if (e->gelu) hm_gelu_vec_avx512(c, (size_t)nr);
-    }
+    hm_lowp_i8_epi_avx512vnni(mr, nr, &sums[0][0], rows, oidx, oval, P, cs, sw, C, ldc, e);
 }
 
 void hm_lowp_i8_block_avx512vnni(int m, int nr, int Kp, const uint8_t *Aq, size_t lda,

@@ -39,6 +39,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
+#include "core/cpu.h"
 #include "core/pool.h"
 #include "core/util.h"
 
@@ -478,6 +479,202 @@ static void test_refusals(int have_vnni, int have_bf16) {
     }
 }
 
+/* ---- AMX against VNNI and an int64 reference --------------------------- */
+
+/* Raw int32 sums of the AMX kernel against int64 sums of the same bytes:
+ * row counts around the 16-row tiles, K around the 64-k tile step, the
+ * extreme byte values (255 x -128, the largest products) and random ones. */
+static void test_amx_sums(void) {
+    static const int ms[] = {1, 5, 15, 16, 17, 31, 32};
+    static const int kps[] = {4, 8, 60, 64, 68, 124, 132, 1284, 5120};
+    int bad = 0, cases = 0;
+    for (size_t a = 0; a < sizeof kps / sizeof kps[0]; a++) {
+        int Kp = kps[a];
+        size_t lda = (size_t)Kp + 64 + 4; /* not a multiple of 64: tile loads take any stride */
+        uint8_t *A = xalloc(32 * lda);
+        int8_t *P = xalloc((size_t)Kp * HM_LOWP_I8_NR);
+        int32_t *S = xalloc(32 * HM_LOWP_I8_NR * sizeof(int32_t));
+        for (int pat = 0; pat < 2; pat++) {
+            for (size_t i = 0; i < 32 * lda; i++) A[i] = pat ? 255 : (uint8_t)(urand() * 256);
+            for (size_t i = 0; i < (size_t)Kp * HM_LOWP_I8_NR; i++)
+                P[i] = pat ? (int8_t)(i % 3 == 0 ? -128 : -127) : (int8_t)((int)(urand() * 256) - 128);
+            for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
+                int m = ms[b];
+                memset(S, 0x5a, 32 * HM_LOWP_I8_NR * sizeof(int32_t));
+                hm_lowp_i8_sums_amx(m, Kp, A, lda, P, S);
+                cases++;
+                for (int i = 0; i < m; i++)
+                    for (int n = 0; n < HM_LOWP_I8_NR; n++) {
+                        int64_t r = 0;
+                        for (int k = 0; k < Kp; k++)
+                            r += (int64_t)A[(size_t)i * lda + k] *
+                                 P[(size_t)(k >> 2) * HM_LOWP_I8_NR * 4 + (size_t)n * 4 + (k & 3)];
+                        if (r != S[(size_t)i * HM_LOWP_I8_NR + n] && bad++ < 5)
+                            printf("amx sums m=%d Kp=%d pat=%d [%d,%d]: %lld, int64 %lld\n", m, Kp, pat, i, n,
+                                   (long long)S[(size_t)i * HM_LOWP_I8_NR + n], (long long)r);
+                    }
+            }
+        }
+        hm_free(A), hm_free(P), hm_free(S);
+    }
+    CHECK(bad == 0, "AMX int32 sums differ from the int64 reference in %d places", bad);
+    printf("amx: raw sums of %d (m, K, pattern) cases equal the int64 reference\n", cases);
+}
+
+/* hm_gemm with AMX and with VNNI: bit-identical outputs for every shape,
+ * epilogue and pool (the odd shapes miss every tile size: M vs 16 / 32, N vs
+ * 16 / 64, K vs 4 / 64). */
+static void test_amx_vs_vnni(void) {
+    static const tcase cs[] = {
+        {1, 1, 1, 0, 0, ACT_UNIFORM, 1},    {2, 3, 7, 1, 2, ACT_UNIFORM, 0},   {5, 17, 80, 0, 0, ACT_LN, 1},
+        {7, 63, 5, 3, 1, ACT_UNIFORM, 1},   {13, 65, 130, 2, 3, ACT_GELU, 1}, {17, 33, 65, 0, 0, ACT_LN, 1},
+        {31, 64, 64, 0, 0, ACT_LN, 0},      {33, 100, 1283, 1, 0, ACT_MANY, 1}, {193, 100, 1283, 1, 0, ACT_LN, 1},
+        {400, 40, 300, 0, 5, ACT_LN, 0},    {37, 200, 1280, 0, 0, ACT_MANY, 1},
+        {192, 1280, 5120, 0, 0, ACT_GELU, 1}, {192, 3840, 1280, 0, 0, ACT_LN, 1},
+    };
+    int diff = 0, runs = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const tcase *t = &cs[c];
+        int M = t->M, N = t->N, K = t->K, lda = K + t->lpad, ldc = N + t->cpad;
+        float *A = xalloc((size_t)M * lda * sizeof(float)), *W = xalloc((size_t)N * lda * sizeof(float));
+        float *b = xalloc((size_t)N * sizeof(float)), *C0 = xalloc((size_t)M * ldc * sizeof(float));
+        float *Cv = xalloc((size_t)M * ldc * sizeof(float)), *Ca = xalloc((size_t)M * ldc * sizeof(float));
+        fill_act(A, M, K, lda, t->act);
+        for (size_t i = 0; i < (size_t)N * lda; i++) W[i] = (float)(gauss() / sqrt((double)K));
+        for (int n = 0; n < N; n++) b[n] = (float)(0.5 * gauss());
+        for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = (float)gauss();
+        hm_packed P;
+        CHECK(hm_pack_weights_prec(&P, W, lda, t->withb ? b : NULL, N, K, HM_PREC_FAST) == HM_OK, "pack: %s",
+              hm_errmsg());
+        for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++)
+            for (int pi = 0; pi < 4; pi++) {
+                memcpy(Cv, C0, (size_t)M * ldc * sizeof(float));
+                memcpy(Ca, C0, (size_t)M * ldc * sizeof(float));
+                hm_amx_force(0);
+                CHECK(!hm_amx_active(), "hm_amx_force(0) must select VNNI");
+                hm_gemm(pools[pi], M, A, lda, &P, Cv, ldc, (hm_epilogue)epi);
+                hm_amx_force(1);
+                CHECK(hm_amx_active(), "hm_amx_force(1) must select AMX");
+                hm_gemm(pools[pi], M, A, lda, &P, Ca, ldc, (hm_epilogue)epi);
+                runs++;
+                if (memcmp(Cv, Ca, (size_t)M * ldc * sizeof(float)) && diff++ < 5)
+                    printf("amx != vnni: M=%d N=%d K=%d epi=%d pool %d\n", M, N, K, epi, pi);
+            }
+        hm_packed_free(&P);
+        hm_free(A), hm_free(W), hm_free(b), hm_free(C0), hm_free(Cv), hm_free(Ca);
+    }
+    CHECK(diff == 0, "AMX and VNNI outputs differ in %d of %d runs", diff, runs);
+    printf("amx: %d hm_gemm runs (shapes x epilogues x pools) bit-identical to VNNI\n", runs);
+}
+
+/* bf16 on AMX tiles against the VNNI bf16 kernel: the same bf16 products
+ * summed in fp32 in another order, so they agree to fp32 rounding of the
+ * sums (bound 1e-5 of the output RMS), not bit for bit. */
+static void test_amx_bf16(void) {
+    if (!(hm_cpu_features() & HM_CPU_AMX_BF16) || !hm_lowp_amx_bf16_built()) {
+        printf("amx-bf16: NOT TESTED - no AMX-BF16 here (or compiler); only the VNNI bf16 kernel ran\n");
+        return;
+    }
+    static const tcase cs[] = {
+        {1, 1, 1, 0, 0, ACT_UNIFORM, 1}, {7, 63, 5, 3, 1, ACT_UNIFORM, 1}, {17, 33, 65, 0, 0, ACT_LN, 1},
+        {33, 100, 1283, 1, 0, ACT_MANY, 1}, {193, 1280, 1280, 0, 0, ACT_LN, 1},
+    };
+    hm_lowp_force_kind(HM_LOWP_BF16);
+    double worst = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const tcase *t = &cs[c];
+        int M = t->M, N = t->N, K = t->K, lda = K + t->lpad, ldc = N + t->cpad;
+        float *A = xalloc((size_t)M * lda * sizeof(float)), *W = xalloc((size_t)N * lda * sizeof(float));
+        float *b = xalloc((size_t)N * sizeof(float)), *C0 = xalloc((size_t)M * ldc * sizeof(float));
+        float *Cv = xalloc((size_t)M * ldc * sizeof(float)), *Ca = xalloc((size_t)M * ldc * sizeof(float));
+        fill_act(A, M, K, lda, t->act);
+        for (size_t i = 0; i < (size_t)N * lda; i++) W[i] = (float)(gauss() / sqrt((double)K));
+        for (int n = 0; n < N; n++) b[n] = (float)(0.5 * gauss());
+        for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = (float)gauss();
+        hm_packed P;
+        CHECK(hm_pack_weights_prec(&P, W, lda, b, N, K, HM_PREC_FAST) == HM_OK, "bf16 pack: %s", hm_errmsg());
+        for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
+            memcpy(Cv, C0, (size_t)M * ldc * sizeof(float));
+            memcpy(Ca, C0, (size_t)M * ldc * sizeof(float));
+            hm_amx_force(0);
+            hm_gemm(pools[2], M, A, lda, &P, Cv, ldc, (hm_epilogue)epi);
+            hm_amx_force(1);
+            hm_gemm(pools[2], M, A, lda, &P, Ca, ldc, (hm_epilogue)epi);
+            double se = 0, sd = 0;
+            int pad_ok = 1;
+            for (int i = 0; i < M; i++) {
+                for (int n = 0; n < N; n++) {
+                    double v = Cv[(size_t)i * ldc + n], d = Ca[(size_t)i * ldc + n] - v;
+                    se += v * v, sd += d != d ? INFINITY : d * d;
+                }
+                for (int n = N; n < ldc; n++) pad_ok &= Ca[(size_t)i * ldc + n] == C0[(size_t)i * ldc + n];
+            }
+            double rel = sqrt(sd / (se + 1e-30));
+            worst = fmax(worst, rel);
+            CHECK(rel < 1e-5 && pad_ok, "amx-bf16 vs vnni-bf16 M=%d N=%d K=%d epi=%d: rel rms diff %.3g pad %d", M,
+                  N, K, epi, rel, pad_ok);
+        }
+        hm_packed_free(&P);
+        hm_free(A), hm_free(W), hm_free(b), hm_free(C0), hm_free(Cv), hm_free(Ca);
+    }
+    hm_lowp_force_kind(HM_LOWP_INT8);
+    printf("amx-bf16: TESTED - AMX-BF16 path ran; worst relative RMS difference to VNNI bf16 %.2g\n", worst);
+}
+
+/* Child with HAMER_ISA=val (read once): exit 10 + hm_amx_active(), or 1 if
+ * FAST packing is refused naming HAMER_ISA. */
+static int child_isa_amx(const char *val) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("HAMER_ISA", val, 1);
+        float w[4] = {1, 2, 3, 4};
+        hm_packed P;
+        int rc = hm_pack_weights_prec(&P, w, 2, NULL, 2, 2, HM_PREC_FAST);
+        if (rc != HM_OK) _exit(strstr(hm_errmsg(), "HAMER_ISA") ? 1 : 2);
+        _exit(10 + hm_amx_active());
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+/* HAMER_ISA=amx / avx512 in children, forked before this process reads
+ * HAMER_ISA (the parent's detection would otherwise be inherited). */
+static int child_amx_r, child_avx512_r;
+
+static void test_amx(int have_vnni) {
+    int hw = (hm_cpu_features() & HM_CPU_AMX) != 0, built = hm_lowp_amx_built();
+    printf("amx: cpu+os %s, kernel %s, default fast int8 kernel: %s\n", hw ? "yes" : "no",
+           built ? "built" : "not built (compiler)", hm_amx_active() && built ? "amx" : "vnni");
+    if (!hw) {
+        CHECK(hm_amx_force(1) == HM_E_UNSUPPORTED && !hm_amx_active(), "forcing AMX without it must fail");
+        int r = have_vnni ? child_amx_r : 1;
+        CHECK(r == 1, "HAMER_ISA=amx without AMX must be refused (child said %d)", r);
+    }
+    if (!have_vnni || !hw || !built) {
+        printf("amx: NOT TESTED - the AMX path did not run here (%s); only the VNNI path was tested\n",
+               !have_vnni ? "no VNNI" : !hw ? "no AMX-INT8 tiles or no OS permission" : "compiler lacks AMX");
+        return;
+    }
+    int r = child_amx_r;
+    CHECK(r == 11, "HAMER_ISA=amx must select AMX (child said %d)", r);
+    r = child_avx512_r;
+    CHECK(r == 10, "HAMER_ISA=avx512 must select VNNI (child said %d)", r);
+    hm_cpu_test_hide(HM_CPU_AMX);
+    CHECK(!hm_amx_active(), "hidden AMX must not be used");
+    hm_cpu_test_hide(0);
+    /* Own random stream: the later tests' data (and their measured
+     * errors) stay what they were without this one. */
+    uint64_t saved = rng;
+    test_amx_sums();
+    test_amx_vs_vnni();
+    test_amx_bf16();
+    rng = saved;
+    hm_amx_force(1);
+    printf("amx: TESTED - AMX path ran\n");
+}
+
 /* Before anything else reads HAMER_LOWP in this process. */
 static void test_env(void) {
     int r = child_lowp_env("bogus", "");
@@ -489,6 +686,8 @@ static void test_env(void) {
 }
 
 int main(void) {
+    child_amx_r = child_isa_amx("amx");
+    child_avx512_r = child_isa_amx("avx512");
     test_env();
     pools[0] = NULL;
     for (int i = 1; i < 4; i++)
@@ -511,6 +710,7 @@ int main(void) {
            hm_precision_scheme(HM_PREC_FAST), have_bf16 ? "available" : "unavailable");
 
     test_refusals(have_vnni, have_bf16);
+    test_amx(have_vnni);
     test_sensitive(have_vnni, have_bf16);
     if (have_vnni) {
         test_shapes("int8", 2e-2, 1.2e-1);
