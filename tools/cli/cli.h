@@ -9,6 +9,7 @@ int hm_cli_regress(int argc, char **argv);
 int hm_cli_crop(int argc, char **argv);
 int hm_cli_bench(int argc, char **argv);
 int hm_cli_run(int argc, char **argv);
+int hm_cli_batch(int argc, char **argv);   /* cli_batch.c: a folder of photos */
 int hm_cli_serve(int argc, char **argv);
 int hm_cli_convert(int argc, char **argv);
 int hm_cli_detect(int argc, char **argv);
