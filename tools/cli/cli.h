@@ -62,6 +62,10 @@ int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detec
 int hm_cli_bench_video(hamer_model *model, const char *video, const hm_cli_detect_args *det, int threads, int frames,
                        int json);
 
+/* `hamer bench --folder DIR`: hamer batch against one hamer run per image
+ * (cli_bench_folder.c); takes bench's arguments, returns the exit status. */
+int hm_cli_bench_folder(int argc, char **argv);
+
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */
 double hm_cli_pcc(const float *a, const float *b, size_t n);
