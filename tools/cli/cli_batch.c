@@ -525,7 +525,7 @@ static void record_error(batch *b, const item *it, const char *stage, const char
     /* The reason also goes to stderr, so that nothing is silent even when
      * errors.jsonl cannot be written. */
     const char *sep = strstr(reason, it->path) ? "" : ": "; /* most library messages name the file already */
-    fprintf(stderr, "hamer: %s%s%s%s\n", *sep ? it->path : "", sep, reason, bad ? " (could not be added to errors.jsonl)" : "");
+    fprintf(stderr, "%shamer: %s%s%s%s\n", isatty(2) ? "\r\033[K" : "", *sep ? it->path : "", sep, reason, bad ? " (could not be added to errors.jsonl)" : "");
     free(line);
 }
 
@@ -878,6 +878,12 @@ static int batch_main(batch_args *a) {
         if (k == b.ntodo - 1) b.ntodo = j;
     }
     if (b.ntodo > 0) {
+        /* From here on Ctrl-C / SIGTERM stop the run cleanly (temporary
+         * files removed, the summary printed). */
+        struct sigaction sa = {0};
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
         double t0 = hm_cli_now();
         b.model = hm_cli_load_model(a->model, a->mano, a->precision);
         if (!b.model) {
@@ -895,10 +901,6 @@ static int batch_main(batch_args *a) {
         b.threads_per_job = total / jobs > 0 ? total / jobs : 1;
         b.qcap = a->prefetch;
         if (b.qcap && !(b.q = calloc((size_t)b.qcap, sizeof *b.q))) goto done;
-        struct sigaction sa = {0};
-        sa.sa_handler = on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
         if (!(th = calloc((size_t)jobs, sizeof *th))) goto done;
         double t_run = hm_cli_now();
         if (b.qcap) {
@@ -918,6 +920,8 @@ static int batch_main(batch_args *a) {
             until.tv_nsec += 500000000L;
             if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&b.cv_done, &b.mu, &until);
+            /* A signal handler cannot wake the threads that wait: done here. */
+            if (g_stop) pthread_cond_broadcast(&b.cv_put), pthread_cond_broadcast(&b.cv_get);
             progress(&b, t_run, 0);
         }
         pthread_mutex_unlock(&b.mu);
