@@ -401,3 +401,10 @@ def test_predict_folder(folder, tmp_path):
     blocker.write_text("x")
     r = predict_folder(folder["model"], folder["inp"], blocker / "out")
     assert r["raised"] == "HamerIOError" and "output folder" in r["message"], r
+
+
+def test_empty_folder(tmp_path):
+    """Nothing to do: exit 0 without opening the model."""
+    (tmp_path / "in").mkdir()
+    p = batch(tmp_path / "no-model.ckpt", tmp_path / "in", tmp_path / "out", "--json")
+    assert p.returncode == 0 and summary(p)["images"] == 0, describe(p)

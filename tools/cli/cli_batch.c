@@ -267,7 +267,7 @@ static int scan(const batch_args *a, const char *dir, const char *rel, item_list
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_name);
+    if (n) qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char *path = str_printf("%s/%s", dir, names[i]);
         char *r = rel[0] ? str_printf("%s/%s", rel, names[i]) : strdup(names[i]);
@@ -504,11 +504,25 @@ static int next_image(batch *b, slot *s) {
     return 0;
 }
 
+/* A JSON string of s; a file name need not be UTF-8 (JSON must be):
+ * then its other bytes become '?'. */
+static json_t *text_json(const char *s) {
+    json_t *j = json_string(s);
+    if (j) return j;
+    char *c = strdup(s);
+    if (!c) return NULL;
+    for (unsigned char *p = (unsigned char *)c; *p; p++)
+        if (*p >= 0x80) *p = '?';
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
 /* One line of errors.jsonl, appended with one write and fsync'd, so that
  * a killed run loses no record and leaves no half line. */
 static void record_error(batch *b, const item *it, const char *stage, const char *reason) {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:I}", "path", it->path, "stage", stage, "reason", reason, "size",
-                          (json_int_t)it->size, "mtime_ns", (json_int_t)ns_of(it->mtime));
+    json_t *o = json_pack("{s:o,s:s,s:o,s:I,s:I}", "path", text_json(it->path), "stage", stage, "reason",
+                          text_json(reason), "size", (json_int_t)it->size, "mtime_ns", (json_int_t)ns_of(it->mtime));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     char *line = s ? str_printf("%s\n", s) : NULL;
