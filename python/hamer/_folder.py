@@ -282,7 +282,7 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
         if out_dir is not None and not force:
             if not it.clash and _complete(it, render, side_view, save_mesh, vertices):
                 status = "skipped"
-            elif not retry_failed and same and same[-1]["stage"] != "write":
+            elif not retry_failed and same and same[-1]["stage"] in ("decode", "name"):
                 status, err = "skipped", same[-1]
         if status == "skipped":
             keep.add(it.path)

@@ -75,7 +75,7 @@ static const char *USAGE_BATCH =
     "than its boxes file) is skipped; every file is written atomically. A bad\n"
     "image (not decodable, no boxes file, no hand found, a failed hand) is one\n"
     "line {\"path\", \"reason\", ...} of OUT/errors.jsonl and never stops the run;\n"
-    "images it could not read are not retried while unchanged (--retry-failed).\n"
+    "images that do not decode are not retried while unchanged (--retry-failed).\n"
     "\n"
     "Exit status: 0 all images done; 1 could not run (message on stderr); 2 bad\n"
     "usage; 3 some images failed (OUT/errors.jsonl); 130 interrupted (rerun to\n"
@@ -399,10 +399,11 @@ static err_rec *read_errors(const char *file, size_t *n) {
 
 static long long ns_of(struct timespec t) { return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
 
-/* Failures of the input itself (it does not decode, its boxes file is bad,
- * its name clashes, no hand in it) stand while the file is unchanged; a
- * failure to write the outputs is retried. */
-static int permanent(const char *stage) { return strcmp(stage, "write") != 0; }
+/* A file that does not decode, or whose name clashes, fails again while it
+ * is unchanged: not retried. Everything else is: a boxes file may appear,
+ * a full disk be emptied (a photo without hands has its NAME.json and is
+ * complete anyway). */
+static int permanent(const char *stage) { return !strcmp(stage, "decode") || !strcmp(stage, "name"); }
 
 /* ---- the run ---- */
 
