@@ -220,7 +220,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
                 outputs are complete and newer than it is "skipped" (its
                 result read back, with the error an earlier run recorded
                 for it, if any) unless force; an image an earlier run
-                could not read is "skipped" with that error unless
+                could not decode is "skipped" with that error unless
                 retry_failed.
     recursive, glob (a pattern or a list of them), boxes_dir (NAME.json
     boxes documents; else the detector: detector, lite, max_hands,
