@@ -925,7 +925,10 @@ static int batch_main(batch_args *a) {
         b.workers_left = jobs;
         for (; nth < jobs; nth++)
             if (pthread_create(&th[nth], NULL, worker, &b)) {
-                b.workers_left = nth;
+                /* Those started may already be counting down. */
+                pthread_mutex_lock(&b.mu);
+                b.workers_left -= jobs - nth;
+                pthread_mutex_unlock(&b.mu);
                 break;
             }
         pthread_mutex_lock(&b.mu);
@@ -993,7 +996,7 @@ done:
     }
     for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
     if (npre) pthread_join(pre, NULL);
-    for (int i = 0; b.q && i < b.qlen; i++) hamer_free(b.q[(b.qhead + i) % b.qcap].rgb);
+    for (int i = 0; b.q && b.qcap && i < b.qlen; i++) hamer_free(b.q[(b.qhead + i) % b.qcap].rgb);
     free(b.q);
     free(th);
     if (b.errfd > 0) close(b.errfd);
