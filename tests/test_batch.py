@@ -265,8 +265,8 @@ def test_unusable_output_folder_fails_before_any_work(tmp_path, folder):
 
 def test_boxes_dir_glob_and_jobs(folder, tmp_path):
     """Boxes from --boxes-dir (a `hamer detect` document per image) give
-    `hamer run --boxes`'s results; --glob filters; --jobs 2 and the
-    prefetch thread change nothing in the results."""
+    `hamer run --boxes`'s results; --glob filters; --jobs 2 and --prefetch 0
+    change nothing in the results."""
     inp, boxes = tmp_path / "in", tmp_path / "boxes"
     inp.mkdir()
     boxes.mkdir()
@@ -298,7 +298,7 @@ def test_boxes_dir_glob_and_jobs(folder, tmp_path):
     assert s["failed"] == 1 and errors(out)[-1]["stage"] == "boxes" and "c.json" in errors(out)[-1]["reason"]
     # Detected, with 2 jobs and without prefetch: the same files.
     outs = []
-    for extra in (["--jobs", "2"], ["--prefetch", "2"]):
+    for extra in (["--jobs", "2"], ["--prefetch", "0"]):
         o = tmp_path / f"out{len(outs)}"
         p = batch(folder["model"], inp, o, "--json", *extra)
         assert p.returncode == 0 and summary(p)["computed"] == 3, describe(p)

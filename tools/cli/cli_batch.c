@@ -66,8 +66,7 @@ static const char *USAGE_BATCH =
     "                  repeatable); default every file not starting with '.'\n"
     "  --jobs N        images in flight at once (default 1), --threads split between them\n"
     "  --threads N     worker threads in all (default: online CPUs)\n"
-    "  --prefetch N    images decoded ahead on a thread of their own (0: none; default 2\n"
-    "                  when --threads leaves a core free, else 0)\n"
+    "  --prefetch N    images decoded ahead of the inference (default 2; 0: none)\n"
     "  --force         redo images whose outputs are already there\n"
     "  --retry-failed  retry images an earlier run recorded as bad\n"
     "  --json          the summary as one JSON object on stdout\n"
@@ -100,7 +99,7 @@ static int parse(int argc, char **argv, batch_args *a) {
     a->precision = HAMER_PRECISION_FP32;
     a->pp = hamer_predict_default_params();
     a->jobs = 1;
-    a->prefetch = -1; /* auto: see batch_main */
+    a->prefetch = 2;
     hm_cli_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -915,11 +914,7 @@ static int batch_main(batch_args *a) {
         if (total < 1) total = 1;
         int jobs = a->jobs < b.ntodo ? a->jobs : b.ntodo;
         b.threads_per_job = total / jobs > 0 ? total / jobs : 1;
-        /* Measured (README): with every core inferring, a decode thread
-         * beside them slowed the run (it preempts pool workers that the
-         * others then wait for); it pays only with a core to spare. */
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        b.qcap = a->prefetch >= 0 ? a->prefetch : (online > (long)b.threads_per_job * jobs ? 2 : 0);
+        b.qcap = a->prefetch;
         if (b.qcap && !(b.q = calloc((size_t)b.qcap, sizeof *b.q))) goto done;
         if (!(th = calloc((size_t)jobs, sizeof *th))) goto done;
         double t_run = hm_cli_now();

@@ -1,7 +1,7 @@
 /* cli_bench_folder.c - `hamer bench --folder DIR`: images per second of
  * `hamer batch` on a folder against the same images through one `hamer
  * run` process each (the model and detector load paid every time), and,
- * with --variants, the batch with --prefetch 2 and with 2 jobs (what the
+ * with --variants, the batch without prefetch and with 2 jobs (what the
  * prefetch thread and --jobs buy).
  *
  * Every figure is a whole process's wall time, load included, measured
@@ -30,7 +30,7 @@ static const char *USAGE_BENCH_FOLDER =
     "\n"
     "Runs `hamer batch` on every image of DIR (not its subfolders), then `hamer run`\n"
     "once per image, and reports images/s of each (process wall time, model load\n"
-    "included) and the speed-up. --variants also times the batch with --prefetch 2\n"
+    "included) and the speed-up. --variants also times the batch with --prefetch 0\n"
     "and with --jobs 2.\n";
 
 /* Run argv (the hamer binary) with stdout into out (may be NULL) and
@@ -160,11 +160,11 @@ int hm_cli_bench_folder(int argc, char **argv) {
     snprintf(errpath, sizeof errpath, "%s/stderr.txt", tmpl);
 
     int rc = 1;
-    double t_batch = -1, t_prefetch2 = -1, t_jobs2 = -1, t_single = 0;
+    double t_batch = -1, t_noprefetch = -1, t_jobs2 = -1, t_single = 0;
     int hands = 0;
     /* 1. the folder at once */
-    const char *modes[3][2] = {{NULL, NULL}, {"--prefetch", "2"}, {"--jobs", "2"}};
-    double *times[3] = {&t_batch, &t_prefetch2, &t_jobs2};
+    const char *modes[3][2] = {{NULL, NULL}, {"--prefetch", "0"}, {"--jobs", "2"}};
+    double *times[3] = {&t_batch, &t_noprefetch, &t_jobs2};
     for (int m = 0; m < (variants ? 3 : 1); m++) {
         snprintf(outdir, sizeof outdir, "%s/batch%d", tmpl, m);
         char *av[40];
@@ -210,7 +210,7 @@ int hm_cli_bench_folder(int argc, char **argv) {
                               "batch_images_per_s", n / t_batch, "single_runs_seconds", t_single,
                               "single_runs_images_per_s", n / t_single, "speedup", t_single / t_batch);
         if (variants) {
-            json_object_set_new(o, "batch_prefetch2_images_per_s", json_real(n / t_prefetch2));
+            json_object_set_new(o, "batch_no_prefetch_images_per_s", json_real(n / t_noprefetch));
             json_object_set_new(o, "batch_jobs2_images_per_s", json_real(n / t_jobs2));
         }
         char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -222,7 +222,7 @@ int hm_cli_bench_folder(int argc, char **argv) {
                precision);
         printf("  hamer batch                %8.1f s  %6.3f images/s\n", t_batch, n / t_batch);
         if (variants) {
-            printf("  hamer batch --prefetch 2   %8.1f s  %6.3f images/s\n", t_prefetch2, n / t_prefetch2);
+            printf("  hamer batch --prefetch 0   %8.1f s  %6.3f images/s\n", t_noprefetch, n / t_noprefetch);
             printf("  hamer batch --jobs 2       %8.1f s  %6.3f images/s\n", t_jobs2, n / t_jobs2);
         }
         printf("  %3d x hamer run            %8.1f s  %6.3f images/s\n", n, t_single, n / t_single);
