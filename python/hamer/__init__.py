@@ -1062,3 +1062,6 @@ def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
 
 Model.track = _model_track
 Model.video = _model_video
+
+from ._folder import predict_folder as _predict_folder  # noqa: E402  (needs the names above)
+Model.predict_folder = _predict_folder

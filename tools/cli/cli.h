@@ -9,6 +9,7 @@ int hm_cli_regress(int argc, char **argv);
 int hm_cli_crop(int argc, char **argv);
 int hm_cli_bench(int argc, char **argv);
 int hm_cli_run(int argc, char **argv);
+int hm_cli_batch(int argc, char **argv);   /* cli_batch.c: a folder of photos */
 int hm_cli_serve(int argc, char **argv);
 int hm_cli_convert(int argc, char **argv);
 int hm_cli_detect(int argc, char **argv);
@@ -81,6 +82,10 @@ int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detec
  * frames, timed per frame and stage (cli_bench_video.c); the exit status. */
 int hm_cli_bench_video(hamer_model *model, const char *video, const hm_cli_detect_args *det, int threads, int frames,
                        int json);
+
+/* `hamer bench --folder DIR`: hamer batch against one hamer run per image
+ * (cli_bench_folder.c); takes bench's arguments, returns the exit status. */
+int hm_cli_bench_folder(int argc, char **argv);
 
 /* Pearson correlation of two vectors (1 for two equal constants): the
  * fast-precision gate's measure, in bench and the server's self-check. */

@@ -37,6 +37,7 @@ static const char *USAGE_BENCH =
     "                   [--json]\n"
     "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
+    "       hamer bench --folder DIR --model M [--precision P] [--variants] (see --folder --help)\n"
     "       hamer bench (--model CKPT | --synthetic) --video IN [--precision P] [--iters FRAMES]\n"
     "                   [--max-hands N] [--detector DIR] [--json]\n"
     "\n"
@@ -512,6 +513,8 @@ done:
 }
 
 int hm_cli_bench(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) /* --folder: whole processes timed (cli_bench_folder.c) */
+        if (!strcmp(argv[i], "--folder")) return hm_cli_bench_folder(argc, argv);
     bench_args a;
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;

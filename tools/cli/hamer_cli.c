@@ -13,6 +13,7 @@ static const char *USAGE_MAIN =
     "\n"
     "commands:\n"
     "  run       a photo in (hands found, or boxes given): RESULT.json, meshes (.obj), pictures\n"
+    "  batch     a folder of photos in, a folder of results out (model loaded once; resumable)\n"
     "  detect    find the hands in a photo: boxes, scores, 21 landmarks (JSON), a picture\n"
     "  video     a video in: hands tracked, regressed and smoothed per frame (JSON Lines), an overlay video\n"
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
@@ -38,6 +39,7 @@ static const struct {
     int (*fn)(int, char **);
 } commands[] = {
     {"run", hm_cli_run},
+    {"batch", hm_cli_batch},
     {"regress", hm_cli_regress},
     {"crop", hm_cli_crop},
     {"bench", hm_cli_bench},
