@@ -393,10 +393,25 @@ class _Interruptible:
 
 # ---- Handle-owning objects ------------------------------------------------------
 
-class _NoCopy:
-    """A copy would share the C handle (and the state pool) with the
-    original, and whichever is freed first would free it under the other:
-    copying and pickling are refused. Make a new object instead."""
+class _Handle:
+    """An object owning a libhamer handle (subclasses define close and
+    _check_open): a context manager, closed when collected. A copy would
+    share the C handle (and the state pool) with the original, and whichever
+    is freed first would free it under the other: copying and pickling are
+    refused. Make a new object instead."""
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing sensible to do
+            pass
 
     def _refuse(self, what):
         raise TypeError(f"{type(self).__module__}.{type(self).__name__} owns a libhamer handle and cannot be "
@@ -420,7 +435,7 @@ class _NoCopy:
 
 # ---- The hand detector -----------------------------------------------------------
 
-class Detector(_NoCopy):
+class Detector(_Handle):
     """The built-in hand detector: MediaPipe Hands' palm detector and hand
     landmark model, run by the library's own TFLite executor on the CPU.
 
@@ -493,19 +508,6 @@ class Detector(_NoCopy):
         if handle:
             self._lib.hamer_detector_free(handle)
 
-    def __enter__(self):
-        self._check_open()
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
 
@@ -564,7 +566,7 @@ class Detector(_NoCopy):
 
 # ---- The model -----------------------------------------------------------------
 
-class Model(_NoCopy):
+class Model(_Handle):
     """A loaded HaMeR checkpoint (read-only) plus a pool of inference states.
 
     Model(path, precision="fp32", threads=None, mano=None, max_batch=16,
@@ -677,19 +679,6 @@ class Model(_NoCopy):
         det, self._detector = self._detector, None
         if det is not None and self._owns_detector:
             det.close()
-
-    def __enter__(self):
-        self._check_open()
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: nothing sensible to do
-            pass
 
     @property
     def closed(self):
