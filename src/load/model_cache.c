@@ -211,7 +211,7 @@ static void evict(const char *dir, const char *keep, uint64_t reserve, uint64_t 
         v[n].mtime = sb.st_mtim;
         n++;
     }
-    qsort(v, (size_t)n, sizeof *v, older_first);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, older_first); /* v is NULL when n == 0 */
     for (int i = 0; i < n && total + reserve > max; i++)
         if (unlinkat(fd, v[i].name, 0) == 0 || errno == ENOENT) {
             total -= v[i].bytes;

@@ -19,17 +19,12 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 
-int main(int argc, char **argv) {
-    int32_t hdr[2];
-    if (argc != 2 || fread(hdr, sizeof hdr, 1, stdin) != 1) return 2;
-    int n = hdr[0], hd = hdr[1];
-    if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
+/* One mode on the n x hd head in x ([n, 3*hd]: q, k, v); exit status. */
+static int tool(const char *mode, int n, int hd, float *x, float *o, float *scratch) {
     size_t ld = (size_t)3 * hd;
-    float *x = malloc((size_t)n * ld * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
-    float *scratch = aligned_alloc(64, ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + 16) * sizeof(float));
-    if (!x || !o || !scratch || fread(x, sizeof *x, (size_t)n * ld, stdin) != (size_t)n * ld) return 2;
+    if (fread(x, sizeof *x, (size_t)n * ld, stdin) != (size_t)n * ld) return 2;
     float scale = 1.0f / sqrtf((float)hd);
-    if (!strcmp(argv[1], "time")) {
+    if (!strcmp(mode, "time")) {
         enum { R = 200 };
         static double t[2][R];
         int bf = hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd));
@@ -59,10 +54,10 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    if (!strcmp(argv[1], "bf16")) {
+    if (!strcmp(mode, "bf16")) {
         if (!hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd))) return 3;
         hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
-    } else if (!strcmp(argv[1], "fp32")) {
+    } else if (!strcmp(mode, "fp32")) {
         hm_sgemm_nt(n, n, hd, scale, x, (int)ld, x + hd, (int)ld, 0.0f, scratch, n);
         for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
         hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, x + 2 * hd, (int)ld, 0.0f, o, hd);
@@ -71,4 +66,18 @@ int main(int argc, char **argv) {
     }
     fwrite(o, sizeof *o, (size_t)n * hd, stdout);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    int32_t hdr[2];
+    if (argc != 2 || fread(hdr, sizeof hdr, 1, stdin) != 1) return 2;
+    int n = hdr[0], hd = hdr[1];
+    if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
+    float *x = malloc((size_t)n * 3 * hd * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
+    float *scratch = aligned_alloc(64, ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + 16) * sizeof(float));
+    int rc = x && o && scratch ? tool(argv[1], n, hd, x, o, scratch) : 2;
+    free(x);
+    free(o);
+    free(scratch);
+    return rc;
 }
