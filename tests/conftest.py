@@ -19,6 +19,7 @@ temporary HAMER_CACHE_DIR instead.
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,21 @@ def run_hamer(args, timeout=None, env=None):
                               timeout=timeout or TIMEOUT_SMALL, text=True, errors="replace", env=env)
     except subprocess.TimeoutExpired:
         pytest.fail(f"timed out after {timeout or TIMEOUT_SMALL}s: {' '.join(cmd)}")
+
+
+def python_child_env(env):
+    """env for a child python that loads libhamer.so with ctypes: in a
+    sanitizer build the instrumented library needs the ASan runtime loaded
+    first (leak checks off: CPython itself keeps memory to the end)."""
+    env = dict(env)
+    if SANITIZE:
+        cc = shutil.which("gcc") or shutil.which("cc")
+        assert cc, "a sanitizer build needs the compiler's libasan.so"
+        libasan = subprocess.run([cc, "-print-file-name=libasan.so"], stdout=subprocess.PIPE, text=True,
+                                 check=True).stdout.strip()
+        assert os.path.isabs(libasan) and os.path.exists(libasan), f"libasan.so not found ({libasan!r})"
+        env.update(LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0")
+    return env
 
 
 def describe(proc):

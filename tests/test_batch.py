@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import BUILD, HAMER_BIN, REPO, SANITIZE, TIMEOUT_SMALL, describe, run_hamer
+from conftest import BUILD, HAMER_BIN, REPO, SANITIZE, TIMEOUT_SMALL, describe, python_child_env, run_hamer
 from detect.common import shared_images
 
 TEMP = re.compile(r"^\..+\.(json|png|obj|jsonl)\.[A-Za-z0-9]{6}$")
@@ -346,12 +346,7 @@ with hamer.Model(model) as m:
 def predict_folder(model, inp, out, **opts):
     """Model.predict_folder in a child python (under the sanitizers an
     instrumented libhamer.so needs the ASan runtime loaded first)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), HAMER_LIB=str(BUILD / "libhamer.so"))
-    if SANITIZE:
-        cc = shutil.which("gcc") or shutil.which("cc")
-        libasan = subprocess.run([cc, "-print-file-name=libasan.so"], stdout=subprocess.PIPE, text=True,
-                                 check=True).stdout.strip()
-        env.update(LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0")
+    env = python_child_env(dict(os.environ, PYTHONPATH=str(REPO / "python"), HAMER_LIB=str(BUILD / "libhamer.so")))
     arg = json.dumps([str(model), str(inp), None if out is None else str(out), opts])
     p = subprocess.run([sys.executable, "-c", PY_CHILD, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, env=env, timeout=TIMEOUT_SMALL)

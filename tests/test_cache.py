@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import HAMER_BIN, TIMEOUT_SMALL, checkpoint_path, describe, float_crops, run_hamer
+from conftest import HAMER_BIN, TIMEOUT_SMALL, checkpoint_path, describe, float_crops, python_child_env, run_hamer
 
 WROTE = "model cache: wrote"
 REJECTED = "model cache: entry rejected"
@@ -241,7 +241,7 @@ lib.hamer_model_free(m)
 """
     lib = HAMER_BIN.parent / "libhamer.so"
     for flag, n in ((1, 0), (0, 1)):
-        proc = subprocess.run([sys.executable, "-c", code, str(lib), str(small), str(flag)], env=cache_env(cache),
+        proc = subprocess.run([sys.executable, "-c", code, str(lib), str(small), str(flag)], env=python_child_env(cache_env(cache)),
                               capture_output=True, text=True, timeout=TIMEOUT_SMALL)
         assert proc.returncode == 0, proc.stderr
         assert len(entries(cache)) == n
