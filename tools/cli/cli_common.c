@@ -114,6 +114,30 @@ hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d) {
     return hamer_detector_load(&p);
 }
 
+/* The whole file at path (at most max bytes) as a NUL-terminated buffer;
+ * NULL with a message in err. */
+char *hm_cli_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || (size_t)n > max) {
+        snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
+    } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "cannot read '%s'", path);
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    fclose(f);
+    return buf;
+}
+
 int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen) {
     if (hm_file_write_atomic(path, data, len) == HM_OK) return 0;
     snprintf(err, errlen, "%s", hm_errmsg());

@@ -63,30 +63,6 @@ typedef struct {
     hamer_predict_params pp;
 } run_args;
 
-/* The whole file at path (at most max bytes) as a NUL-terminated buffer;
- * NULL with a message in err. */
-static char *read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n < 0 || (size_t)n > max) {
-        snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
-    } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        snprintf(err, errlen, "cannot read '%s'", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* Arguments -> a; 0, or the exit status of a usage error (message printed). */
 static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
@@ -224,7 +200,7 @@ static int run(run_args *a) {
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
-        char *text = read_file(a->boxes_file, 64u << 20, &len, err, sizeof err);
+        char *text = hm_cli_read_file(a->boxes_file, 64u << 20, &len, err, sizeof err);
         if (!text) return hm_cli_fail(1, "%s", err);
         a->nbox = hamer_boxes_parse(text, len, a->boxes, HAMER_MAX_HANDS);
         free(text);

@@ -31,28 +31,6 @@ typedef struct {
     int nbox, vertices;
 } submit_args;
 
-/* Whole file (at most max bytes), malloc'd; NULL with a message in err. */
-static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n < 0 || (size_t)n > max) snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
-    else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        snprintf(err, errlen, "cannot read '%s'", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* The --box list as the boxes document the worker reads (malloc'd by jansson). */
 static char *boxes_json(const submit_args *a) {
     json_t *arr = json_array();
@@ -130,10 +108,10 @@ int hm_cli_submit(int argc, char **argv) {
     if (hm_wk_url_parse(a.url, &r.url, err, sizeof err)) return hm_cli_fail(2, "submit: %s", err);
     size_t ilen = 0, blen = 0;
     /* Redis takes at most 512 MB per value; the workers' limit is smaller. */
-    char *image = slurp(a.image, 512u << 20, &ilen, err, sizeof err), *boxes = NULL;
+    char *image = hm_cli_read_file(a.image, 512u << 20, &ilen, err, sizeof err), *boxes = NULL;
     if (!image) return hm_cli_fail(1, "%s", err);
     if (a.boxes_file) {
-        boxes = slurp(a.boxes_file, 64u << 20, &blen, err, sizeof err);
+        boxes = hm_cli_read_file(a.boxes_file, 64u << 20, &blen, err, sizeof err);
         hamer_box tmp[HAMER_MAX_HANDS];
         if (!boxes) rc = hm_cli_fail(1, "%s", err);
         else if (hamer_boxes_parse(boxes, blen, tmp, HAMER_MAX_HANDS) < 0) {
