@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${VALGRIND_BUILD:-build-valgrind}
-fixtures=${HAMER_BUILD:-build}/test-fixtures
+fixtures=${HAMER_FIXTURE_DIR:-build-fixtures}
 tests=(test_ckpt test_npy test_image test_render test_pool test_limits test_regression test_norm test_pack)
 
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not installed (apt-get install valgrind)" >&2; exit 2; }

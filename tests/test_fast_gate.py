@@ -11,23 +11,20 @@ import numpy as np
 import pytest
 
 import hamer_fixture
-from conftest import FIXTURE_DIR, SANITIZE, FULL_SIZE_SKIP_REASON, checkpoint_path, float_crops, uint8_crops
+from conftest import FIXTURE_DIR, SANITIZE, FULL_SIZE_SKIP_REASON, _cached_file, checkpoint_path, float_crops, uint8_crops
 
 OUTLIER_CHANNELS = [17, 348, 679, 1010]
 
 
 def outlier_checkpoint(depth, head_depth, seed):
-    path = FIXTURE_DIR / f"outliers_d{depth}h{head_depth}_s{seed}_{hamer_fixture.generator_digest()}.ckpt"
-    if not path.exists():
-        FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    def write(tmp):
         sd = hamer_fixture.build_state_dict(depth, head_depth, seed, mano=True)
         for key, t in sd.items():
             if key.startswith("backbone.blocks.") and key.endswith((".norm1.weight", ".norm2.weight")):
                 t[OUTLIER_CHANNELS] *= 20.0
-        tmp = path.with_suffix(".tmp")
-        hamer_fixture.save_checkpoint(sd, str(tmp))
-        tmp.replace(path)
-    return path
+        hamer_fixture.save_checkpoint(sd, tmp)
+    params = dict(depth=depth, head_depth=head_depth, seed=seed, outlier_channels=OUTLIER_CHANNELS, gain=20.0)
+    return _cached_file(FIXTURE_DIR / f"outliers_d{depth}h{head_depth}_s{seed}.ckpt", params, write)
 
 
 def gate(fast, ref):

@@ -134,32 +134,52 @@ class RedisServer:
             pytest.fail("redis-server is not installed (scripts/deps.sh installs Debian's redis-server)")
         self.dir = tmp / f"redis-{time.monotonic_ns()}"
         self.dir.mkdir()
-        self.port = free_port()
-        self.cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                    "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", "always",
-                    "--daemonize", "no", "--logfile", str(self.dir / "redis.log"), *extra]
-        self.url = f"redis://127.0.0.1:{self.port}"
         self.proc = None
-        self.start()
+        # free_port() closes the port before redis-server binds it; another
+        # test process (ctest -j) may take it meanwhile: then another port.
+        for attempt in range(5):
+            self.port = free_port()
+            self.cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                        "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", "always",
+                        "--daemonize", "no", "--logfile", str(self.dir / "redis.log"), *extra]
+            self.url = f"redis://127.0.0.1:{self.port}"
+            if self.start(retry_if_taken=attempt < 4):
+                break
 
-    def start(self):
+    def start(self, retry_if_taken=False):
+        """Start (or restart) redis-server on self.port; False only when
+        retry_if_taken and the port turned out to be in use."""
+        log_path = self.dir / "redis.log"
+        start = log_path.stat().st_size if log_path.exists() else 0
+
+        def own_log():      # what this start wrote (a restart appends)
+            if not log_path.exists():
+                return ""
+            with open(log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode(errors="replace")
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while True:
-            try:
-                c = Resp(self.port, timeout=2)
-                ok = c.pipeline([["PING"]])[0]
-                c.close()
-                if ok == "PONG" or "NOAUTH" in str(ok):     # up (a password is asked for)
-                    return
-            except (OSError, ConnectionError):
-                pass
+            # Ready by its own log, not by a PING alone: with test processes
+            # side by side the port may answer from another test's server.
+            if "Ready to accept connections" in own_log() and self.proc.poll() is None:
+                try:
+                    c = Resp(self.port, timeout=2)
+                    ok = c.pipeline([["PING"]])[0]
+                    c.close()
+                    if ok == "PONG" or "NOAUTH" in str(ok):     # up (a password is asked for)
+                        return True
+                except (OSError, ConnectionError):
+                    pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.proc.kill()
                 self.proc.wait()
-                log = (self.dir / "redis.log").read_text(errors="replace") if (self.dir / "redis.log").exists() else ""
+                log = own_log()
+                if retry_if_taken and "Address already in use" in log:
+                    return False
                 pytest.fail(f"redis-server did not start: {self.cmd}\n{log[-2000:]}")
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def client(self):
         c = Resp(self.port)

@@ -67,7 +67,8 @@ def runtime():
     why = tflite_runtime.unavailable_reason()
     if why:
         pytest.fail(why)
-    return tflite_runtime.RefRuntime(BUILD / 'test-fixtures' / 'tflite-cache')
+    from conftest import FIXTURE_DIR
+    return tflite_runtime.RefRuntime(FIXTURE_DIR / 'tflite-cache')
 
 
 def tool(name):

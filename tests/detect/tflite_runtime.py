@@ -64,7 +64,7 @@ class RefRuntime:
                 outs.append(np.load(os.path.join(td, f'output_{i}.npy')))
                 i += 1
         self.calls += 1
-        tmp = hit.with_suffix('.tmp.npz')
+        tmp = hit.with_name(f'.{key}.{os.getpid()}.tmp.npz')     # unique: test processes run side by side
         np.savez(tmp, **{f'output_{i}': o for i, o in enumerate(outs)})
         os.replace(tmp, hit)
         return outs
