@@ -8,7 +8,9 @@
  * the kernels never see a shape they did not agree to. fp16 DEQUANTIZE
  * outputs become fp32 constants, and any other op whose inputs are all
  * constant is evaluated here, once; then CONV_2D epilogues are fused and
- * the constants only the load needed are released.
+ * the constants only the load needed are released. Each op's work and each
+ * folded output's bytes are checked against the limits (tflite_impl.h)
+ * before the op is folded, so a hostile file is refused before it costs.
  */
 #include <stdio.h>
 #include <stdlib.h>
