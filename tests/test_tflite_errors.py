@@ -11,8 +11,8 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -288,23 +288,37 @@ def test_arena_limit(tool):
 # Small files that pass every shape check yet ask for unbounded work or
 # memory: each must be refused at load, at once, naming the op and the limit.
 
+# Runs argv[1:] and prints its own peak RSS (KiB): a child's ru_maxrss
+# starts at its parent's RSS at the fork, so the tool is forked from this
+# small process rather than from pytest.
+_RSS_WRAPPER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+print(ru.ru_maxrss)
+sys.exit(min(max(os.waitstatus_to_exitcode(status), 0), 255) if os.WIFEXITED(status) else 128)
+"""
+
+
 def run_measured(tool, data, limit_s):
     """(exit status, stderr, seconds, peak RSS in MiB) of tool_tflite_run
     loading (and, if that succeeds, running) `data`; killed after limit_s."""
     with tempfile.TemporaryDirectory() as d:
         mp = Path(d) / "m.tflite"
         mp.write_bytes(data)
-        with open(Path(d) / "err", "w+") as errf:
-            t0 = time.monotonic()
-            p = subprocess.Popen([str(tool), str(mp)], stdout=subprocess.DEVNULL, stderr=errf)
-            killer = threading.Timer(limit_s, p.kill)
-            killer.start()
-            _, status, ru = os.wait4(p.pid, 0)   # this child's own peak RSS
-            killer.cancel()
-            p.returncode = os.waitstatus_to_exitcode(status)
-            secs = time.monotonic() - t0
-            errf.seek(0)
-            return p.returncode, errf.read(), secs, ru.ru_maxrss / 1024
+        t0 = time.monotonic()
+        p = subprocess.Popen([sys.executable, "-c", _RSS_WRAPPER, str(tool), str(mp)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            out, err = p.communicate()
+        secs = time.monotonic() - t0
+        rss = int(out.split()[-1]) / 1024 if out.split() else float("nan")
+        return p.returncode, err, secs, rss
 
 
 def expect_fast(tool, data, pattern, max_rss_mb=None):
