@@ -5,12 +5,16 @@ never a crash or a sanitizer abort), exactly one non-empty line on stderr
 naming what was wrong, and no output file.
 """
 
+import io
+import json
 import os
+import time
 
 import numpy as np
 import pytest
+from PIL import Image
 
-from conftest import checkpoint_path, describe, float_crops, mano_npz_path, run_hamer, uint8_crops
+from conftest import SANITIZE, checkpoint_path, describe, float_crops, mano_npz_path, run_hamer, uint8_crops
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +278,58 @@ def test_non_finite_crops_refused(hamer_bin, tmp_path, good_ckpt, value):
     out = tmp_path / "out.npz"
     line = expect_error(regress_args(good_ckpt, inp, out), out, ["crop 1 has a non-finite value"], tmp_path)
     assert ("NaN" if np.isnan(value) else "Inf") in line and "row 100, column 50" in line, line
+
+
+def progressive_jpeg(side):
+    """A side x side progressive JPEG (Pillow: libjpeg's 10-scan progression)."""
+    y, x = np.mgrid[0:side, 0:side]
+    img = np.stack([x * 255 // side, y * 255 // side, (x + y) * 127 // side], -1).astype(np.uint8)
+    b = io.BytesIO()
+    Image.fromarray(img).save(b, "JPEG", quality=75, progressive=True)
+    return b.getvalue()
+
+
+def with_empty_scans(jpg, copies):
+    """jpg with `copies` more copies of its last scan's SOS header (10 bytes,
+    no data) before the EOI: each an empty scan libjpeg warns about and
+    decodes anyway, in one pass over the blocks of its component."""
+    i, last = 2, None
+    while jpg[i + 1] != 0xD9:
+        assert jpg[i] == 0xFF
+        n = jpg[i + 2] << 8 | jpg[i + 3]
+        if jpg[i + 1] == 0xDA:
+            last = jpg[i:i + 2 + n]
+            i += 2 + n
+            # The entropy-coded data ends at a marker (not 0xFF00, not RSTn).
+            while not (jpg[i] == 0xFF and jpg[i + 1] != 0 and not 0xD0 <= jpg[i + 1] <= 0xD7):
+                i += 1
+        else:
+            i += 2 + n
+    assert last is not None and jpg.endswith(b"\xff\xd9")
+    return jpg[:-2] + last * copies + b"\xff\xd9"
+
+
+def test_progressive_jpeg_scan_bomb(hamer_bin, tmp_path, good_ckpt):
+    """A 4 MP progressive JPEG with 100,000 empty scans (1 MB; 44 s to
+    decode without a limit) is refused within a couple of seconds, by `hamer
+    detect` and `hamer run`; the same image without them still runs."""
+    prog = progressive_jpeg(2048)
+    bomb = tmp_path / "bomb.jpg"
+    bomb.write_bytes(with_empty_scans(prog, 100000))
+    assert 1000000 < bomb.stat().st_size < 1100000
+    out = tmp_path / "out.json"
+    limit = 10 if SANITIZE else 2
+    for args in (["detect", "--image", bomb, "--output", out],
+                 ["run", "--model", good_ckpt, "--image", bomb, "--output", out, "--boxes", tmp_path / "none.json"]):
+        (tmp_path / "none.json").write_text("[]")
+        t0 = time.monotonic()
+        line = expect_error(args, out)
+        secs = time.monotonic() - t0
+        assert "bomb.jpg: JPEG's" in line and "times the image's blocks" in line, line
+        assert secs < limit, "%s refused after %.1f s" % (args[0], secs)
+    ok = tmp_path / "progressive.jpg"
+    ok.write_bytes(prog)
+    (tmp_path / "box.json").write_text(json.dumps([{"bbox": [900, 900, 1200, 1200], "is_right": True}]))
+    proc = run_hamer(["run", "--model", good_ckpt, "--image", ok, "--output", out, "--boxes", tmp_path / "box.json"])
+    assert proc.returncode == 0, describe(proc)
+    assert json.loads(out.read_text())["image"] == {"width": 2048, "height": 2048}

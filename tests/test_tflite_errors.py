@@ -8,7 +8,12 @@ is built on purpose.
 
 import os
 import re
+import shutil
 import struct
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +25,9 @@ import tflite_ref as tr
 BUILD = Path(os.environ.get("HAMER_BUILD") or tr.REPO / "build").resolve()
 TOOL = BUILD / "tests" / "tool_tflite_run"
 E_FORMAT, E_SHAPE, E_UNSUPPORTED = -3, -4, -6
+SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", "true", "yes")
+# A refusal at load comes at once; the slack is for a loaded machine.
+FAST_S = 15 if SANITIZE else 5
 
 
 @pytest.fixture(scope="session")
@@ -273,3 +281,187 @@ def test_arena_limit(tool):
     m.op("ADD", [x, y], [z], "AddOptions")
     m.output(z)
     expect(tool, m.build(), E_UNSUPPORTED, "MiB of activations")
+
+
+# ---- work and memory limits (HM_TFL_MAX_OP_WORK, _MAX_WORK, _MAX_FOLD_BYTES) ----
+#
+# Small files that pass every shape check yet ask for unbounded work or
+# memory: each must be refused at load, at once, naming the op and the limit.
+
+# Runs argv[1:] and prints its own peak RSS (KiB): a child's ru_maxrss
+# starts at its parent's RSS at the fork, so the tool is forked from this
+# small process rather than from pytest.
+_RSS_WRAPPER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+print(ru.ru_maxrss)
+sys.exit(min(max(os.waitstatus_to_exitcode(status), 0), 255) if os.WIFEXITED(status) else 128)
+"""
+
+
+def run_measured(tool, data, limit_s):
+    """(exit status, stderr, seconds, peak RSS in MiB) of tool_tflite_run
+    loading (and, if that succeeds, running) `data`; killed after limit_s."""
+    with tempfile.TemporaryDirectory() as d:
+        mp = Path(d) / "m.tflite"
+        mp.write_bytes(data)
+        t0 = time.monotonic()
+        p = subprocess.Popen([sys.executable, "-c", _RSS_WRAPPER, str(tool), str(mp)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            out, err = p.communicate()
+        secs = time.monotonic() - t0
+        rss = int(out.split()[-1]) / 1024 if out.split() else float("nan")
+        return p.returncode, err, secs, rss
+
+
+def expect_fast(tool, data, pattern, max_rss_mb=None):
+    rc, err, secs, rss = run_measured(tool, data, 4 * FAST_S)
+    assert rc == 1, "exit %d after %.1f s (RSS %.0f MiB), stderr %r" % (rc, secs, rss, err)
+    assert secs < FAST_S, "refused after %.1f s" % secs
+    if max_rss_mb is not None and not SANITIZE:
+        assert rss < max_rss_mb, "peak RSS %.0f MiB" % rss
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, "not one line: %r" % err
+    got = re.match(r"tool_tflite_run: error (-?\d+): (.*)$", lines[0])
+    assert got and int(got.group(1)) == E_UNSUPPORTED, lines[0]
+    assert re.search(pattern, got.group(2)), "%r does not match %r" % (got.group(2), pattern)
+
+
+def fold_copies_model(copies):
+    """One constant padded to 2048x2048 (16 MiB, folded at load), then
+    `copies` RESHAPEs of it: each RESHAPE of a constant is folded into a new
+    16 MiB constant. 13 KB of file for 16 MiB per op."""
+    m = fb.ModelBuilder()
+    c = m.const(np.ones((1, 1), np.float32), name="one")
+    t = m.tensor([2048, 2048], name="padded")
+    m.op("PAD", [c, m.const(np.array([[0, 2047], [0, 2047]], np.int32))], [t], "PadOptions")
+    for i in range(copies):
+        shape = [4096, 1024] if i % 2 == 0 else [2048, 2048]
+        y = m.tensor(shape, name="copy%d" % i)
+        m.op("RESHAPE", [t, m.const(np.array(shape, np.int32))], [y], "ReshapeOptions")
+        t = y
+    m.output(t)
+    return m.build()
+
+
+def test_folded_constants_bounded(tool):
+    """256 MiB of constants folded at load at most: the PAD (16 MiB) and 15
+    copies fit, the 16th copy is refused before it is allocated. (Without
+    the limit this 60-copy model reaches ~1 GB of RSS at load.)"""
+    data = fold_copies_model(60)
+    assert len(data) < 20000
+    expect_fast(tool, data, r"tflite: op 16 \(RESHAPE\): folding it at load takes the constants made at load to "
+                r"272 MiB, over the limit of 256 MiB$", max_rss_mb=400)
+    # At the limit the model loads and runs.
+    x = tr.run_c(tool, fold_copies_model(15), [])
+    assert x[0].shape == (1024 * 4, 1024) and x[0][0, 0] == 1 and x[0].sum() == 1
+
+
+def pooled_model(side, const):
+    """MAX_POOL_2D with a side x side window over a side x side map: a
+    constant one (1 element padded, folded at load: the pooling ran at load)
+    or a graph input (run at invoke). side^4 window taps; 430 bytes."""
+    m = fb.ModelBuilder()
+    if const:
+        c = m.const(np.ones((1, 1, 1, 1), np.float32))
+        x = m.tensor([1, side, side, 1])
+        m.op("PAD", [c, m.const(np.array([[0, 0], [0, side - 1], [0, side - 1], [0, 0]], np.int32))], [x],
+             "PadOptions")
+    else:
+        x = m.input([1, side, side, 1])
+    y = m.tensor([1, side, side, 1])
+    m.op("MAX_POOL_2D", [x], [y], "Pool2DOptions", padding="SAME", stride_w=1, stride_h=1, filter_width=side,
+         filter_height=side)
+    m.output(y)
+    return m.build()
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["folded", "at-invoke"])
+def test_pool_window_work_bounded(tool, const):
+    """window x outputs of one op is bounded before it runs: folded at load
+    this pooling (side 128) took seconds there, and 16x more per doubling
+    of the side (side 2048: about two days)."""
+    data = pooled_model(128, const)
+    assert len(data) < 1000
+    expect_fast(tool, data, r"tflite: op %d \(MAX_POOL_2D\) needs \d+ operations, over the limit of 1073741824 "
+                r"per op$" % (1 if const else 0))
+    # A small pooling of the same shape loads and runs.
+    out = tr.run_c(tool, pooled_model(16, const), [] if const else [np.ones((1, 16, 16, 1), np.float32)])[0]
+    # SAME windows of 16 reach back 7: the folded map's one 1 is in 8x8 of them.
+    assert out.shape == (1, 16, 16, 1) and out.sum() == (64 if const else 256)
+
+
+def palm_shaped_model(layers, pool=False):
+    """The palm detector's interface ([1,192,192,3] in, [1,2016,18] and
+    [1,2016,1] out), between them `layers` 3x3 convolutions of 64 channels at
+    96x96 sharing one filter (0.35 G multiply-adds each; a 180 KB file), or
+    with pool=True 31x31 MAX_POOL_2Ds (0.85 G element visits each): each op
+    is within the per-op limit, the graph is not."""
+    r = np.random.RandomState(0)
+    m = fb.ModelBuilder()
+    x = m.input([1, 192, 192, 3], name="input_1")
+    t = m.tensor([1, 96, 96, 64])
+    m.op("CONV_2D", [x, m.const(r.randn(64, 3, 3, 3).astype(np.float32) * 0.1)], [t], "Conv2DOptions",
+         padding="SAME", stride_w=2, stride_h=2)
+    w = m.const(r.randn(64, 3, 3, 64).astype(np.float32) * 0.01)
+    for _ in range(layers):
+        y = m.tensor([1, 96, 96, 64])
+        if pool:
+            m.op("MAX_POOL_2D", [t], [y], "Pool2DOptions", padding="SAME", stride_w=1, stride_h=1, filter_width=31,
+                 filter_height=31)
+        else:
+            m.op("CONV_2D", [t, w], [y], "Conv2DOptions", padding="SAME", stride_w=1, stride_h=1,
+                 fused_activation_function="RELU")
+        t = y
+    boxes, scores = m.tensor([1, 24, 24, 63]), m.tensor([1, 12, 12, 14])
+    m.op("CONV_2D", [t, m.const(r.randn(63, 1, 1, 64).astype(np.float32) * 0.1)], [boxes], "Conv2DOptions",
+         padding="SAME", stride_w=4, stride_h=4)
+    m.op("CONV_2D", [t, m.const(r.randn(14, 1, 1, 64).astype(np.float32) * 0.1)], [scores], "Conv2DOptions",
+         padding="SAME", stride_w=8, stride_h=8)
+    o1, o2 = m.tensor([1, 2016, 18], name="regressors"), m.tensor([1, 2016, 1], name="classificators")
+    m.op("RESHAPE", [boxes, m.const(np.array([1, 2016, 18], np.int32))], [o1], "ReshapeOptions")
+    m.op("RESHAPE", [scores, m.const(np.array([1, 2016, 1], np.int32))], [o2], "ReshapeOptions")
+    m.output(o1)
+    m.output(o2)
+    return m.build()
+
+
+def test_graph_work_bounded(tool):
+    """The whole graph's work is bounded at load: 16 layers (5.5 G) are
+    refused at the 13th, where the sum passes 2^32; 4 layers load and run."""
+    data = palm_shaped_model(16)
+    assert len(data) < 200000
+    expect_fast(tool, data, r"tflite: op 13 \(CONV_2D\) takes the graph to \d+ operations, over the limit of "
+                r"4294967296 for the whole graph$")
+    expect_fast(tool, palm_shaped_model(6, pool=True), r"tflite: op 6 \(MAX_POOL_2D\) takes the graph to \d+ "
+                r"operations, over the limit of 4294967296 for the whole graph$")
+    info = tr.run_c_info(tool, palm_shaped_model(4))
+    assert 1.3e9 < info["run_work"] <= info["work"] < 1 << 32, info
+
+
+def test_graph_work_bounded_in_the_detector(tool, tmp_path):
+    """Through `hamer detect`: the palm-shaped model is refused when the
+    detector loads, one line, exit 1, nothing written."""
+    from conftest import run_hamer
+    from detect.common import models_dir, shared_images
+    real = models_dir()
+    d = tmp_path / "detector"
+    d.mkdir()
+    (d / "palm_detection_full.tflite").write_bytes(palm_shaped_model(6, pool=True))
+    shutil.copy(real / "hand_landmark_full.tflite", d)
+    out = tmp_path / "boxes.json"
+    t0 = time.monotonic()
+    p = run_hamer(["detect", "--image", shared_images() / "hamer_example_1.jpg", "--output", out, "--detector", d])
+    secs = time.monotonic() - t0
+    lines = p.stderr.strip().split("\n")
+    assert p.returncode == 1 and len(lines) == 1, (p.returncode, p.stderr)
+    assert re.search(r"palm_detection_full.tflite: tflite: op 6 \(MAX_POOL_2D\) takes the graph to \d+ operations, "
+                     r"over the limit of 4294967296 for the whole graph$", lines[0]), lines[0]
+    assert secs < FAST_S and not out.exists()

@@ -50,7 +50,8 @@ int hm_tfl_load_mem(const void *buf, size_t len, hm_tfl_model **out) {
     return HM_OK;
 }
 
-/* The file is read whole, then parsed as hm_tfl_load_mem. */
+/* The file is read whole, then parsed as hm_tfl_load_mem; an error
+ * message then starts with the path. */
 int hm_tfl_load(const char *path, hm_tfl_model **out) {
     if (!path || !out) return hm_err(HM_E_ARG, "hm_tfl_load: NULL argument");
     *out = NULL;
@@ -80,6 +81,12 @@ int hm_tfl_load(const char *path, hm_tfl_model **out) {
     }
     int rc = hm_tfl_load_mem(buf, (size_t)size, out);
     free(buf);
+    if (rc) {
+        /* The message names the file (a detector loads two). */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", hm_errmsg());
+        rc = hm_err(rc, "%s: %s", path, msg);
+    }
     return rc;
 }
 

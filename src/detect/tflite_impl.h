@@ -48,6 +48,17 @@ enum { HM_TFL_ACT_NONE = 0, HM_TFL_ACT_RELU = 1, HM_TFL_ACT_RELU_N1_TO_1 = 2, HM
 #define HM_TFL_MAX_WINDOW 4096                      /* pool filter, stride */
 #define HM_TFL_NAME_MAX 255                         /* longer names are cut */
 #define HM_TFL_MAX_FOLD ((int64_t)1 << 22)          /* elements of one output folded at load */
+/* Work (multiply-adds for CONV_2D and FULLY_CONNECTED, element visits with
+ * per-row charges for the rest: op_work in tflite_prep.c) and the constants
+ * made at load, checked op by op before the work is done: a file of a few
+ * hundred bytes can otherwise ask for hours of folding at load, seconds per
+ * invoke or gigabytes of folded copies, all within the shape limits above.
+ * The MediaPipe models need at most 0.39 G of work (palm_detection_full,
+ * 1/11 of the graph limit), 23 M in their largest op (1/46 of the op limit)
+ * and 10.4 MiB of folded constants (hand_landmark_full, 1/24 of the limit). */
+#define HM_TFL_MAX_OP_WORK ((int64_t)1 << 30)       /* one op */
+#define HM_TFL_MAX_WORK ((int64_t)1 << 32)          /* all ops: folded at load, plus one invoke */
+#define HM_TFL_MAX_FOLD_BYTES ((int64_t)1 << 28)    /* all constants folded at load */
 
 typedef struct {
     char *name;            /* printable ASCII (other bytes become '?'), owned */
@@ -97,6 +108,7 @@ typedef struct {
     int reduce[HM_TFL_MAX_DIMS]; /* MEAN: 1 for each reduced axis */
     int pads[HM_TFL_MAX_DIMS][2];/* PAD: before/after per axis */
     size_t scratch;        /* floats of scratch this op needs while it runs */
+    int64_t work;          /* its work estimate (tflite_prep.c), checked at load */
 } hm_tfl_op;
 
 struct hm_tfl_model {
@@ -111,6 +123,9 @@ struct hm_tfl_model {
     size_t arena;          /* floats: activations */
     size_t scratch;        /* floats: the largest op scratch, after the activations */
     int isa;               /* hm_isa the kernels and packings use */
+    int64_t work;          /* of every op, folded ones included (HM_TFL_MAX_WORK) */
+    int64_t run_work;      /* of the ops one invoke runs */
+    int64_t folded_bytes;  /* of the constants folded at load (HM_TFL_MAX_FOLD_BYTES) */
 };
 
 struct hm_tfl_state {

@@ -8,7 +8,9 @@
  * the kernels never see a shape they did not agree to. fp16 DEQUANTIZE
  * outputs become fp32 constants, and any other op whose inputs are all
  * constant is evaluated here, once; then CONV_2D epilogues are fused and
- * the constants only the load needed are released.
+ * the constants only the load needed are released. Each op's work and each
+ * folded output's bytes are checked against the limits (tflite_impl.h)
+ * before the op is folded, so a hostile file is refused before it costs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,65 @@ static int fold(hm_tfl_model *m, int oi) {
     return rc;
 }
 
+/* Charges in element visits, from timing each kernel on its worst shapes
+ * (C = 1, where the cost per position does not shrink with the channel
+ * count): per row or window position of index arithmetic, and per call
+ * (a MAX_POOL_2D window tap, a CONCATENATION row copy). With them, a graph
+ * at HM_TFL_MAX_WORK runs in at most about a second and a half on one core
+ * whatever its ops (the GEMM ops, ~90 G multiply-adds/s, in far less). */
+#define POS_COST 16
+#define CALL_COST 32
+
+/* An estimate of op oi's work, its shapes checked: multiply-adds for the
+ * GEMM ops and DEPTHWISE_CONV_2D, element visits (outputs, window taps,
+ * rows, calls) for the rest. At most ~2^58, so the sum over 65536 ops does
+ * not overflow once each is under HM_TFL_MAX_OP_WORK. */
+static int64_t op_work(const hm_tfl_model *m, const hm_tfl_op *op) {
+    const hm_tfl_tensor *y = &m->t[op->out[0]];
+    const hm_tfl_shape *ys = &y->shape, *xs = &m->t[op->in[0]].shape;
+    int64_t out = y->numel, in = m->t[op->in[0]].numel;
+    int64_t pos = out / (ys->ndim ? ys->dims[ys->ndim - 1] : 1); /* output rows of the last axis */
+    switch (op->code) {
+    case HM_TFL_OP_CONV_2D: {
+        const hm_tfl_shape *w = &m->t[op->in[1]].shape;
+        int64_t K = (int64_t)w->dims[1] * w->dims[2] * w->dims[3];
+        return out * K + (op->direct ? 0 : pos * K) + 2 * out; /* GEMM, im2col, epilogue */
+    }
+    case HM_TFL_OP_FULLY_CONNECTED: return out * m->t[op->in[1]].shape.dims[1] + 2 * out;
+    case HM_TFL_OP_DEPTHWISE_CONV_2D: return (out + pos * POS_COST) * op->kh * op->kw + 2 * out;
+    case HM_TFL_OP_MAX_POOL_2D: return (out + pos * CALL_COST) * op->filter_h * op->filter_w + 2 * out;
+    case HM_TFL_OP_ADD:
+    case HM_TFL_OP_PRELU: return 2 * out + pos * POS_COST;
+    case HM_TFL_OP_PAD: return out + in + in / (xs->ndim ? xs->dims[xs->ndim - 1] : 1) * POS_COST; /* zeros, rows */
+    case HM_TFL_OP_RESIZE_BILINEAR: return 4 * out + pos * POS_COST;
+    case HM_TFL_OP_CONCATENATION: {
+        int64_t outer = 1;
+        for (int d = 0; d < op->axis; d++) outer *= ys->dims[d];
+        return 2 * out + outer * op->nin * CALL_COST;
+    }
+    case HM_TFL_OP_MEAN: return 6 * in + out;   /* an index step per input element */
+    case HM_TFL_OP_LOGISTIC: return 12 * out;   /* expf */
+    case HM_TFL_OP_RESHAPE: return y->alias >= 0 ? 1 : 2 * out;
+    default: return 2 * out;                    /* DEQUANTIZE: a copy */
+    }
+}
+
+/* Op oi's work within the per-op and whole-graph limits (checked before
+ * anything is folded or run); the total so far in m->work. */
+static int charge_work(hm_tfl_model *m, int oi) {
+    hm_tfl_op *op = &m->ops[oi];
+    op->work = op_work(m, op);
+    if (op->work > HM_TFL_MAX_OP_WORK)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (%s) needs %lld operations, over the limit of %lld per op", oi,
+                      OPNAME(op), (long long)op->work, (long long)HM_TFL_MAX_OP_WORK);
+    if (m->work + op->work > HM_TFL_MAX_WORK)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (%s) takes the graph to %lld operations, over the limit of %lld "
+                      "for the whole graph", oi, OPNAME(op), (long long)(m->work + op->work),
+                      (long long)HM_TFL_MAX_WORK);
+    m->work += op->work;
+    return HM_OK;
+}
+
 /* Op oi, in file order: its inputs exist, its output is new and has the
  * shape the op computes; folded when its inputs are all constant. */
 static int prep_op(hm_tfl_model *m, int oi) {
@@ -84,6 +145,7 @@ static int prep_op(hm_tfl_model *m, int oi) {
     /* A RESHAPE of an activation shares its storage; of a constant it is
      * folded, or copied at invoke when too large to fold. */
     if (op->code == HM_TFL_OP_RESHAPE && !m->t[op->in[0]].f) y->alias = op->in[0];
+    if ((rc = charge_work(m, oi))) return rc;
     int all_const = 1;
     for (int k = 0; k < op->nin; k++)
         if (op->in[k] >= 0 && !m->t[op->in[k]].f && m->t[op->in[k]].type != HM_TFL_INT32) all_const = 0;
@@ -92,8 +154,16 @@ static int prep_op(hm_tfl_model *m, int oi) {
      * within the arena limit instead of growing the model. DEQUANTIZE and
      * RESHAPE keep the size, and weights must be constants: always folded. */
     int same_size = op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE;
-    if (all_const && (y->numel <= HM_TFL_MAX_FOLD || same_size)) return fold(m, oi);
-    return HM_OK;
+    if (!all_const || (y->numel > HM_TFL_MAX_FOLD && !same_size)) return HM_OK;
+    /* Folded outputs are new memory each (a chain of RESHAPEs copies its
+     * constant once per op): their sum is bounded before allocating. */
+    int64_t bytes = y->numel * (int64_t)sizeof(float);
+    if (m->folded_bytes + bytes > HM_TFL_MAX_FOLD_BYTES)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (%s): folding it at load takes the constants made at load to "
+                      "%lld MiB, over the limit of %lld MiB", oi, OPNAME(op), (long long)((m->folded_bytes + bytes) >> 20),
+                      (long long)(HM_TFL_MAX_FOLD_BYTES >> 20));
+    m->folded_bytes += bytes;
+    return fold(m, oi);
 }
 
 /* Fuse into each CONV_2D the ADD that alone reads its output (the other
@@ -215,8 +285,11 @@ int hm_tfl_prepare(hm_tfl_model *m) {
     m->run = malloc(((size_t)m->nops + 1) * sizeof *m->run);
     if (!m->run) return hm_err(HM_E_NOMEM, "tflite: out of memory");
     m->nrun = 0;
-    for (int oi = 0; oi < m->nops; oi++)
+    m->run_work = 0;
+    for (int oi = 0; oi < m->nops; oi++) {
+        if (!m->ops[oi].folded) m->run_work += m->ops[oi].work; /* fused ones run inside their CONV_2D */
         if (!m->ops[oi].folded && !m->ops[oi].fused) m->run[m->nrun++] = oi;
+    }
     drop_load_only(m);
     return HM_OK;
 }

@@ -119,13 +119,60 @@ static int apply_orientation(hm_image *im, int o) {
 typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
-    char msg[JMSG_LENGTH_MAX];
+    char msg[JMSG_LENGTH_MAX + 128];
+    int limit; /* msg is a limit of ours, not libjpeg's */
 } jpg_err;
+
+/* Decoding-time limits. A progressive JPEG's scans each make a pass over
+ * the coefficients of their components, and a scan can be 10 bytes with no
+ * data (libjpeg-turbo warns, fills nothing and goes on), so a 1 MB file
+ * could ask for 100,000 passes over a 4 MP image (44 s). libjpeg-turbo's
+ * documentation (djpeg -maxscans, TJPARAM_SCANLIMIT) recommends a scan
+ * limit through the progress monitor against exactly this. Encoders write
+ * about 10 scans (libjpeg's and mozjpeg's progressions, Pillow's,
+ * Photoshop's), 5.3 passes over the blocks for 4:2:0 colour: 256 scans and
+ * 64 passes are far above any real file and bound the work of a hostile
+ * one to a small multiple of an ordinary decode of its pixel count. */
+#define HM_JPEG_MAX_SCANS 256
+#define HM_JPEG_MAX_PASSES 64
+
+typedef struct {
+    struct jpeg_progress_mgr pub;
+    int scan;                     /* the last scan counted */
+    unsigned long long blocks;    /* of every component of every scan so far */
+    unsigned long long budget;    /* HM_JPEG_MAX_PASSES x the image's blocks */
+} jpg_progress;
 
 static void jpg_error_exit(j_common_ptr c) {
     jpg_err *e = (jpg_err *)c->err;
     c->err->format_message(c, e->msg);
     longjmp(e->jb, 1);
+}
+
+/* Called by libjpeg before each step of absorbing a multi-scan file (a
+ * marker segment, or one row of blocks of the current scan) and per output
+ * row: a new scan is counted, and refused past the limits, before any of
+ * its data is decoded. */
+static void jpg_progress_monitor(j_common_ptr c) {
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    jpg_progress *p = (jpg_progress *)c->progress;
+    if (d->input_scan_number == p->scan) return;
+    p->scan = d->input_scan_number;
+    jpg_err *e = (jpg_err *)c->err;
+    if (p->scan > HM_JPEG_MAX_SCANS) {
+        snprintf(e->msg, sizeof e->msg, "JPEG has more than %d scans (the limit; a progressive JPEG has about 10)",
+                 HM_JPEG_MAX_SCANS);
+        e->limit = 1;
+        longjmp(e->jb, 1);
+    }
+    for (int i = 0; i < d->comps_in_scan && i < MAX_COMPS_IN_SCAN; i++)
+        p->blocks += (unsigned long long)d->cur_comp_info[i]->width_in_blocks * d->cur_comp_info[i]->height_in_blocks;
+    if (p->blocks > p->budget) {
+        snprintf(e->msg, sizeof e->msg, "JPEG's %d scans decode more than %d times the image's blocks (the limit; "
+                 "a progressive JPEG decodes about 5)", p->scan, HM_JPEG_MAX_PASSES);
+        e->limit = 1;
+        longjmp(e->jb, 1);
+    }
 }
 
 /* libjpeg answers a missing end of data with a warning, an invented EOI and
@@ -153,6 +200,7 @@ static void cmyk_row_to_rgb(const uint8_t *s, uint8_t *d, int w) {
 static int decode_jpeg(const uint8_t *buf, size_t len, const char *what, hm_image *out) {
     struct jpeg_decompress_struct ci;
     jpg_err je;
+    jpg_progress prog;
     uint8_t *volatile pix = NULL;
     uint8_t *volatile row = NULL;
     volatile int rc_size = HM_OK;
@@ -161,10 +209,12 @@ static int decode_jpeg(const uint8_t *buf, size_t len, const char *what, hm_imag
     je.pub.error_exit = jpg_error_exit;
     je.pub.emit_message = jpg_emit_message;
     je.msg[0] = 0;
+    je.limit = 0;
     if (setjmp(je.jb)) {
         jpeg_destroy_decompress(&ci);
         hm_free(pix);
         free(row);
+        if (je.limit) return hm_err(HM_E_UNSUPPORTED, "%s: %s", what, je.msg);
         return hm_err(HM_E_FORMAT, "%s: corrupt or truncated JPEG: %s", what, je.msg);
     }
     jpeg_create_decompress(&ci);
@@ -183,6 +233,13 @@ static int decode_jpeg(const uint8_t *buf, size_t len, const char *what, hm_imag
         return hm_err(HM_E_UNSUPPORTED, "%s: JPEG with %d colour components is not supported", what, nc);
     }
     ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    /* The header read the first SOS, so the components' sizes are known. */
+    memset(&prog, 0, sizeof prog);
+    prog.pub.progress_monitor = jpg_progress_monitor;
+    for (int i = 0; i < ci.num_components; i++)
+        prog.budget += (unsigned long long)ci.comp_info[i].width_in_blocks * ci.comp_info[i].height_in_blocks;
+    prog.budget *= HM_JPEG_MAX_PASSES;
+    ci.progress = &prog.pub;
     jpeg_start_decompress(&ci);
     const int w = (int)ci.output_width, h = (int)ci.output_height;
     if (ci.output_components != (cmyk ? 4 : 3)) ERREXIT(&ci, JERR_CONVERSION_NOTIMPL);

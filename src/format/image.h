@@ -11,7 +11,10 @@
  * Corrupt or truncated data (a JPEG missing any byte, its EOI included; a PNG
  * missing any chunk up to IEND) is an error, never a partial image.
  * Images over HM_IMAGE_MAX_PIXELS pixels or HM_IMAGE_MAX_DIM on a side are
- * refused before any pixel memory is allocated.
+ * refused before any pixel memory is allocated, and a JPEG with more than
+ * 256 scans, or scans adding up to more than 64 passes over its blocks (a
+ * progressive JPEG has about 10 scans, 5 passes), before those scans are
+ * decoded (HM_E_UNSUPPORTED).
  */
 #ifndef HM_IMAGE_H
 #define HM_IMAGE_H

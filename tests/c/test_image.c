@@ -1,5 +1,6 @@
 /* test_image - JPEG/PNG decoding (round trips, every truncation, byte flips,
- * EXIF orientation, size limits), box validation and basic crops. */
+ * EXIF orientation, size limits, progressive scan limits), box validation
+ * and basic crops. */
 #include "format/image.h"
 #include "pipeline/preprocess.h"
 #include "core/util.h"
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jpeglib.h>
 #include <zlib.h>
@@ -34,8 +36,10 @@ static hm_image make_image(int w, int h, unsigned seed) {
     return im;
 }
 
-/* JPEG bytes of `im` (quality 90), with an optional APP1 block. */
-static uint8_t *encode_jpeg(const hm_image *im, const uint8_t *app1, unsigned app1_len, int grey, size_t *len) {
+/* JPEG bytes of `im` (quality 90), with an optional APP1 block; progressive
+ * with libjpeg's standard progression (10 scans for colour). */
+static uint8_t *encode_jpeg_ex(const hm_image *im, const uint8_t *app1, unsigned app1_len, int grey, int progressive,
+                               size_t *len) {
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr e;
     unsigned char *buf = NULL;
@@ -50,6 +54,7 @@ static uint8_t *encode_jpeg(const hm_image *im, const uint8_t *app1, unsigned ap
     jpeg_set_defaults(&c);
     if (grey) jpeg_set_colorspace(&c, JCS_GRAYSCALE);
     jpeg_set_quality(&c, 90, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     if (app1) jpeg_write_marker(&c, JPEG_APP0 + 1, app1, app1_len);
     for (int y = 0; y < im->h; y++) {
@@ -60,6 +65,89 @@ static uint8_t *encode_jpeg(const hm_image *im, const uint8_t *app1, unsigned ap
     jpeg_destroy_compress(&c);
     *len = n;
     return buf;
+}
+
+static uint8_t *encode_jpeg(const hm_image *im, const uint8_t *app1, unsigned app1_len, int grey, size_t *len) {
+    return encode_jpeg_ex(im, app1, app1_len, grey, 0, len);
+}
+
+/* The SOS segment (marker included) of the last scan of component `id`
+ * alone in j; its length in *hlen. NULL if there is none. */
+static const uint8_t *last_scan_of(const uint8_t *j, size_t n, int id, size_t *hlen) {
+    const uint8_t *found = NULL;
+    size_t i = 2;
+    while (i + 4 <= n && j[i] == 0xFF && j[i + 1] != 0xD9) {
+        size_t seg = (size_t)j[i + 2] << 8 | j[i + 3];
+        if (j[i + 1] == 0xDA) {
+            if (j[i + 4] == 1 && j[i + 5] == id) found = j + i, *hlen = 2 + seg;
+            /* Skip the entropy-coded data: up to a marker that is not a
+             * stuffed 0xFF00 or a restart. */
+            for (i += 2 + seg; i + 1 < n && !(j[i] == 0xFF && j[i + 1] && (j[i + 1] < 0xD0 || j[i + 1] > 0xD7)); i++) {}
+        } else {
+            i += 2 + seg;
+        }
+    }
+    return found;
+}
+
+/* j with `copies` more copies of the scan header h (no data: empty scans)
+ * before its EOI (malloc'd). */
+static uint8_t *add_empty_scans(const uint8_t *j, size_t n, const uint8_t *h, size_t hlen, int copies, size_t *len) {
+    *len = n + (size_t)copies * hlen;
+    uint8_t *b = malloc(*len);
+    memcpy(b, j, n - 2);
+    for (int k = 0; k < copies; k++) memcpy(b + n - 2 + (size_t)k * hlen, h, hlen);
+    memcpy(b + *len - 2, "\xFF\xD9", 2);
+    return b;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Progressive JPEGs: the standard progression decodes (to the pixels of the
+ * same image coded baseline); empty scans are refused past 256 scans or 64
+ * passes over the blocks, before the work is done, and accepted below. */
+static void test_jpeg_scans(void) {
+    hm_image im = make_image(512, 384, 5), base, prog, t;
+    size_t blen, plen, hlen, len;
+    uint8_t *bj = encode_jpeg_ex(&im, NULL, 0, 0, 0, &blen), *pj = encode_jpeg_ex(&im, NULL, 0, 0, 1, &plen);
+    CHECK(decode_copy(bj, blen, &base) == HM_OK && decode_copy(pj, plen, &prog) == HM_OK);
+    CHECK(prog.rgb && base.rgb && prog.w == 512 && prog.h == 384 && !memcmp(prog.rgb, base.rgb, (size_t)512 * 384 * 3));
+    /* Luma refinement scans: 4/6 of the blocks each (4:2:0), 20,000 of them
+     * (200 KB): refused on the work bound, at about the 90th scan. */
+    const uint8_t *y = last_scan_of(pj, plen, 1, &hlen);
+    CHECK(y != NULL);
+    if (y) {
+        uint8_t *b = add_empty_scans(pj, plen, y, hlen, 20000, &len);
+        double t0 = now_s();
+        int rc = decode_copy(b, len, &t);
+        CHECK(rc == HM_E_UNSUPPORTED && clean_error(rc) && strstr(hm_errmsg(), "times the image's blocks") && !t.rgb);
+        CHECK(now_s() - t0 < 2.0);
+        free(b);
+    }
+    /* Chroma scans (1/6 of the blocks each): 200 more decode (libjpeg
+     * decodes the first block of an empty scan from zero bits: not
+     * compared); 300 more pass the scan limit. */
+    const uint8_t *cb = last_scan_of(pj, plen, 2, &hlen);
+    CHECK(cb != NULL);
+    if (cb) {
+        uint8_t *b = add_empty_scans(pj, plen, cb, hlen, 200, &len);
+        CHECK(decode_copy(b, len, &t) == HM_OK && t.rgb && t.w == 512 && t.h == 384);
+        hm_image_free(&t);
+        free(b);
+        b = add_empty_scans(pj, plen, cb, hlen, 300, &len);
+        int rc = decode_copy(b, len, &t);
+        CHECK(rc == HM_E_UNSUPPORTED && clean_error(rc) && strstr(hm_errmsg(), "more than 256 scans") && !t.rgb);
+        free(b);
+    }
+    hm_image_free(&base);
+    hm_image_free(&prog);
+    hm_image_free(&im);
+    free(bj);
+    free(pj);
 }
 
 /* "Exif\0\0" + a TIFF header and IFD0 holding only Orientation = o. */
@@ -312,6 +400,7 @@ int main(void) {
     test_png();
     test_limits();
     test_jpeg();
+    test_jpeg_scans();
     test_orientation();
     test_boxes();
     printf("test_image: %d passed, %d failed\n", npass, nfail);

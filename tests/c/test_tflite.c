@@ -5,6 +5,7 @@
  *   - every seed loads, runs, and gives the same bits twice, with a pool,
  *     and from two threads sharing one model (each with its own state);
  *   - the memory plan: storages alive at the same time never overlap;
+ *   - the work estimates: every op charged, the sums within the limits;
  *   - every truncation and a corruption of every byte (three patterns) of
  *     every seed: a load either succeeds (and then a run state and invoke
  *     must too) or fails with a negative code, no model and a one-line
@@ -135,6 +136,17 @@ static void test_seed(const char *path, const uint8_t *buf, size_t len, hm_pool 
     CHECKF(rc == HM_OK, "%s: %s", path, hm_errmsg());
     if (rc) return;
     CHECKF(plan_ok(m), "%s: overlapping storages in the plan", path);
+    /* Every op is charged work (the limits are not vacuous for any op
+     * kind), the run ops' part of it included, all within the limits. */
+    int64_t sum = 0;
+    for (int i = 0; i < m->nops; i++) {
+        CHECKF(m->ops[i].work > 0 && m->ops[i].work <= HM_TFL_MAX_OP_WORK, "%s: op %d (%s) charged %lld", path, i,
+               hm_tfl_op_name(m->ops[i].code), (long long)m->ops[i].work);
+        sum += m->ops[i].work;
+    }
+    CHECKF(sum == m->work && m->run_work <= m->work && m->work <= HM_TFL_MAX_WORK &&
+           m->folded_bytes <= HM_TFL_MAX_FOLD_BYTES, "%s: work %lld (ops %lld), run %lld, folded %lld", path,
+           (long long)m->work, (long long)sum, (long long)m->run_work, (long long)m->folded_bytes);
     size_t n1 = 0, n2 = 0, n3 = 0;
     float *a = run(m, NULL, &n1), *b = run(m, NULL, &n2), *c = run(m, pool, &n3);
     CHECKF(a && b && c && n1 == n2 && n1 == n3, "%s: invoke failed: %s", path, hm_errmsg());

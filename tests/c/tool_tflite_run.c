@@ -14,7 +14,9 @@
  *   --profile   with --bench: per op its fastest time over the runs (robust
  *               on a shared machine), summed per op kind, and the slowest
  *               ops (--top N of them, default 10) with their multiply-adds
- *   --info      print inputs, outputs, op count and arena size
+ *   --info      print inputs, outputs, op count, arena size, the work
+ *               estimates (all ops, the run ops, the largest op) and the
+ *               bytes folded at load
  *
  * Errors: "tool_tflite_run: error CODE: MESSAGE" (the library's code and
  * one-line message) on stderr, exit 1 (2: usage).
@@ -143,8 +145,13 @@ int main(int argc, char **argv) {
             print_shape(&s);
             printf("\n");
         }
-        printf("ops %d run %d arena_bytes %zu scratch_bytes %zu isa %s\n", m->nops, m->nrun, m->arena * sizeof(float),
-               m->scratch * sizeof(float), hm_isa_name(m->isa));
+        int64_t top = 0;
+        for (int i = 0; i < m->nops; i++)
+            if (m->ops[i].work > top) top = m->ops[i].work;
+        printf("ops %d run %d arena_bytes %zu scratch_bytes %zu work %lld run_work %lld max_op_work %lld "
+               "folded_bytes %lld isa %s\n", m->nops, m->nrun, m->arena * sizeof(float), m->scratch * sizeof(float),
+               (long long)m->work, (long long)m->run_work, (long long)top, (long long)m->folded_bytes,
+               hm_isa_name(m->isa));
     }
     int rc = 1;
     hm_tfl_state *s = NULL;
