@@ -12,7 +12,9 @@
  * Per image NAME.EXT (NAME: the file name without its extension, in the
  * output folder's mirror of the image's subfolder):
  *   NAME.json        RESULT.json, byte for byte what `hamer run` writes for
- *                    that image with the same options (timings aside)
+ *                    that image with the same options (timings aside),
+ *                    with the image's record first: "input": {"path",
+ *                    "size", "mtime_ns"} (the rules, below)
  *   NAME_all.png     --render: every hand over the image
  *   NAME_side.png    --side-view
  *   NAME_N.obj       --save-mesh: hand N of NAME.json (0-based; not for a
@@ -61,7 +63,8 @@ static const char *USAGE_BATCH =
     "(--side-view), NAME_N.obj per hand (--save-mesh). Boxes from D/NAME.json\n"
     "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
     "\n"
-    "  --recursive     also the subfolders (mirrored in OUT)\n"
+    "  --recursive     also the subfolders (mirrored in OUT; links followed, each\n"
+    "                  folder once; at most 64 deep and 1000000 names)\n"
     "  --glob P        only files whose name matches P (fnmatch, e.g. '*.jpg';\n"
     "                  repeatable); default every file not starting with '.'\n"
     "  --jobs N        images in flight at once (default 1), --threads split between them\n"
@@ -71,8 +74,10 @@ static const char *USAGE_BATCH =
     "  --retry-failed  retry images an earlier run recorded as bad\n"
     "  --json          the summary as one JSON object on stdout\n"
     "\n"
-    "Resumable: an image whose outputs are all present and newer than it (and\n"
-    "than its boxes file) is skipped; every file is written atomically. A bad\n"
+    "Resumable: an image whose NAME.json records it (path, size, mtime) and whose\n"
+    "outputs are all present and newer than it (and than its boxes file) is\n"
+    "skipped; every file is written atomically. Two images with one NAME: the one\n"
+    "NAME.json records (else the first by name) keeps it, the other fails. A bad\n"
     "image (not decodable, no boxes file, no hand found, a failed hand) is one\n"
     "line {\"path\", \"reason\", ...} of OUT/errors.jsonl and never stops the run;\n"
     "images that do not decode are not retried while unchanged (--retry-failed).\n"
