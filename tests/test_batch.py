@@ -650,7 +650,9 @@ def test_signal_during_scan_exits_130(tmp_path, sig):
 
 
 ODD = {b"bad\xff\xfe.png": "computed", b"c\xe9t\xc3.jpg": "decode", b"n\nl\x1b[31m.png": "decode",
-       "caf\u00e9 \\ \u0085.png".encode(): "decode"}
+       "caf\u00e9 \\ \u0085.png".encode(): "decode",
+       # overlong, a surrogate, past U+10FFFF, a cut sequence; an emoji and DEL
+       b"o\xc0\x80\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82.png": "decode", b"e\xf0\x9f\x98\x80\x7f.png": "decode"}
 
 
 def odd_folder(root):
@@ -694,6 +696,9 @@ def test_odd_file_names_recorded_losslessly(ckpt, tmp_path):
     assert doc["input"]["path"] == "bad\\xff\\xfe.png" and unescape(doc["input"]["path"]) == b"bad\xff\xfe.png"
     assert json.loads('"caf\\u00e9 \\\\\\\\ \\\\xc2\\\\x85.png"') == "caf\u00e9 \\\\ \\xc2\\x85.png"
     assert any(r["path"].endswith("/caf\u00e9 \\\\ \\xc2\\x85.png") for r in e), e
+    shown = {r["path"].rsplit("/", 1)[1] for r in e}
+    assert "o\\xc0\\x80\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80\\xe2\\x82.png" in shown, shown
+    assert "e\U0001F600\\x7f.png" in shown, shown
     # The second run finds every record: nothing decoded again.
     p2 = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT_SMALL)
     s = json.loads(p2.stdout.decode().splitlines()[-1])

@@ -119,8 +119,9 @@ def _fresh(path, after):
 #    (bytes), names starting with '.' left out, the globs applied to the
 #    name; recursive: the subfolders where they come in that order. Links
 #    are followed, but each folder (device, inode) is scanned once, at its
-#    first path: a link cycle ends, a folder reached by two paths is not
-#    done twice; the output and boxes folders count as seen. At most
+#    first path in that order: a link cycle ends, a folder reached by two
+#    paths is done once (under a link's name when the link sorts first);
+#    the output and boxes folders count as seen. At most
 #    _MAX_DEPTH folders deep and _MAX_ENTRIES names read in all, else
 #    HamerIOError before any image.
 # 3. Stems (_plan_stems; C: plan_stems). The images of one folder with one
@@ -234,7 +235,8 @@ def _scan(input_dir, out_dir, boxes_dir, recursive, globs):
                     walk(path, r, depth + 1)
             elif os.path.stat.S_ISREG(st.st_mode) and (not globs or any(fnmatch.fnmatchcase(name, g) for g in globs)):
                 it = _Item()
-                it.path, it.rel, it.mtime_ns, it.size, it.clash, it.done = path, r, st.st_mtime_ns, st.st_size, None, False
+                it.path, it.rel, it.mtime_ns, it.size = path, r, st.st_mtime_ns, st.st_size
+                it.clash, it.done = None, False
                 it.name, it.shown = _name_text(r), _name_text(path)
                 stem = os.fsdecode(_stem_key(os.fsencode(name)))
                 if out_dir is not None:

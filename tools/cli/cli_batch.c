@@ -246,10 +246,11 @@ static void on_signal(int sig) {
  *    sorted by name (bytes), names starting with '.' left out, --glob
  *    applied to the name; with --recursive the subfolders where they come
  *    in that order. Links are followed, but each folder (device, inode) is
- *    scanned once, at its first path: a link cycle ends, a folder reached
- *    by two paths is not done twice; the output and boxes folders count as
- *    seen. At most BATCH_MAX_DEPTH folders deep and BATCH_MAX_ENTRIES
- *    names read in all, else the run stops before any work with an error.
+ *    scanned once, at its first path in that order: a link cycle ends, a
+ *    folder reached by two paths is done once (under a link's name when
+ *    the link sorts first); the output and boxes folders count as seen.
+ *    At most BATCH_MAX_DEPTH folders deep and BATCH_MAX_ENTRIES names read
+ *    in all, else the run stops before any work with an error.
  * 3. Stems (plan_stems; _folder.py: _plan_stems). The images of one folder
  *    with one NAME (a.jpg, a.png) share NAME.json, which records the image
  *    it came from first of all: "input": {"path": its path below the input
@@ -315,7 +316,9 @@ static char *name_text(const char *s) {
 }
 
 static int hex_digit(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /* Rule 1 backwards: the bytes an escaped name stands for (malloc'd), or
@@ -1124,16 +1127,16 @@ static int batch_main(batch_args *a) {
     err_rec *old = NULL;
     /* Rule 2: the input folder is seen; the output and boxes folders may
      * lie inside it and are not inputs. */
-    if (dir_set_add(&list.seen, in_st.st_dev, in_st.st_ino) < 0 || dir_set_add(&list.seen, out_st.st_dev, out_st.st_ino) < 0 ||
+    if (dir_set_add(&list.seen, in_st.st_dev, in_st.st_ino) < 0 ||
+        dir_set_add(&list.seen, out_st.st_dev, out_st.st_ino) < 0 ||
         (a->boxes_dir && stat(a->boxes_dir, &st) == 0 && dir_set_add(&list.seen, st.st_dev, st.st_ino) < 0)) {
-        say("out of memory%s", "", NULL);
+        say("out of memory", "", NULL);
         goto done;
     }
-    int rc = scan(a, a->input_dir, "", 0, &list);
-    if (rc == 0) rc = plan_stems(a, &list);
-    if (rc == -1 && !g_stop && list.n) say("out of memory planning the run%s", "", NULL);
+    int rc = scan(a, a->input_dir, "", 0, &list); /* its errors printed */
+    if (rc == 0 && (rc = plan_stems(a, &list)) == -1) say("out of memory looking at '%s'", a->out_dir, NULL);
     if (rc == -2 || g_stop) {
-        say("interrupted before any image was computed (run again)%s", "", NULL);
+        say("interrupted before any image was computed (run again)", "", NULL);
         status = 130;
         goto done;
     }
