@@ -15,7 +15,12 @@ Model.predict_folder.
 - an output folder that cannot be created or written: a clear error
   before any work (before the model is even looked at);
 - --boxes-dir, --glob, --jobs (same results), usage errors;
-- Model.predict_folder: the same files and records as the command.
+- Model.predict_folder: the same files and records as the command;
+- the rules both keep (tools/cli/cli_batch.c, python/hamer/_folder.py):
+  NAME.json records its input, and the first image of a NAME keeps it
+  across runs; a link cycle is scanned once, the scan is bounded and
+  stops on SIGTERM; file names that are not UTF-8 or hold control
+  characters are recorded losslessly and escaped on stderr.
 """
 
 import json
@@ -51,6 +56,15 @@ def without_timings(text):
     from run to run."""
     i = text.index('"timings_ms"')
     return text[:i]
+
+
+def without_input(text):
+    """NAME.json's text without its "input" record (the first key): the
+    RESULT.json `hamer run` writes."""
+    rec = json.loads(text)["input"]
+    head = '{"input":' + json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + ","
+    assert text.startswith(head), text[:200]
+    return "{" + text[len(head):]
 
 
 def errors(out):
@@ -143,7 +157,10 @@ def test_same_as_hamer_run(folder, tmp_path):
                        "--render", pic, "--side-view", side, "--obj-dir", objs])
         assert p.returncode == 0, describe(p)
         mine = (folder["out"] / f"{name}.json").read_text()
-        assert without_timings(mine) == without_timings(res.read_text()), name
+        st = img.stat()
+        assert json.loads(mine)["input"] == {"path": str(img.relative_to(folder["inp"])), "size": st.st_size,
+                                             "mtime_ns": st.st_mtime_ns}
+        assert without_timings(without_input(mine)) == without_timings(res.read_text()), name
         assert set(json.loads(mine)["timings_ms"]) == set(json.loads(res.read_text())["timings_ms"])
         assert (folder["out"] / f"{name}_all.png").read_bytes() == pic.read_bytes()
         assert (folder["out"] / f"{name}_side.png").read_bytes() == side.read_bytes()
@@ -287,7 +304,7 @@ def test_boxes_dir_glob_and_jobs(folder, tmp_path):
         assert p.returncode == 0, describe(p)
         mine = (out / f"{name}.json").read_text()
         assert json.loads(mine)["boxes"] == "given"
-        assert without_timings(mine) == without_timings(res.read_text())
+        assert without_timings(without_input(mine)) == without_timings(res.read_text())
     # A boxes file newer than the result redoes its image.
     time.sleep(0.05)
     os.utime(boxes / "a.json")
@@ -403,3 +420,309 @@ def test_empty_folder(tmp_path):
     (tmp_path / "in").mkdir()
     p = batch(tmp_path / "no-model.ckpt", tmp_path / "in", tmp_path / "out", "--json")
     assert p.returncode == 0 and summary(p)["images"] == 0, describe(p)
+
+
+# ---- the rules both sides keep (cli_batch.c and _folder.py: "The folder-mode rules") ----
+#
+# Tiny images with their boxes given (--boxes-dir): no detector, the
+# smallest model, a few seconds a test.
+
+BOX = [{"bbox": [4, 4, 36, 36], "is_right": True}]
+
+
+def tiny(inp, boxes, name, seed, size=(48, 40)):
+    """A small noise image inp/name (its format from the extension) and
+    boxes/NAME.json; name may be bytes (any file name)."""
+    name = os.fsdecode(name)
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(
+        inp / name, format="PNG" if name.endswith(".png") else "JPEG")
+    box = boxes / (name.rsplit(".", 1)[0] + ".json")
+    if not box.exists():  # a.png's and a.jpg's are one file
+        box.write_text(json.dumps(BOX))
+
+
+def unescape(text):
+    """The bytes of a name in the records' escaped form (\\\\ and \\xNN),
+    decoded independently of the code under test."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text[i] != "\\":
+            out += text[i].encode()
+            i += 1
+        elif text[i + 1] == "\\":
+            out += b"\\"
+            i += 2
+        else:
+            assert text[i + 1] == "x", text
+            out.append(int(text[i + 2:i + 4], 16))
+            i += 4
+    return bytes(out)
+
+
+def folder_run(runner, model, inp, out, boxes, *flags):
+    """One folder-mode run by the command ("cli") or Model.predict_folder
+    ("python"): {"computed", "skipped", "failed"} (failed: this run)."""
+    if runner == "cli":
+        p = batch(model, inp, out, "--boxes-dir", boxes, "--json", *flags)
+        assert p.returncode in (0, 3), describe(p)
+        s = summary(p)
+        assert (p.returncode == 3) == bool(s["failed"] + s["failed_earlier"]), describe(p)
+        return {k: s[k] for k in ("computed", "skipped", "failed")}
+    opts = {"recursive": True} if "--recursive" in flags else {}
+    got = predict_folder(model, inp, out, boxes_dir=str(boxes), **opts)
+    assert "raised" not in got, got
+    return {k: sum(r["status"] == k for r in got) for k in ("computed", "skipped", "failed")}
+
+
+@pytest.mark.parametrize("runner", ["cli", "python"])
+@pytest.mark.parametrize("newcomer_mtime", ["newer", "older"])
+def test_stem_keeps_its_first_owner_across_runs(ckpt, tmp_path, runner, newcomer_mtime):
+    """Run 1 has a.png; run 2 adds a.jpg (newer than the outputs, or with an
+    old mtime): a.json stays a.png's, which it records, and a.jpg is the
+    error line; once a.png is gone, a.jpg takes NAME over."""
+    model = ckpt("d1h1")
+    inp, boxes, out = tmp_path / "in", tmp_path / "boxes", tmp_path / "out"
+    inp.mkdir(), boxes.mkdir()
+    tiny(inp, boxes, "a.png", 1)
+    assert folder_run(runner, model, inp, out, boxes) == {"computed": 1, "skipped": 0, "failed": 0}
+    first = (out / "a.json").read_bytes()
+    tiny(inp, boxes, "a.jpg", 2, size=(56, 44))
+    if newcomer_mtime == "older":
+        os.utime(inp / "a.jpg", ns=(10 ** 18, 10 ** 18))  # 2001, older than a.json
+    else:
+        os.utime(inp / "a.jpg", ns=(time.time_ns() + 10 ** 9,) * 2)
+    for again in range(2):  # the newcomer's record stands while nothing changes
+        got = folder_run(runner, model, inp, out, boxes)
+        want = {"computed": 0, "skipped": 2, "failed": 0} if again else {"computed": 0, "skipped": 1, "failed": 1}
+        assert got == want, again
+        assert (out / "a.json").read_bytes() == first
+        e = errors(out)
+        assert len(e) == 1 and e[0]["path"] == str(inp / "a.jpg") and e[0]["stage"] == "name", e
+        assert "'a.png'" in e[0]["reason"], e
+    st = (inp / "a.png").stat()
+    assert json.loads(first)["input"] == {"path": "a.png", "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    # The owner gone: the newcomer's NAME now.
+    (inp / "a.png").unlink()
+    assert folder_run(runner, model, inp, out, boxes) == {"computed": 1, "skipped": 0, "failed": 0}
+    assert json.loads((out / "a.json").read_text())["input"]["path"] == "a.jpg" and errors(out) == []
+
+
+def test_stem_owner_is_shared_by_cli_and_python(ckpt, tmp_path):
+    """The command and predict_folder take turns on one output folder with
+    a clash: each honours the other's record, and they write the same."""
+    model = ckpt("d1h1")
+    inp, boxes, out = tmp_path / "in", tmp_path / "boxes", tmp_path / "out"
+    inp.mkdir(), boxes.mkdir()
+    tiny(inp, boxes, "b.png", 3)
+    assert folder_run("python", model, inp, out, boxes)["computed"] == 1
+    by_python = (out / "b.json").read_text()
+    tiny(inp, boxes, "b.jpg", 4)
+    assert folder_run("cli", model, inp, out, boxes) == {"computed": 0, "skipped": 1, "failed": 1}
+    assert folder_run("python", model, inp, out, boxes) == {"computed": 0, "skipped": 2, "failed": 0}
+    assert (out / "b.json").read_text() == by_python and len(errors(out)) == 1
+    # The command's NAME.json for the same image: the same bytes, timings aside.
+    out2 = tmp_path / "out2"
+    (inp / "b.jpg").unlink()
+    assert folder_run("cli", model, inp, out2, boxes)["computed"] == 1
+    assert without_timings((out2 / "b.json").read_text()) == without_timings(by_python)
+
+
+def link_cycles(root):
+    """in/ with a.png, sub/b.png, and links: self -> ., s2 -> ., sub/up ->
+    .., zz -> sub (a folder reached twice; by its own name first)."""
+    inp, boxes = root / "in", root / "boxes"
+    (inp / "sub").mkdir(parents=True)
+    (boxes / "sub").mkdir(parents=True)
+    tiny(inp, boxes, "a.png", 5)
+    tiny(inp / "sub", boxes / "sub", "b.png", 6)
+    for link, target in (("self", "."), ("s2", "."), ("sub/up", ".."), ("zz", "sub")):
+        os.symlink(target, inp / link)
+    return inp, boxes
+
+
+@pytest.mark.parametrize("runner", ["cli", "python"])
+def test_recursive_scan_visits_each_folder_once(ckpt, tmp_path, runner):
+    """Links are followed, but each folder is scanned once: a link cycle
+    ends (the old scan of two self-links never did), a folder reached by
+    two paths is done once."""
+    model = ckpt("d1h1")
+    inp, boxes = link_cycles(tmp_path)
+    out = tmp_path / "out"
+    if runner == "cli":
+        # Bounded in time and memory, so that the old endless scan fails here.
+        p = subprocess.run([str(HAMER_BIN), "batch", "--model", str(model), "--input-dir", str(inp), "--out-dir",
+                            str(out), "--boxes-dir", str(boxes), "--recursive", "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60 if SANITIZE else 20,
+                           preexec_fn=None if SANITIZE else lambda: __import__("resource").setrlimit(
+                               __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
+        assert p.returncode == 0, describe(p)
+        assert summary(p)["images"] == 2 and summary(p)["computed"] == 2, describe(p)
+    else:
+        got = predict_folder(model, inp, out, boxes_dir=str(boxes), recursive=True)
+        assert [(r["name"], r["status"]) for r in got] == [("a.png", "computed"), ("sub/b.png", "computed")], got
+    assert sorted(str(f.relative_to(out)) for f in out.rglob("*.json")) == ["a.json", "sub/b.json"]
+
+
+@pytest.mark.parametrize("runner", ["cli", "python"])
+def test_recursive_scan_depth_limit(ckpt, tmp_path, runner):
+    """More than 64 folders deep: a clear error before any work."""
+    inp = tmp_path / "in"
+    deep = inp.joinpath(*["d"] * 65)
+    deep.mkdir(parents=True)
+    boxes = tmp_path / "boxes"
+    boxes.joinpath(*["d"] * 65).mkdir(parents=True)
+    tiny(deep, boxes.joinpath(*["d"] * 65), "x.png", 7)
+    out = tmp_path / "out"
+    if runner == "cli":
+        p = batch(tmp_path / "no-model.ckpt", inp, out, "--boxes-dir", boxes, "--recursive", "--json")
+        assert p.returncode == 1 and "more than 64 folders below --input-dir" in p.stderr, describe(p)
+        assert len(p.stderr.splitlines()) == 1 and "no-model" not in p.stderr, describe(p)
+    else:
+        r = predict_folder(ckpt("d1h1"), inp, out, boxes_dir=str(boxes), recursive=True)
+        assert r.get("raised") == "HamerIOError" and "more than 64 folders below input_dir" in r["message"], r
+    assert not list(out.rglob("*.json"))
+
+
+HOLD_SHIM = r"""
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+/* opendir of a folder named $HOLD_DIR: says so in $HOLD_READY, then waits
+ * (up to 20 s) for a signal, so that a test can signal a scan in progress. */
+DIR *opendir(const char *name) {
+    DIR *(*real)(const char *) = (DIR * (*)(const char *)) dlsym(RTLD_NEXT, "opendir");
+    const char *hold = getenv("HOLD_DIR"), *ready = getenv("HOLD_READY");
+    size_t n = strlen(name), k = hold ? strlen(hold) : 0;
+    if (hold && ready && n > k && name[n - k - 1] == '/' && !strcmp(name + n - k, hold)) {
+        int fd = open(ready, O_CREAT | O_WRONLY, 0644);
+        if (fd >= 0) close(fd);
+        struct timespec t = {0, 50000000};
+        for (int i = 0; i < 400 && nanosleep(&t, NULL) == 0; i++) {}
+    }
+    return real(name);
+}
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_scan_exits_130(tmp_path, sig):
+    """SIGTERM / SIGINT while the folder is being listed: exit 130 with one
+    line, nothing written (the old scan installed no handler yet: 143)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler for the opendir shim")
+    shim = tmp_path / "hold.so"
+    (tmp_path / "hold.c").write_text(HOLD_SHIM)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(shim), str(tmp_path / "hold.c"), "-ldl"], check=True)
+    inp = tmp_path / "in"
+    (inp / "hold").mkdir(parents=True)
+    (inp / "a.png").write_bytes(b"not even an image")
+    ready = tmp_path / "ready"
+    env = dict(os.environ, HOLD_DIR="hold", HOLD_READY=str(ready))
+    if SANITIZE:  # the ASan runtime first, then the shim
+        env = python_child_env(env)
+        env["LD_PRELOAD"] += f":{shim}"
+    else:
+        env["LD_PRELOAD"] = str(shim)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(HAMER_BIN), "batch", "--model", str(tmp_path / "no-model.ckpt"), "--input-dir",
+                             str(inp), "--out-dir", str(out), "--recursive", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert "interrupted" in stderr and len(stderr.splitlines()) == 1, stderr
+    assert errors(out) == [] and not list(out.glob("*.json"))
+
+
+ODD = {b"bad\xff\xfe.png": "computed", b"c\xe9t\xc3.jpg": "decode", b"n\nl\x1b[31m.png": "decode",
+       "caf\u00e9 \\ \u0085.png".encode(): "decode",
+       # overlong, a surrogate, past U+10FFFF, a cut sequence; an emoji and DEL
+       b"o\xc0\x80\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82.png": "decode", b"e\xf0\x9f\x98\x80\x7f.png": "decode"}
+
+
+def odd_folder(root):
+    """Images whose names are not UTF-8 or hold control characters (a
+    newline, ESC, a backslash, U+0085)."""
+    inp, boxes = root / "in", root / "boxes"
+    inp.mkdir(), boxes.mkdir()
+    for name, what in ODD.items():
+        if what == "computed":
+            tiny(inp, boxes, name, 8)
+        else:
+            (inp / os.fsdecode(name)).write_bytes(b"\x89PNG not really")
+    return inp, boxes
+
+
+def test_odd_file_names_recorded_losslessly(ckpt, tmp_path):
+    """Names that are not UTF-8 or hold control characters: escaped
+    (\\xNN, \\\\) in errors.jsonl, NAME.json and on stderr, decoded back to
+    the file's bytes; a second run finds its records (nothing redone);
+    predict_folder writes and reads the same."""
+    model = ckpt("d1h1")
+    inp, boxes = odd_folder(tmp_path)
+    out = tmp_path / "out"
+    cmd = [str(HAMER_BIN), "batch", "--model", str(model), "--input-dir", str(inp), "--out-dir", str(out),
+           "--boxes-dir", str(boxes), "--json"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT_SMALL)
+    assert p.returncode == 3, p.stderr
+    # stderr: one line per message, printable, no terminal escape.
+    err = p.stderr.decode()
+    lines = err.splitlines()
+    assert all(l.startswith("hamer: ") and l.isprintable() for l in lines), lines
+    assert "\x1b" not in err and "\x85" not in err
+    assert f"{inp}/n\\x0al\\x1b[31m.png: " in err and f"{inp}/c\\xe9t\\xc3.jpg: " in err, err
+    e = errors(out)
+    assert sorted(unescape(r["path"]) for r in e) == sorted(os.fsencode(inp) + b"/" + n for n, w in ODD.items()
+                                                             if w == "decode")
+    for r in e:
+        assert r["stage"] == "decode" and r["path"].isprintable() and r["reason"].isprintable(), r
+        assert r["reason"].startswith(r["path"] + ": "), r  # the library's message names the file
+    doc = json.loads((out / os.fsdecode(b"bad\xff\xfe.json")).read_text())
+    assert doc["input"]["path"] == "bad\\xff\\xfe.png" and unescape(doc["input"]["path"]) == b"bad\xff\xfe.png"
+    assert json.loads('"caf\\u00e9 \\\\\\\\ \\\\xc2\\\\x85.png"') == "caf\u00e9 \\\\ \\xc2\\x85.png"
+    assert any(r["path"].endswith("/caf\u00e9 \\\\ \\xc2\\x85.png") for r in e), e
+    shown = {r["path"].rsplit("/", 1)[1] for r in e}
+    assert "o\\xc0\\x80\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80\\xe2\\x82.png" in shown, shown
+    assert "e\U0001F600\\x7f.png" in shown, shown
+    # The second run finds every record: nothing decoded again.
+    p2 = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT_SMALL)
+    s = json.loads(p2.stdout.decode().splitlines()[-1])
+    assert p2.returncode == 3 and s["computed"] == 0 and s["failed"] == 0, p2.stderr
+    assert s["skipped"] == len(ODD) and s["failed_earlier"] == len(ODD) - 1, s
+    assert errors(out) == e
+    # predict_folder reads the command's records, and writes the same ones.
+    again = predict_folder(model, inp, out, boxes_dir=str(boxes))
+    assert [r["status"] for r in again] == ["skipped"] * len(ODD), again
+    assert {os.fsencode(r["name"]): r["error"] and r["error"]["stage"] for r in again} == \
+        {n: None if w == "computed" else w for n, w in ODD.items()}
+    py = tmp_path / "py"
+    fresh = predict_folder(model, inp, py, boxes_dir=str(boxes))
+    assert sorted((out / "errors.jsonl").read_bytes().splitlines()) == \
+        sorted((py / "errors.jsonl").read_bytes().splitlines())
+    name = os.fsdecode(b"bad\xff\xfe.json")
+    assert without_timings((py / name).read_text()) == without_timings((out / name).read_text())
+    assert next(r for r in fresh if r["status"] == "computed")["result"]["input"] == doc["input"]
+
+
+def test_control_characters_in_usage_messages_escaped(tmp_path):
+    """A folder name with a newline and ESC in an error message: one
+    escaped line."""
+    p = run_hamer(["batch", "--model", "m", "--input-dir", tmp_path / "no\nsuch\x1b[2J", "--out-dir",
+                   tmp_path / "o"])
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "\x1b" not in p.stderr, describe(p)
+    assert "no\\x0asuch\\x1b[2J" in p.stderr, describe(p)

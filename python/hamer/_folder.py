@@ -50,6 +50,13 @@ def _library():
     return lib
 
 
+def _last_error():
+    """The library's last error message, its bytes kept (a file name in it
+    need not be UTF-8): rule 1 escapes it when it is recorded."""
+    msg = _lib.load().hamer_last_error()
+    return os.fsdecode(msg) if msg else ""
+
+
 def _write_atomic(path, data):
     """path replaced by data or left as it was: a temporary file beside it
     (named as core/fileio.h names them, so either side removes the other's
@@ -91,24 +98,128 @@ def _fresh(path, after):
         st = os.stat(path)
     except OSError:
         return False
-    return os.path.isfile(path) and all(st.st_mtime_ns >= t for t in after)
+    return os.path.stat.S_ISREG(st.st_mode) and all(st.st_mtime_ns >= t for t in after)
+
+
+# ==== The folder-mode rules ====
+#
+# tools/cli/cli_batch.c holds the same rules, in the same order, under the
+# same names, so that either side can resume the other's output folder: a
+# change here is a change there (tests/test_batch.py checks the two against
+# each other).
+#
+# 1. Names (_name_text / _name_bytes; C: name_text / name_bytes). A file
+#    name is bytes; errors.jsonl and NAME.json are UTF-8. Every file name,
+#    and every message that may hold one, is written in one escaped form
+#    that is lossless and printable: well-formed UTF-8 stays as it is except
+#    the control characters (U+0000-001F, U+007F, U+0080-009F), written
+#    \xNN per byte, as is every byte outside well-formed UTF-8; a backslash
+#    is written \\.
+# 2. Scan (_scan; C: scan). The regular files of the folder sorted by name
+#    (bytes), names starting with '.' left out, the globs applied to the
+#    name; recursive: the subfolders where they come in that order. Links
+#    are followed, but each folder (device, inode) is scanned once, at its
+#    first path in that order: a link cycle ends, a folder reached by two
+#    paths is done once (under a link's name when the link sorts first);
+#    the output and boxes folders count as seen. At most
+#    _MAX_DEPTH folders deep and _MAX_ENTRIES names read in all, else
+#    HamerIOError before any image.
+# 3. Stems (_plan_stems; C: plan_stems). The images of one folder with one
+#    NAME (a.jpg, a.png) share NAME.json, which records the image it came
+#    from first of all: "input": {"path": its path below the input folder
+#    (rule 1), "size", "mtime_ns"}. The recorded image, while it is a
+#    regular file of the input folder, owns NAME; otherwise (no NAME.json,
+#    no record, that file gone) the first of them by name does. Every other
+#    image of that NAME fails (stage "name") rather than overwrite the
+#    owner's outputs.
+# 4. Done (_complete; C: complete). An image is skipped when it owns NAME,
+#    NAME.json records it with its present size and mtime, and every output
+#    the options ask for is there and at least as new as the image (and its
+#    boxes file), with the vertices iff vertices.
+# 5. Failures that stand (_permanent; C: permanent): an image of unchanged
+#    size and mtime that did not decode is not retried, nor one whose name
+#    still clashes (retry_failed does); every other failure is retried.
+
+_MAX_DEPTH = 64
+_MAX_ENTRIES = 1000000
+_ESCAPE = re.compile(r"\\(?:\\|x([0-9A-Fa-f]{2}))")
+_ESCAPED = re.compile(r"(?:[^\\]|\\\\|\\x[0-9A-Fa-f]{2})*", re.S)
+
+
+def _name_text(name):
+    """Rule 1: name (bytes, or a str as os.fsdecode makes it) in the
+    escaped form."""
+    if isinstance(name, str):
+        name = os.fsencode(name)
+    out = []
+    for ch in name.decode("utf-8", "surrogateescape"):
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:  # a byte outside well-formed UTF-8
+            out.append("\\x%02x" % (o - 0xDC00))
+        elif o < 0x20 or o == 0x7F:
+            out.append("\\x%02x" % o)
+        elif 0x80 <= o <= 0x9F:
+            out.append("\\xc2\\x%02x" % o)
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _name_bytes(text):
+    """Rule 1 backwards: the bytes an escaped name stands for (os.fsdecode
+    makes the str path of them), or None when text is not in the form."""
+    if not isinstance(text, str) or not _ESCAPED.fullmatch(text):
+        return None
+    try:
+        parts, last = [], 0
+        for m in _ESCAPE.finditer(text):
+            parts.append(text[last:m.start()].encode("utf-8"))
+            parts.append(b"\\" if m.group(1) is None else bytes([int(m.group(1), 16)]))
+            last = m.end()
+        parts.append(text[last:].encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate from a JSON \uDCxx
+        return None
+    b = b"".join(parts)
+    return None if b"\0" in b else b
+
+
+def _stem_key(rel):
+    """rel (bytes) up to the last '.' of its file name: its folder and
+    NAME, rule 3's key."""
+    base = rel.rfind(b"/") + 1
+    dot = rel.rfind(b".", base)
+    return rel[:dot] if dot > base else rel
 
 
 class _Item:
-    __slots__ = ("path", "rel", "out_dir", "stem", "boxes", "mtime_ns", "size", "clash")
+    __slots__ = ("path", "rel", "name", "shown", "out_dir", "stem", "boxes", "mtime_ns", "size", "clash", "done")
 
 
 def _scan(input_dir, out_dir, boxes_dir, recursive, globs):
-    skip = []
+    """Rule 2: the images, in order."""
+    from . import HamerError, E_IO  # circular at import time
+    seen = {(os.stat(input_dir).st_dev, os.stat(input_dir).st_ino)}
     for d in (out_dir, boxes_dir):
         if d is not None and os.path.isdir(d):
             st = os.stat(d)
-            skip.append((st.st_dev, st.st_ino))
+            seen.add((st.st_dev, st.st_ino))
     items = []
+    entries = 0
 
-    def walk(dir_, rel):
-        names = sorted(e for e in os.listdir(dir_) if not e.startswith("."))
-        for name in names:
+    def walk(dir_, rel, depth):
+        nonlocal entries
+        try:
+            listed = os.listdir(dir_)
+        except OSError as e:
+            raise HamerError(f"cannot read the folder '{_name_text(dir_)}': {e.strerror or e}", E_IO) from None
+        names = [e for e in listed if not e.startswith(".")]
+        entries += len(names)
+        if entries > _MAX_ENTRIES:
+            raise HamerError(f"more than {_MAX_ENTRIES} names under input_dir '{_name_text(input_dir)}' (the "
+                             "scan's limit; split the folder)", E_IO)
+        for name in sorted(names, key=os.fsencode):
             path = os.path.join(dir_, name)
             r = f"{rel}/{name}" if rel else name
             try:
@@ -116,12 +227,18 @@ def _scan(input_dir, out_dir, boxes_dir, recursive, globs):
             except OSError:
                 continue  # a dangling link, a file removed meanwhile
             if os.path.stat.S_ISDIR(st.st_mode):
-                if recursive and (st.st_dev, st.st_ino) not in skip:
-                    walk(path, r)
+                if recursive and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    if depth >= _MAX_DEPTH:
+                        raise HamerError(f"the folder '{_name_text(path)}' is more than {_MAX_DEPTH} folders below "
+                                         "input_dir (the scan's limit)", E_IO)
+                    walk(path, r, depth + 1)
             elif os.path.stat.S_ISREG(st.st_mode) and (not globs or any(fnmatch.fnmatchcase(name, g) for g in globs)):
                 it = _Item()
-                it.path, it.rel, it.mtime_ns, it.size, it.clash = path, r, st.st_mtime_ns, st.st_size, None
-                stem = os.path.splitext(name)[0]
+                it.path, it.rel, it.mtime_ns, it.size = path, r, st.st_mtime_ns, st.st_size
+                it.clash, it.done = None, False
+                it.name, it.shown = _name_text(r), _name_text(path)
+                stem = os.fsdecode(_stem_key(os.fsencode(name)))
                 if out_dir is not None:
                     it.out_dir = os.path.join(out_dir, rel) if rel else out_dir
                     it.stem = os.path.join(it.out_dir, stem)
@@ -131,18 +248,44 @@ def _scan(input_dir, out_dir, boxes_dir, recursive, globs):
                             os.path.join(boxes_dir, stem + ".json")) if boxes_dir else None
                 items.append(it)
 
-    walk(os.fspath(input_dir), "")
-    seen = {}
-    for it in sorted(items, key=lambda i: (os.path.join(os.path.dirname(i.rel), os.path.splitext(os.path.basename(i.rel))[0]), i.rel)):
-        key = os.path.join(os.path.dirname(it.rel), os.path.splitext(os.path.basename(it.rel))[0])
-        if key in seen:
-            it.clash = seen[key]
-        else:
-            seen[key] = it.rel
+    walk(input_dir, "", 0)
     return items
 
 
-def _complete(it, render, side_view, save_mesh, vertices):
+def _load_result(path):
+    """NAME.json of an earlier run, parsed; None when there is none (or it
+    is not a regular file: a FIFO there must not block the run)."""
+    try:
+        if not os.path.stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _input_record(doc):
+    """Rule 3: (rel bytes, size, mtime_ns) NAME.json records, or None."""
+    rec = doc.get("input") if isinstance(doc, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    path, size, mtime_ns = rec.get("path"), rec.get("size"), rec.get("mtime_ns")
+    if type(size) is not int or type(mtime_ns) is not int:
+        return None
+    rel = _name_bytes(path)
+    return None if rel is None else (rel, size, mtime_ns)
+
+
+def _with_input(it, text):
+    """Rule 3: RESULT.json (bytes) with the image's record first, as the
+    command writes it."""
+    rec = json.dumps({"path": it.name, "size": it.size, "mtime_ns": it.mtime_ns}, separators=(",", ":"),
+                     ensure_ascii=False).encode()
+    return b'{"input":' + rec + b"," + text[1:]
+
+
+def _complete(it, doc, render, side_view, save_mesh, vertices):
+    """Rule 4, given NAME.json (doc) whose record the caller matched."""
     after = [it.mtime_ns]
     if it.boxes:
         try:
@@ -155,21 +298,44 @@ def _complete(it, render, side_view, save_mesh, vertices):
         return False
     if side_view and not _fresh(it.stem + "_side.png", after):
         return False
-    try:
-        with open(it.stem + ".json", "rb") as f:
-            hands = json.load(f)["hands"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    hands = doc.get("hands")
     if not isinstance(hands, list):
         return False
     for i, h in enumerate(hands):
-        if "error" in h:
+        if isinstance(h, dict) and "error" in h:
             continue
-        if ("vertices" in h) != bool(vertices):
+        if not isinstance(h, dict) or ("vertices" in h) != bool(vertices):
             return False
         if save_mesh and not _fresh(f"{it.stem}_{i}.obj", after):
             return False
     return True
+
+
+def _plan_stems(items, input_dir, out_dir, force, render, side_view, save_mesh, vertices):
+    """Rule 3 (and 4 unless force) for every image: it.clash, it.done.
+    NAME.json is read once per NAME."""
+    groups = {}
+    for it in sorted(items, key=lambda i: (_stem_key(os.fsencode(i.rel)), os.fsencode(i.rel))):
+        groups.setdefault(_stem_key(os.fsencode(it.rel)), []).append(it)
+    for group in groups.values():
+        doc = _load_result(group[0].stem + ".json") if out_dir is not None else None
+        rec = _input_record(doc)
+        owner = os.fsencode(group[0].rel)
+        if rec is not None and _stem_key(rec[0]) == _stem_key(owner) and \
+                os.path.isfile(os.path.join(input_dir, os.fsdecode(rec[0]))):
+            owner = rec[0]
+        else:
+            rec = None
+        for it in group:
+            if os.fsencode(it.rel) != owner:
+                it.clash = os.fsdecode(owner)
+            elif not force and rec is not None and rec[1] == it.size and rec[2] == it.mtime_ns:
+                it.done = _complete(it, doc, render, side_view, save_mesh, vertices)
+
+
+def _permanent(it, stage):
+    """Rule 5."""
+    return stage == "decode" or (stage == "name" and it.clash is not None)
 
 
 def _read_errors(path):
@@ -208,27 +374,36 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     per image, in the command's order (sorted by name, subfolders where
     they come):
 
-        {"path": the image file, "name": its path below input_dir,
+        {"path": the image file, "name": its path below input_dir (str
+         paths, as os.listdir gives them: a name that is not UTF-8 comes
+         with os.fsdecode's surrogates),
          "status": "computed" | "skipped" | "failed",
-         "result": its RESULT.json document (json.loads of it) or None,
+         "result": its NAME.json document (json.loads of it: RESULT.json
+                   with the "input" record first) or None,
          "error": {"stage", "reason"} or None}
 
     out_dir     None: nothing is written, every image computed. Otherwise
                 the files of ``hamer batch --out-dir``: NAME.json,
                 NAME_all.png (render), NAME_side.png (side_view),
                 NAME_N.obj (save_mesh), OUT/errors.jsonl; an image whose
-                outputs are complete and newer than it is "skipped" (its
-                result read back, with the error an earlier run recorded
-                for it, if any) unless force; an image an earlier run
-                could not decode is "skipped" with that error unless
-                retry_failed.
+                NAME.json records it as it is now and whose outputs are
+                complete and newer than it is "skipped" (its result read
+                back, with the error an earlier run recorded for it, if
+                any) unless force; an image an earlier run could not decode
+                is "skipped" with that error unless retry_failed. Two
+                images with one NAME: the one NAME.json records (else the
+                first by name) keeps it, the other fails (stage "name").
     recursive, glob (a pattern or a list of them), boxes_dir (NAME.json
     boxes documents; else the detector: detector, lite, max_hands,
     min_score, tiles), rescale, crop_mode, vertices: as ``hamer batch``.
+    The rules (names, scan, stems, skips) are those of the command, listed
+    above _MAX_DEPTH in this file.
 
     A bad image never stops the iteration: it comes out "failed" with the
-    reason (and a line in errors.jsonl). An output folder that cannot be
-    created or written raises HamerIOError before any image is read.
+    reason (and a line in errors.jsonl; names in reasons and records in
+    the escaped form of rule 1, _name_bytes undoes it). An output folder
+    that cannot be created or written, or an input folder beyond the
+    scan's limits, raises HamerIOError before any image is read.
     A photo without hands, or with a failed hand, is "failed" and still
     has its result (as ``hamer run`` writes it)."""
     from . import HamerError, _library_error, _CROP_MODES, E_ARG, E_IO  # circular at import time
@@ -236,27 +411,30 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     globs = [glob] if isinstance(glob, (str, os.PathLike)) else list(glob or [])
     if crop_mode not in _CROP_MODES:
         raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
-    input_dir = os.fspath(input_dir)
+    # str paths (bytes ones as os.fsdecode makes them), as os.listdir names them
+    input_dir = os.fsdecode(os.fspath(input_dir))
+    boxes_dir = None if boxes_dir is None else os.fsdecode(os.fspath(boxes_dir))
     if not os.path.isdir(input_dir):
-        raise HamerError(f"input_dir '{input_dir}' is not a folder", E_IO)
+        raise HamerError(f"input_dir '{_name_text(input_dir)}' is not a folder", E_IO)
     if boxes_dir is not None and not os.path.isdir(boxes_dir):
-        raise HamerError(f"boxes_dir '{boxes_dir}' is not a folder", E_IO)
+        raise HamerError(f"boxes_dir '{_name_text(boxes_dir)}' is not a folder", E_IO)
     lock = None
     errors_path = None
     if out_dir is not None:
-        out_dir = os.fspath(out_dir)
+        out_dir = os.fsdecode(os.fspath(out_dir))
         try:
             os.makedirs(out_dir, exist_ok=True)
             if os.path.samefile(out_dir, input_dir):
                 raise HamerError("out_dir must not be the input folder (its outputs would become inputs)", E_ARG)
             lock = os.open(os.path.join(out_dir, ".hamer-batch.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise HamerError(f"cannot use the output folder '{out_dir}': {e.strerror or e}", E_IO) from None
+            raise HamerError(f"cannot use the output folder '{_name_text(out_dir)}': {e.strerror or e}",
+                             E_IO) from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(lock)
-            raise HamerError(f"another hamer batch is using '{out_dir}'", E_IO) from None
+            raise HamerError(f"another hamer batch is using '{_name_text(out_dir)}'", E_IO) from None
         errors_path = os.path.join(out_dir, "errors.jsonl")
     try:
         yield from _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, vertices, render,
@@ -272,20 +450,21 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
          _library_error, _CROP_MODES):
     lib = _library()
     items = _scan(input_dir, out_dir, boxes_dir, recursive, globs)
+    _plan_stems(items, input_dir, out_dir, force, render, side_view, save_mesh, vertices)
     old = _read_errors(errors_path) if errors_path else []
     plan, keep = [], set()
     last_dir = None
     for it in items:
-        recs = [r for r, _ in old if r["path"] == it.path]
+        recs = [r for r, _ in old if r["path"] == it.shown]
         same = [r for r in recs if r.get("size") == it.size and r.get("mtime_ns") == it.mtime_ns]
         status, err = "todo", None
         if out_dir is not None and not force:
-            if not it.clash and _complete(it, render, side_view, save_mesh, vertices):
+            if it.done:
                 status = "skipped"
-            elif not retry_failed and same and same[-1]["stage"] in ("decode", "name"):
+            elif not retry_failed and same and _permanent(it, same[-1]["stage"]):
                 status, err = "skipped", same[-1]
         if status == "skipped":
-            keep.add(it.path)
+            keep.add(it.shown)
             err = recs[-1] if recs else None
         plan.append((it, status, err))
         if out_dir is not None and it.out_dir != last_dir:
@@ -297,9 +476,10 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
         errfd = os.open(errors_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
 
     def record(it, stage, reason):
+        reason = _name_text(reason)
         if errfd is not None:
-            rec = {"path": it.path, "stage": stage, "reason": reason, "size": it.size, "mtime_ns": it.mtime_ns}
-            os.write(errfd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+            rec = {"path": it.shown, "stage": stage, "reason": reason, "size": it.size, "mtime_ns": it.mtime_ns}
+            os.write(errfd, (json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
             os.fsync(errfd)
         return {"stage": stage, "reason": reason}
 
@@ -313,11 +493,8 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
             if status == "skipped":
                 if err is not None:
                     out["error"] = {"stage": err["stage"], "reason": err["reason"]}
-                try:
-                    with open(it.stem + ".json", "rb") as f:
-                        out["result"] = json.load(f)
-                except (OSError, ValueError):
-                    pass
+                if it.clash is None:  # a clashing image's NAME.json is its owner's
+                    out["result"] = _load_result(it.stem + ".json")
                 yield out
                 continue
             out["status"] = "failed"
@@ -331,7 +508,7 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
             rc = lib.hamer_image_load(os.fsencode(it.path), ctypes.byref(buf), ctypes.byref(w), ctypes.byref(h))
             decode_ms = 1e3 * (time.monotonic() - t0)
             if rc < 0:
-                out["error"] = record(it, "decode", _lib.last_error())
+                out["error"] = record(it, "decode", _last_error())
                 yield out
                 continue
             try:
@@ -389,7 +566,7 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
             ms = ctypes.c_double()
             n = lib.hamer_detect(ds, rgb, w, h, ctypes.byref(dparams), dets, n_max, ctypes.byref(ms))
             if n < 0:
-                return fail("detect", _lib.last_error())
+                return fail("detect", _last_error())
             rc = lib.hamer_predict_detections(st, rgb, w, h, dets, n, ctypes.byref(params), hands, ctypes.byref(tm))
             tm.detect_ms = ms.value
         else:
@@ -403,16 +580,16 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
             boxes = (_lib.Box * n_max)()
             n = lib.hamer_boxes_parse(text, len(text), boxes, n_max)
             if n < 0:
-                return fail("boxes", f"{it.boxes}: {_lib.last_error()}")
+                return fail("boxes", f"{it.boxes}: {_last_error()}")
             rc = lib.hamer_predict(st, rgb, w, h, boxes, n, ctypes.byref(params), hands, ctypes.byref(tm))
         if rc < 0:
-            return fail("predict", _lib.last_error())
+            return fail("predict", _last_error())
     tm.decode_ms = decode_ms
     ptr = lib.hamer_result_json(w, h, hands, n, int(bool(vertices)), ctypes.byref(tm))
     if not ptr:
-        return fail("predict", _lib.last_error())
+        return fail("predict", _last_error())
     try:
-        text = ctypes.string_at(ptr)
+        text = _with_input(it, ctypes.string_at(ptr))
     finally:
         lib.hamer_free(ptr)
     if out_dir is not None:
@@ -423,7 +600,7 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
                     continue
                 png, size = _lib.c_uint8_p(), ctypes.c_size_t()
                 if lib.hamer_render_png(self._handle, rgb, w, h, hands, n, k, ctypes.byref(png), ctypes.byref(size)):
-                    return fail("render", _lib.last_error())
+                    return fail("render", _last_error())
                 try:
                     data = ctypes.string_at(png, size.value)
                 finally:
@@ -434,7 +611,7 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
                     continue
                 obj, size = ctypes.c_void_p(), ctypes.c_size_t()
                 if lib.hamer_hand_obj(self._handle, ctypes.byref(hands[i]), ctypes.byref(obj), ctypes.byref(size)):
-                    return fail("write", _lib.last_error())
+                    return fail("write", _last_error())
                 try:
                     data = ctypes.string_at(obj, size.value)
                 finally:
@@ -450,5 +627,5 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
     else:
         bad = [i for i in range(n) if not hands[i].ok]
         if bad:
-            error = f"{len(bad)} of {n} hands failed; {hands[bad[0]].error.decode('utf-8', 'replace')}"
+            error = f"{len(bad)} of {n} hands failed; {os.fsdecode(hands[bad[0]].error)}"
     return {"doc": doc, "_det": (det, ds)}, error

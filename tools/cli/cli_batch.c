@@ -12,7 +12,9 @@
  * Per image NAME.EXT (NAME: the file name without its extension, in the
  * output folder's mirror of the image's subfolder):
  *   NAME.json        RESULT.json, byte for byte what `hamer run` writes for
- *                    that image with the same options (timings aside)
+ *                    that image with the same options (timings aside),
+ *                    with the image's record first: "input": {"path",
+ *                    "size", "mtime_ns"} (the rules, below)
  *   NAME_all.png     --render: every hand over the image
  *   NAME_side.png    --side-view
  *   NAME_N.obj       --save-mesh: hand N of NAME.json (0-based; not for a
@@ -61,7 +63,8 @@ static const char *USAGE_BATCH =
     "(--side-view), NAME_N.obj per hand (--save-mesh). Boxes from D/NAME.json\n"
     "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
     "\n"
-    "  --recursive     also the subfolders (mirrored in OUT)\n"
+    "  --recursive     also the subfolders (mirrored in OUT; links followed, each\n"
+    "                  folder once; at most 64 deep and 1000000 names)\n"
     "  --glob P        only files whose name matches P (fnmatch, e.g. '*.jpg';\n"
     "                  repeatable); default every file not starting with '.'\n"
     "  --jobs N        images in flight at once (default 1), --threads split between them\n"
@@ -71,8 +74,10 @@ static const char *USAGE_BATCH =
     "  --retry-failed  retry images an earlier run recorded as bad\n"
     "  --json          the summary as one JSON object on stdout\n"
     "\n"
-    "Resumable: an image whose outputs are all present and newer than it (and\n"
-    "than its boxes file) is skipped; every file is written atomically. A bad\n"
+    "Resumable: an image whose NAME.json records it (path, size, mtime) and whose\n"
+    "outputs are all present and newer than it (and than its boxes file) is\n"
+    "skipped; every file is written atomically. Two images with one NAME: the one\n"
+    "NAME.json records (else the first by name) keeps it, the other fails. A bad\n"
     "image (not decodable, no boxes file, no hand found, a failed hand) is one\n"
     "line {\"path\", \"reason\", ...} of OUT/errors.jsonl and never stops the run;\n"
     "images that do not decode are not retried while unchanged (--retry-failed).\n"
@@ -176,6 +181,8 @@ static int ts_ge(struct timespec a, struct timespec b) {
     return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec >= b.tv_nsec);
 }
 
+static long long ns_of(struct timespec t) { return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
+
 /* mkdir -p; 0 or -1 with errno. */
 static int mkdir_p(const char *path) {
     if (!*path) return errno = ENOENT, -1;
@@ -206,26 +213,216 @@ static int fresh(const char *path, struct timespec after, const struct timespec 
     return ts_ge(st.st_mtim, after) && (!also || ts_ge(st.st_mtim, *also));
 }
 
+/* dir/name as Python's os.path.join makes it (no second '/' after a
+ * trailing one), so that both sides give an image the same path. */
+static char *path_join(const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    return str_printf("%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+}
+
+/* Set by SIGINT / SIGTERM, from the start of the run (the scan of a big
+ * folder and the look at its outputs can take a while too). */
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+/* ==== The folder-mode rules ====
+ *
+ * python/hamer/_folder.py holds the same rules, in the same order, under
+ * the same names, so that either side can resume the other's output
+ * folder: a change here is a change there (tests/test_batch.py checks the
+ * two against each other).
+ *
+ * 1. Names (name_text / name_bytes; _folder.py: _name_text / _name_bytes).
+ *    A file name is bytes; errors.jsonl and NAME.json are UTF-8 and stderr
+ *    may be a terminal. Every file name, and every message that may hold
+ *    one, is written in one escaped form that is lossless and printable:
+ *    well-formed UTF-8 stays as it is except the control characters
+ *    (U+0000-001F, U+007F, U+0080-009F), written \xNN per byte, as is every
+ *    byte outside well-formed UTF-8; a backslash is written \\.
+ * 2. Scan (scan; _folder.py: _scan). The regular files of the folder
+ *    sorted by name (bytes), names starting with '.' left out, --glob
+ *    applied to the name; with --recursive the subfolders where they come
+ *    in that order. Links are followed, but each folder (device, inode) is
+ *    scanned once, at its first path in that order: a link cycle ends, a
+ *    folder reached by two paths is done once (under a link's name when
+ *    the link sorts first); the output and boxes folders count as seen.
+ *    At most BATCH_MAX_DEPTH folders deep and BATCH_MAX_ENTRIES names read
+ *    in all, else the run stops before any work with an error.
+ * 3. Stems (plan_stems; _folder.py: _plan_stems). The images of one folder
+ *    with one NAME (a.jpg, a.png) share NAME.json, which records the image
+ *    it came from first of all: "input": {"path": its path below the input
+ *    folder (rule 1), "size", "mtime_ns"}. The recorded image, while it is
+ *    a regular file of the input folder, owns NAME; otherwise (no
+ *    NAME.json, no record, that file gone) the first of them by name does.
+ *    Every other image of that NAME fails (stage "name") rather than
+ *    overwrite the owner's outputs.
+ * 4. Done (complete; _folder.py: _complete). An image is skipped when it
+ *    owns NAME, NAME.json records it with its present size and mtime, and
+ *    every output the options ask for is there and at least as new as the
+ *    image (and its boxes file), with the vertices iff --vertices.
+ * 5. Failures that stand (permanent; _folder.py: _permanent): an image of
+ *    unchanged size and mtime that did not decode is not retried, nor one
+ *    whose name still clashes (--retry-failed does); every other failure
+ *    is retried.
+ */
+
+#define BATCH_MAX_DEPTH 64
+#define BATCH_MAX_ENTRIES 1000000
+#define BATCH_STR_(x) #x
+#define BATCH_STR(x) BATCH_STR_(x)
+
+/* The length of the well-formed UTF-8 sequence at p (Unicode table 3-7),
+ * 0 when none starts there. p is NUL-terminated: a NUL is never a
+ * continuation byte, so nothing past it is read. */
+static int utf8_len(const unsigned char *p) {
+#define CONT(x) ((x) >= 0x80 && (x) <= 0xBF)
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return CONT(p[1]) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && CONT(p[2]) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && CONT(p[2]) && CONT(p[3]) ? 4 : 0;
+    }
+    return 0;
+#undef CONT
+}
+
+/* Rule 1: s in the escaped form (malloc'd; NULL: out of memory). */
+static char *name_text(const char *s) {
+    char *out = malloc(4 * strlen(s) + 1), *o = out; /* at worst \xNN for every byte */
+    if (!out) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int k = utf8_len(p);
+        int ctl = k == 1 ? *p < 0x20 || *p == 0x7F : k == 2 && p[0] == 0xC2 && p[1] <= 0x9F;
+        if (k == 1 && *p == '\\') {
+            *o++ = '\\', *o++ = '\\', p++;
+        } else if (k == 0 || ctl) {
+            for (int i = 0; i < (k ? k : 1); i++) o += sprintf(o, "\\x%02x", p[i]);
+            p += k ? k : 1;
+        } else {
+            memcpy(o, p, (size_t)k), o += k, p += k;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Rule 1 backwards: the bytes an escaped name stands for (malloc'd), or
+ * NULL when t is not in the form (a lone backslash, a bad or NUL \x) or
+ * out of memory. */
+static char *name_bytes(const char *t) {
+    char *out = malloc(strlen(t) + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *p = t; *p;) {
+        if (*p != '\\') {
+            *o++ = *p++;
+        } else if (p[1] == '\\') {
+            *o++ = '\\', p += 2;
+        } else {
+            int hi = p[1] == 'x' ? hex_digit(p[2]) : -1, lo = hi >= 0 ? hex_digit(p[3]) : -1;
+            if (lo < 0 || (hi | lo) == 0) {
+                free(out);
+                return NULL;
+            }
+            *o++ = (char)(hi << 4 | lo), p += 4;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* One stderr line "hamer: batch: " + fmt, whose %s arguments (s1, and s2
+ * unless NULL) are names or messages that may hold names: escaped on the
+ * way out. */
+static void say(const char *fmt, const char *s1, const char *s2) {
+    char *t1 = name_text(s1), *t2 = s2 ? name_text(s2) : NULL;
+    fputs("hamer: batch: ", stderr);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    fprintf(stderr, fmt, t1 ? t1 : "?", t2 ? t2 : "?");
+#pragma GCC diagnostic pop
+    fputc('\n', stderr);
+    free(t1), free(t2);
+}
+
 /* ---- the images ---- */
 
 typedef struct {
-    char *path;      /* the image file */
+    char *path;      /* the image file, as the OS names it */
     char *rel;       /* its path below the input folder */
+    char *name;      /* rel, escaped (rule 1): NAME.json's "input" */
+    char *shown;     /* path, escaped: errors.jsonl and stderr */
     char *out_dir;   /* OUT mirrored */
     char *stem;      /* OUT/.../NAME */
     char *boxes;     /* --boxes-dir: D/.../NAME.json */
     struct timespec mtime;
     long long size;
-    const char *clash; /* another image with the same NAME in the same folder */
-    int todo;
+    char *clash;     /* rule 3: rel of the image that owns its NAME, when another one does */
+    int done;        /* rule 4: complete (computed with !--force only) */
 } item;
+
+/* The folders seen by the scan (rule 2): an open-addressing hash set of
+ * (device, inode). */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int used;
+} dir_id;
+
+typedef struct {
+    dir_id *v;
+    size_t n, cap; /* cap: 0 or a power of 2 */
+} dir_set;
+
+static size_t dir_hash(dev_t dev, ino_t ino) {
+    unsigned long long h = ((unsigned long long)dev * 0x9E3779B97F4A7C15ULL) ^ (unsigned long long)ino;
+    h ^= h >> 31, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 29;
+    return (size_t)h;
+}
+
+/* 1 when (dev, ino) was not in the set (now it is), 0 when it was, -1
+ * out of memory. */
+static int dir_set_add(dir_set *s, dev_t dev, ino_t ino) {
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        dir_id *v = calloc(cap, sizeof *v);
+        if (!v) return -1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->v[i].used) continue;
+            size_t h = dir_hash(s->v[i].dev, s->v[i].ino) & (cap - 1);
+            while (v[h].used) h = (h + 1) & (cap - 1);
+            v[h] = s->v[i];
+        }
+        free(s->v);
+        s->v = v, s->cap = cap;
+    }
+    size_t h = dir_hash(dev, ino) & (s->cap - 1);
+    for (; s->v[h].used; h = (h + 1) & (s->cap - 1))
+        if (s->v[h].dev == dev && s->v[h].ino == ino) return 0;
+    s->v[h] = (dir_id){dev, ino, 1};
+    s->n++;
+    return 1;
+}
 
 typedef struct {
     item *v;
     size_t n, cap;
-    dev_t skip_dev[2];
-    ino_t skip_ino[2];
-    int nskip;
+    dir_set seen;    /* folders scanned, or not to be (the output and boxes folders) */
+    size_t entries;  /* names read so far */
 } item_list;
 
 static int wanted(const batch_args *a, const char *name) {
@@ -238,100 +435,149 @@ static int wanted(const batch_args *a, const char *name) {
 
 static int cmp_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
-/* The files of dir (rel below the input folder) into list, sorted by name
- * and recursing when asked; 0, or -1 with a message printed. */
-static int scan(const batch_args *a, const char *dir, const char *rel, item_list *list) {
+/* The image `name` of dir (rel below the input folder) appended to list;
+ * 0 or -1 out of memory. */
+static int add_item(const batch_args *a, item_list *list, const char *path, const char *rel, const char *name,
+                    const struct stat *st) {
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 64;
+        item *v = realloc(list->v, cap * sizeof *v);
+        if (!v) return -1;
+        list->v = v, list->cap = cap;
+    }
+    item *it = &list->v[list->n++];
+    memset(it, 0, sizeof *it);
+    it->mtime = st->st_mtim;
+    it->size = (long long)st->st_size;
+    const char *dot = strrchr(name, '.');
+    int stem_len = (int)(dot && dot != name ? (size_t)(dot - name) : strlen(name));
+    it->path = strdup(path);
+    it->rel = rel[0] ? str_printf("%s/%s", rel, name) : strdup(name);
+    it->name = it->rel ? name_text(it->rel) : NULL;
+    it->shown = name_text(path);
+    it->out_dir = rel[0] ? path_join(a->out_dir, rel) : strdup(a->out_dir);
+    it->stem = it->out_dir ? str_printf("%s/%.*s", it->out_dir, stem_len, name) : NULL;
+    if (a->boxes_dir) {
+        char *d = rel[0] ? path_join(a->boxes_dir, rel) : strdup(a->boxes_dir);
+        it->boxes = d ? str_printf("%s/%.*s.json", d, stem_len, name) : NULL;
+        free(d);
+    }
+    return it->path && it->rel && it->name && it->shown && it->out_dir && it->stem && (!a->boxes_dir || it->boxes)
+               ? 0
+               : -1;
+}
+
+/* Rule 2: the files of dir (rel below the input folder, depth folders
+ * down) into list. 0; -1 with a message printed; -2 interrupted. */
+static int scan(const batch_args *a, const char *dir, const char *rel, int depth, item_list *list) {
+    if (g_stop) return -2;
     DIR *d = opendir(dir);
     if (!d) {
-        fprintf(stderr, "hamer: batch: cannot read the folder '%s': %s\n", dir, strerror(errno));
+        int e = errno;
+        say("cannot read the folder '%s': %s", dir, strerror(e));
         return -1;
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            char **bigger = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
-            if (!bigger) {
-                rc = -1;
-                break;
-            }
-            names = bigger;
-        }
-        if (!(names[n] = strdup(e->d_name))) {
+    int rc = 0, oom = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        if (g_stop) rc = -2;
+        else if (e->d_name[0] == '.') continue;
+        else if (++list->entries > BATCH_MAX_ENTRIES) {
+            say("more than " BATCH_STR(BATCH_MAX_ENTRIES) " names under --input-dir '%s' (the scan's limit; split "
+                "the folder)",
+                a->input_dir, NULL);
             rc = -1;
-            break;
+        } else {
+            if (n == cap) {
+                char **bigger = realloc(names, (cap ? 2 * cap : 64) * sizeof *names);
+                if (!bigger) {
+                    oom = 1, rc = -1;
+                    break;
+                }
+                names = bigger, cap = cap ? 2 * cap : 64;
+            }
+            if (!(names[n] = strdup(e->d_name))) oom = 1, rc = -1;
+            else n++;
         }
-        n++;
     }
     closedir(d);
     if (n) qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        char *path = str_printf("%s/%s", dir, names[i]);
+        if (g_stop) {
+            rc = -2;
+            break;
+        }
+        char *path = path_join(dir, names[i]);
         char *r = rel[0] ? str_printf("%s/%s", rel, names[i]) : strdup(names[i]);
         struct stat st;
-        if (!path || !r) rc = -1;
-        else if (stat(path, &st) != 0) {
+        if (!path || !r) {
+            oom = 1, rc = -1;
+        } else if (stat(path, &st) != 0) {
             /* A dangling link or a file removed meanwhile: nothing to do. */
         } else if (S_ISDIR(st.st_mode)) {
-            int skip = 0;
-            for (int k = 0; k < list->nskip; k++) skip |= st.st_dev == list->skip_dev[k] && st.st_ino == list->skip_ino[k];
-            if (a->recursive && !skip) rc = scan(a, path, r, list);
-        } else if (S_ISREG(st.st_mode) && wanted(a, names[i])) {
-            if (list->n == list->cap &&
-                !(list->v = realloc(list->v, (list->cap = list->cap ? 2 * list->cap : 64) * sizeof *list->v))) {
+            int unseen = a->recursive ? dir_set_add(&list->seen, st.st_dev, st.st_ino) : 0;
+            if (unseen < 0) {
+                oom = 1, rc = -1;
+            } else if (unseen && depth >= BATCH_MAX_DEPTH) {
+                say("the folder '%s' is more than " BATCH_STR(BATCH_MAX_DEPTH) " folders below --input-dir (the "
+                    "scan's limit)",
+                    path, NULL);
                 rc = -1;
-            } else {
-                item *it = &list->v[list->n++];
-                memset(it, 0, sizeof *it);
-                it->path = path, path = NULL;
-                it->rel = r, r = NULL;
-                it->mtime = st.st_mtim;
-                it->size = (long long)st.st_size;
-                char *dot = strrchr(names[i], '.');
-                size_t stem_len = dot && dot != names[i] ? (size_t)(dot - names[i]) : strlen(names[i]);
-                it->out_dir = rel[0] ? str_printf("%s/%s", a->out_dir, rel) : strdup(a->out_dir);
-                it->stem = str_printf("%s/%.*s", it->out_dir ? it->out_dir : "", (int)stem_len, names[i]);
-                if (a->boxes_dir)
-                    it->boxes = rel[0] ? str_printf("%s/%s/%.*s.json", a->boxes_dir, rel, (int)stem_len, names[i])
-                                       : str_printf("%s/%.*s.json", a->boxes_dir, (int)stem_len, names[i]);
-                if (!it->out_dir || !it->stem || (a->boxes_dir && !it->boxes)) rc = -1;
+            } else if (unseen) {
+                rc = scan(a, path, r, depth + 1, list);
             }
+        } else if (S_ISREG(st.st_mode) && wanted(a, names[i])) {
+            if (add_item(a, list, path, rel, names[i], &st)) oom = 1, rc = -1;
         }
         free(path);
         free(r);
     }
-    if (rc && errno == ENOMEM) fprintf(stderr, "hamer: batch: out of memory listing '%s'\n", dir);
+    if (oom) say("out of memory listing '%s'", dir, NULL);
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
     return rc;
 }
 
-static int cmp_stem(const void *x, const void *y) {
-    const item *p = *(item *const *)x, *q = *(item *const *)y;
-    int c = strcmp(p->stem, q->stem);
-    return c ? c : strcmp(p->rel, q->rel);
-}
-
-/* photo.jpg and photo.png of one folder would write the same NAME.json:
- * the second (by name) is refused rather than overwriting the first. */
-static void mark_clashes(item_list *list) {
-    item **p = malloc((list->n ? list->n : 1) * sizeof *p);
-    if (!p) return;
-    for (size_t i = 0; i < list->n; i++) p[i] = &list->v[i];
-    qsort(p, list->n, sizeof *p, cmp_stem);
-    for (size_t i = 1; i < list->n; i++)
-        if (!strcmp(p[i]->stem, p[i - 1]->stem)) p[i]->clash = p[i - 1]->clash ? p[i - 1]->clash : p[i - 1]->rel;
-    free(p);
-}
-
 /* ---- what is already done ---- */
 
-/* All outputs the options ask for exist and are newer than the image (and
- * its boxes file); NAME.json must hold the vertices iff --vertices. */
-static int complete(const batch_args *a, const item *it) {
+/* NAME.json of an earlier run, parsed; NULL when there is none (or it is
+ * not a regular file: a FIFO there must not block the run). */
+static json_t *load_result(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    return json_load_file(path, 0, NULL);
+}
+
+/* Rule 3: the image NAME.json records; 0, or -1 when it records none (or
+ * not in the form). *rel (the bytes) is malloc'd. */
+static int input_record(json_t *doc, char **rel, long long *size, long long *mtime_ns) {
+    json_t *in = json_object_get(doc, "input");
+    json_t *p = json_object_get(in, "path"), *sz = json_object_get(in, "size"), *mt = json_object_get(in, "mtime_ns");
+    if (!json_is_string(p) || !json_is_integer(sz) || !json_is_integer(mt)) return -1;
+    *size = json_integer_value(sz), *mtime_ns = json_integer_value(mt);
+    return (*rel = name_bytes(json_string_value(p))) ? 0 : -1;
+}
+
+/* rel's folder and NAME (the file name up to its last '.'): the key of
+ * rule 3, as a length of rel. */
+static size_t stem_key_len(const char *rel) {
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    const char *dot = strrchr(base, '.');
+    return dot && dot != base ? (size_t)(dot - rel) : strlen(rel);
+}
+
+static int same_stem(const char *x, const char *y) {
+    size_t n = stem_key_len(x);
+    return n == stem_key_len(y) && !strncmp(x, y, n);
+}
+
+/* Rule 4: every output the options ask for is there, at least as new as
+ * the image (and its boxes file); doc (its NAME.json, whose record the
+ * caller has matched) holds the vertices iff --vertices. */
+static int complete(const batch_args *a, const item *it, json_t *doc) {
     struct timespec bt, *also = NULL;
     struct stat st;
     if (it->boxes) {
@@ -340,11 +586,11 @@ static int complete(const batch_args *a, const item *it) {
     }
     char *json = str_printf("%s.json", it->stem);
     int ok = json && fresh(json, it->mtime, also);
+    free(json);
     char *pic;
     if (ok && a->render) ok = (pic = str_printf("%s_all.png", it->stem)) && fresh(pic, it->mtime, also), free(pic);
     if (ok && a->side) ok = (pic = str_printf("%s_side.png", it->stem)) && fresh(pic, it->mtime, also), free(pic);
-    json_t *doc = ok ? json_load_file(json, 0, NULL) : NULL;
-    json_t *hands = doc ? json_object_get(doc, "hands") : NULL;
+    json_t *hands = json_object_get(doc, "hands");
     if (ok) ok = json_is_array(hands);
     for (size_t i = 0; ok && i < json_array_size(hands); i++) {
         json_t *hd = json_array_get(hands, i);
@@ -356,9 +602,55 @@ static int complete(const batch_args *a, const item *it) {
             free(obj);
         }
     }
-    json_decref(doc);
-    free(json);
     return ok;
+}
+
+static int cmp_stem(const void *x, const void *y) {
+    const item *p = *(item *const *)x, *q = *(item *const *)y;
+    int c = strcmp(p->stem, q->stem);
+    return c ? c : strcmp(p->rel, q->rel);
+}
+
+/* Rule 3 (and 4 unless --force) for every image: it->clash, it->done.
+ * NAME.json is read once per NAME. 0; -1 out of memory; -2 interrupted. */
+static int plan_stems(const batch_args *a, item_list *list) {
+    item **p = malloc((list->n ? list->n : 1) * sizeof *p);
+    if (!p) return -1;
+    for (size_t i = 0; i < list->n; i++) p[i] = &list->v[i];
+    qsort(p, list->n, sizeof *p, cmp_stem);
+    int rc = 0;
+    for (size_t g = 0, end; g < list->n && rc == 0; g = end) {
+        if (g_stop) {
+            rc = -2;
+            break;
+        }
+        for (end = g + 1; end < list->n && !strcmp(p[end]->stem, p[g]->stem);) end++;
+        char *json = str_printf("%s.json", p[g]->stem);
+        json_t *doc = json ? load_result(json) : NULL;
+        free(json);
+        char *rec = NULL;
+        long long size = 0, mtime_ns = 0;
+        const char *owner = p[g]->rel;
+        if (doc && input_record(doc, &rec, &size, &mtime_ns) == 0 && same_stem(rec, p[g]->rel)) {
+            char *path = path_join(a->input_dir, rec);
+            struct stat st;
+            if (!path) rc = -1;
+            else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) owner = rec;
+            free(path);
+        }
+        for (size_t k = g; k < end && rc == 0; k++) {
+            item *it = p[k];
+            if (strcmp(it->rel, owner)) {
+                if (!(it->clash = strdup(owner))) rc = -1;
+            } else if (!a->force && owner == rec && size == it->size && mtime_ns == ns_of(it->mtime)) {
+                it->done = complete(a, it, doc);
+            }
+        }
+        free(rec);
+        json_decref(doc);
+    }
+    free(p);
+    return rc;
 }
 
 /* errors.jsonl of an earlier run: one record per line; lines that do not
@@ -382,13 +674,17 @@ static err_rec *read_errors(const char *file, size_t *n) {
         json_t *o = json_loadb(line, (size_t)len, 0, NULL);
         const char *p = o ? json_string_value(json_object_get(o, "path")) : NULL;
         const char *s = o ? json_string_value(json_object_get(o, "stage")) : NULL;
-        if (p && s && (*n < cap || (v = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v)))) {
+        if (p && s && *n == cap) {
+            err_rec *bigger = realloc(v, (cap ? 2 * cap : 16) * sizeof *v);
+            if (bigger) v = bigger, cap = cap ? 2 * cap : 16;
+        }
+        if (p && s && *n < cap) {
             err_rec *r = &v[(*n)++];
             r->path = strdup(p), r->stage = strdup(s), r->line = strndup(line, (size_t)len);
             r->size = json_integer_value(json_object_get(o, "size"));
             r->mtime_ns = json_integer_value(json_object_get(o, "mtime_ns"));
             r->keep = 0;
-            if (!r->path || !r->stage || !r->line) (*n)--;
+            if (!r->path || !r->stage || !r->line) free(r->path), free(r->stage), free(r->line), (*n)--;
         }
         json_decref(o);
     }
@@ -397,13 +693,10 @@ static err_rec *read_errors(const char *file, size_t *n) {
     return v;
 }
 
-static long long ns_of(struct timespec t) { return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
-
-/* A file that does not decode, or whose name clashes, fails again while it
- * is unchanged: not retried. Everything else is: a boxes file may appear,
- * a full disk be emptied (a photo without hands has its NAME.json and is
- * complete anyway). */
-static int permanent(const char *stage) { return !strcmp(stage, "decode") || !strcmp(stage, "name"); }
+/* Rule 5: a failure recorded for the image as it is now that stands. */
+static int permanent(const item *it, const char *stage) {
+    return !strcmp(stage, "decode") || (!strcmp(stage, "name") && it->clash);
+}
 
 /* ---- the run ---- */
 
@@ -435,11 +728,6 @@ typedef struct {
     char fatal[512];
 } batch;
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) {
-    (void)sig;
-    g_stop = 1;
-}
 static int cancel_cb(void *user) {
     (void)user;
     return g_stop != 0;
@@ -505,25 +793,14 @@ static int next_image(batch *b, slot *s) {
     return 0;
 }
 
-/* A JSON string of s; a file name need not be UTF-8 (JSON must be):
- * then its other bytes become '?'. */
-static json_t *text_json(const char *s) {
-    json_t *j = json_string(s);
-    if (j) return j;
-    char *c = strdup(s);
-    if (!c) return NULL;
-    for (unsigned char *p = (unsigned char *)c; *p; p++)
-        if (*p >= 0x80) *p = '?';
-    j = json_string(c);
-    free(c);
-    return j;
-}
-
 /* One line of errors.jsonl, appended with one write and fsync'd, so that
- * a killed run loses no record and leaves no half line. */
+ * a killed run loses no record and leaves no half line. The path and the
+ * reason (library messages name the file) in rule 1's form. */
 static void record_error(batch *b, const item *it, const char *stage, const char *reason) {
-    json_t *o = json_pack("{s:o,s:s,s:o,s:I,s:I}", "path", text_json(it->path), "stage", stage, "reason",
-                          text_json(reason), "size", (json_int_t)it->size, "mtime_ns", (json_int_t)ns_of(it->mtime));
+    char *why = name_text(reason);
+    json_t *o = why ? json_pack("{s:s,s:s,s:s,s:I,s:I}", "path", it->shown, "stage", stage, "reason", why, "size",
+                                (json_int_t)it->size, "mtime_ns", (json_int_t)ns_of(it->mtime))
+                    : NULL;
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     char *line = s ? str_printf("%s\n", s) : NULL;
@@ -539,9 +816,24 @@ static void record_error(batch *b, const item *it, const char *stage, const char
     pthread_mutex_unlock(&b->mu);
     /* The reason also goes to stderr, so that nothing is silent even when
      * errors.jsonl cannot be written. */
-    const char *sep = strstr(reason, it->path) ? "" : ": "; /* most library messages name the file already */
-    fprintf(stderr, "%shamer: %s%s%s%s\n", isatty(2) ? "\r\033[K" : "", *sep ? it->path : "", sep, reason, bad ? " (could not be added to errors.jsonl)" : "");
+    int named = strstr(reason, it->path) != NULL; /* most library messages name the file already */
+    fprintf(stderr, "%shamer: %s%s%s%s\n", isatty(2) ? "\r\033[K" : "", named ? "" : it->shown, named ? "" : ": ",
+            why ? why : "out of memory", bad ? " (could not be added to errors.jsonl)" : "");
+    free(why);
     free(line);
+}
+
+/* Rule 3: RESULT.json with the image's record first,
+ * {"input":{"path","size","mtime_ns"},<the rest as hamer run writes it>}
+ * (malloc'd; NULL: out of memory). */
+static char *with_input(const item *it, const char *result) {
+    json_t *o = json_pack("{s:s,s:I,s:I}", "path", it->name, "size", (json_int_t)it->size, "mtime_ns",
+                          (json_int_t)ns_of(it->mtime));
+    char *rec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    char *s = rec && result[0] == '{' ? str_printf("{\"input\":%s,%s", rec, result + 1) : NULL;
+    free(rec);
+    return s;
 }
 
 typedef struct {
@@ -592,7 +884,7 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
     char err[1024];
     double t_detect = 0, t_render = 0, t_write = 0;
     hamer_timings tm = {0};
-    char *json = NULL;
+    char *json = NULL, *doc = NULL;
     int n = 0, cancelled = 0;
     if (s->err[0]) {
         record_error(b, it, "decode", s->err);
@@ -666,8 +958,9 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
     }
     char *path = str_printf("%s.json", it->stem);
     json = hamer_result_json(s->w, s->h, wb->hands, n, a->with_vertices, &tm);
-    if (!path || !json || write_out(path, json, strlen(json), err, sizeof err)) {
-        if (!path || !json) snprintf(err, sizeof err, "%s", path ? hamer_last_error() : "out of memory");
+    doc = json ? with_input(it, json) : NULL;
+    if (!path || !doc || write_out(path, doc, strlen(doc), err, sizeof err)) {
+        if (!path || !doc) snprintf(err, sizeof err, "%s", path && !json ? hamer_last_error() : "out of memory");
         free(path);
         record_error(b, it, "write", err);
         goto account;
@@ -697,6 +990,7 @@ account:
     pthread_cond_broadcast(&b->cv_done);
     pthread_mutex_unlock(&b->mu);
     hamer_free(json);
+    free(doc);
     hamer_free(s->rgb);
     s->rgb = NULL;
 }
@@ -774,20 +1068,28 @@ static void progress(batch *b, double t_start, int final) {
 
 static int batch_main(batch_args *a) {
     double t_start = hm_cli_now();
+    /* From here on Ctrl-C / SIGTERM stop the run cleanly: the scan and
+     * the look at earlier outputs end at the next name, the images in
+     * flight are cancelled (temporary files removed, the summary printed). */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     /* The folders first, before any work: an output folder that cannot be
      * created or written is an error now, not after the model's load. */
     struct stat in_st, out_st, st;
     if (stat(a->input_dir, &in_st) != 0 || !S_ISDIR(in_st.st_mode)) {
-        fprintf(stderr, "hamer: batch: --input-dir '%s' is not a readable folder: %s\n", a->input_dir,
-                errno ? strerror(errno) : "not a folder");
+        say("--input-dir '%s' is not a readable folder: %s", a->input_dir,
+            stat(a->input_dir, &in_st) != 0 ? strerror(errno) : "not a folder");
         return 1;
     }
     if (a->boxes_dir && (stat(a->boxes_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        fprintf(stderr, "hamer: batch: --boxes-dir '%s' is not a folder\n", a->boxes_dir);
+        say("--boxes-dir '%s' is not a folder", a->boxes_dir, NULL);
         return 1;
     }
     if (mkdir_p(a->out_dir) != 0) {
-        fprintf(stderr, "hamer: batch: cannot create the output folder '%s': %s\n", a->out_dir, strerror(errno));
+        int e = errno;
+        say("cannot create the output folder '%s': %s", a->out_dir, strerror(e));
         return 1;
     }
     stat(a->out_dir, &out_st);
@@ -797,17 +1099,19 @@ static int batch_main(batch_args *a) {
     }
     char *probe = str_printf("%s/errors.jsonl", a->out_dir);
     char *lockp = str_printf("%s/.hamer-batch.lock", a->out_dir);
-    if (!probe || !lockp) return hm_cli_fail(1, "batch: out of memory%s", "");
+    if (!probe || !lockp) return free(probe), free(lockp), hm_cli_fail(1, "batch: out of memory%s", "");
     if (access(a->out_dir, W_OK) != 0) {
-        fprintf(stderr, "hamer: batch: cannot write in the output folder '%s': %s\n", a->out_dir, strerror(errno));
+        int e = errno;
+        say("cannot write in the output folder '%s': %s", a->out_dir, strerror(e));
         free(probe), free(lockp);
         return 1;
     }
     /* Two runs on one folder would remove each other's temporary files. */
     int lockfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "hamer: batch: %s '%s': %s\n", lockfd < 0 ? "cannot create" : "another hamer batch is using",
-                lockfd < 0 ? lockp : a->out_dir, strerror(errno));
+        int e = errno;
+        if (lockfd < 0) say("cannot create '%s': %s", lockp, strerror(e));
+        else say("another hamer batch is using '%s': %s", a->out_dir, strerror(e));
         if (lockfd >= 0) close(lockfd);
         free(probe), free(lockp);
         return 1;
@@ -815,17 +1119,28 @@ static int batch_main(batch_args *a) {
     free(lockp);
 
     item_list list = {0};
-    /* The output and boxes folders may lie inside the input folder. */
-    list.skip_dev[0] = out_st.st_dev, list.skip_ino[0] = out_st.st_ino, list.nskip = 1;
-    if (a->boxes_dir && stat(a->boxes_dir, &st) == 0) list.skip_dev[1] = st.st_dev, list.skip_ino[1] = st.st_ino, list.nskip = 2;
     int status = 1;
     batch b = {0};
     pthread_t *th = NULL, pre;
     int npre = 0, nth = 0;
     size_t nerr = 0;
     err_rec *old = NULL;
-    if (scan(a, a->input_dir, "", &list)) goto done;
-    mark_clashes(&list);
+    /* Rule 2: the input folder is seen; the output and boxes folders may
+     * lie inside it and are not inputs. */
+    if (dir_set_add(&list.seen, in_st.st_dev, in_st.st_ino) < 0 ||
+        dir_set_add(&list.seen, out_st.st_dev, out_st.st_ino) < 0 ||
+        (a->boxes_dir && stat(a->boxes_dir, &st) == 0 && dir_set_add(&list.seen, st.st_dev, st.st_ino) < 0)) {
+        say("out of memory", "", NULL);
+        goto done;
+    }
+    int rc = scan(a, a->input_dir, "", 0, &list); /* its errors printed */
+    if (rc == 0 && (rc = plan_stems(a, &list)) == -1) say("out of memory looking at '%s'", a->out_dir, NULL);
+    if (rc == -2 || g_stop) {
+        say("interrupted before any image was computed (run again)", "", NULL);
+        status = 130;
+        goto done;
+    }
+    if (rc) goto done;
 
     /* What is left to do; the earlier failures that still stand. */
     old = read_errors(probe, &nerr);
@@ -837,14 +1152,14 @@ static int batch_main(batch_args *a) {
         item *it = &list.v[i];
         err_rec *r = NULL;
         for (size_t k = 0; k < nerr; k++)
-            if (!strcmp(old[k].path, it->path) && old[k].size == it->size && old[k].mtime_ns == ns_of(it->mtime)) r = &old[k];
-        int done_before = !a->force && !it->clash && complete(a, it);
-        int failed_before = !a->force && !a->retry_failed && r && permanent(r->stage) && !done_before;
-        if (done_before || failed_before) {
+            if (!strcmp(old[k].path, it->shown) && old[k].size == it->size && old[k].mtime_ns == ns_of(it->mtime))
+                r = &old[k];
+        int failed_before = !a->force && !a->retry_failed && r && permanent(it, r->stage) && !it->done;
+        if (it->done || failed_before) {
             /* Its lines stay (a photo without hands is complete and failed). */
             int kept = 0;
             for (size_t k = 0; k < nerr; k++)
-                if (!strcmp(old[k].path, it->path)) old[k].keep = 1, kept = 1;
+                if (!strcmp(old[k].path, it->shown)) old[k].keep = 1, kept = 1;
             failed_earlier += kept;
             skipped++;
         } else {
@@ -861,7 +1176,7 @@ static int batch_main(batch_args *a) {
         for (size_t k = 0; buf && k < nerr; k++)
             if (old[k].keep) p = stpcpy(p, old[k].line);
         if (!buf || hm_file_write_atomic(probe, buf, len) != 0) {
-            fprintf(stderr, "hamer: batch: %s\n", buf ? hamer_last_error() : "out of memory");
+            say("%s", buf ? hamer_last_error() : "out of memory", NULL);
             free(buf);
             goto done;
         }
@@ -869,7 +1184,8 @@ static int batch_main(batch_args *a) {
     }
     b.errfd = open(probe, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (b.errfd < 0) {
-        fprintf(stderr, "hamer: batch: cannot open '%s': %s\n", probe, strerror(errno));
+        int e = errno;
+        say("cannot open '%s': %s", probe, strerror(e));
         goto done;
     }
 
@@ -893,20 +1209,14 @@ static int batch_main(batch_args *a) {
         if (k == b.ntodo - 1) b.ntodo = j;
     }
     if (b.ntodo > 0) {
-        /* From here on Ctrl-C / SIGTERM stop the run cleanly (temporary
-         * files removed, the summary printed). */
-        struct sigaction sa = {0};
-        sa.sa_handler = on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
         double t0 = hm_cli_now();
         b.model = hm_cli_load_model(a->model, a->mano, a->precision);
         if (!b.model) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            say("%s", hamer_last_error(), NULL);
             goto done;
         }
         if (!a->boxes_dir && !(b.det = hm_cli_load_detector(&a->det))) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            say("%s", hamer_last_error(), NULL);
             goto done;
         }
         t_load = hm_cli_now() - t0;
@@ -948,7 +1258,7 @@ static int batch_main(batch_args *a) {
         (void)t_run;
     }
     if (b.fatal[0]) {
-        fprintf(stderr, "hamer: batch: %s\n", b.fatal);
+        say("%s", b.fatal, NULL);
         goto done;
     }
     double wall = hm_cli_now() - t_start;
@@ -1006,9 +1316,11 @@ done:
     free(old);
     for (size_t i = 0; i < list.n; i++) {
         item *it = &list.v[i];
-        free(it->path), free(it->rel), free(it->out_dir), free(it->stem), free(it->boxes);
+        free(it->path), free(it->rel), free(it->name), free(it->shown), free(it->out_dir), free(it->stem);
+        free(it->boxes), free(it->clash);
     }
     free(list.v);
+    free(list.seen.v);
     free(b.todo);
     free(probe);
     close(lockfd);
