@@ -203,6 +203,46 @@ def reference_outputs(name, crops, mano_npz=None, params_only=False, keep_in_mem
 
 
 # ---------------------------------------------------------------------------
+# The full-size model's outputs (one run, read by several test files)
+# ---------------------------------------------------------------------------
+
+FULL_SIZE_CROPS = 4     # float_crops(4): the fast gate holds per crop on each
+
+
+def full_size_outputs(precision):
+    """``hamer regress`` of the full-size fixture on float_crops(4) in
+    ``precision`` (fp32 or fast), run once per build of the binary and
+    shared by the tests that read it (test_regress, test_fast_gate,
+    test_convert: separate processes under ctest) through FIXTURE_DIR. The
+    key is the binary's bytes, the checkpoint's manifest, the precision and
+    the ISA switches, so a rebuilt binary runs again."""
+    ckpt = checkpoint_path("full")
+    key = hashlib.sha256()
+    key.update(HAMER_BIN.read_bytes())
+    key.update(ckpt.with_suffix(".json").read_bytes())
+    for part in (precision, os.environ.get("HAMER_ISA", ""), os.environ.get("HAMER_LOWP", ""), str(FULL_SIZE_CROPS)):
+        key.update(part.encode() + b"\0")
+    path = FIXTURE_DIR / f"run-full-{precision}-{key.hexdigest()[:16]}.npz"
+
+    def write(tmp):
+        inp = path.with_name(f".{path.stem}.{os.getpid()}.npy")
+        np.save(inp, float_crops(FULL_SIZE_CROPS))
+        try:
+            proc = run_hamer(["regress", "--model", ckpt, "--input", inp, "--output", tmp, "--precision", precision],
+                             timeout=TIMEOUT_FULL)
+        finally:
+            inp.unlink()
+        assert proc.returncode == 0, "hamer regress (full size) failed: " + describe(proc)
+        for old in FIXTURE_DIR.glob(f"run-full-{precision}-*.npz"):
+            if old != path:
+                old.unlink(missing_ok=True)
+                old.with_suffix(".json").unlink(missing_ok=True)
+    _cached_file(path, {"binary_run": path.name}, write)
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ---------------------------------------------------------------------------
 # Test inputs
 # ---------------------------------------------------------------------------
 

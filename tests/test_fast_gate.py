@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import hamer_fixture
-from conftest import FIXTURE_DIR, SANITIZE, FULL_SIZE_SKIP_REASON, _cached_file, checkpoint_path, float_crops, uint8_crops
+from conftest import (FIXTURE_DIR, FULL_SIZE_CROPS, FULL_SIZE_SKIP_REASON, SANITIZE, _cached_file, float_crops,
+                      full_size_outputs, uint8_crops)
 
 OUTLIER_CHANNELS = [17, 348, 679, 1010]
 
@@ -49,14 +50,15 @@ def test_fast_gate_with_outlier_channels(regress, kind):
 
 
 @pytest.mark.skipif(SANITIZE, reason=FULL_SIZE_SKIP_REASON)
-def test_fast_gate_full_size(regress):
+def test_fast_gate_full_size(hamer_bin):
     # The gate holds per crop, not only on average: with every matmul in
-    # int8, one crop in twelve of this kind once reached 1.03 mm.
-    crops = float_crops(4)
-    fast = regress(checkpoint_path("full"), crops, "--precision", "fast", timeout=900)
-    ref = regress(checkpoint_path("full"), crops, "--precision", "fp32", timeout=900)
-    for i in range(len(crops)):
+    # int8, one crop in twelve of this kind once reached 1.03 mm. The runs
+    # are the shared full-size ones (conftest.full_size_outputs).
+    fast, ref = full_size_outputs("fast"), full_size_outputs("fp32")
+    assert len(fast["params"]) == len(ref["params"]) == FULL_SIZE_CROPS
+    for i in range(FULL_SIZE_CROPS):
         gate({k: v[i:i + 1] for k, v in fast.items()}, {k: v[i:i + 1] for k, v in ref.items()})
+    assert not np.array_equal(fast["params"], ref["params"])
 
 
 def test_version_names_the_scheme(hamer_bin):
