@@ -354,11 +354,12 @@ HAMER_API void hamer_video_close(hamer_video *video);
  * hamer_video_writer_close, so path is either complete or untouched. */
 typedef struct hamer_video_writer hamer_video_writer;
 /* fps: the nominal rate for the encoder's rate control (> 0). NULL with
- * HAMER_E_ARG, before anything is created, for a path that is no single
- * video file of a container with timestamps: a frame-number pattern
- * ("%03d"), an image or segment muxer (.png, .jpg, .m3u8, ...), a raw
- * stream (.h264, .yuv, ...), a format that cannot hold the encoder's
- * video; HAMER_E_IO when path exists and is not a regular file. */
+ * HAMER_E_ARG, nothing created or left behind, for a path that names no
+ * single video file of a container with timestamps: a frame-number
+ * pattern ("%03d"), an image or segment muxer (.png, .jpg, .m3u8, ...), a
+ * raw stream (.h264, .yuv, ...), a format that cannot hold the encoder's
+ * video (.webm, .gif, ...); HAMER_E_IO when path exists and is not a
+ * regular file. */
 HAMER_API hamer_video_writer *hamer_video_writer_open(const char *path, int width, int height, int time_base_num,
                                                       int time_base_den, double fps);
 /* The encoder in use ("libx264" or "mpeg4"). */

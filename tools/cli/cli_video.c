@@ -341,6 +341,17 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
             break;
         }
     }
+    /* The overlay video is finished before the summary is written, so the
+     * summary can say when it could not be. */
+    if (r->writer && status != 1) {
+        const int rc = hamer_video_writer_close(r->writer, 0);
+        r->writer = NULL;
+        if (rc) {
+            snprintf(error, sizeof error, "finishing the overlay video failed: %s", hamer_last_error());
+            r->render_failed = 1;
+            status = 1;
+        }
+    }
     if (isatty(2) && r->sum.frames) fputc('\n', stderr);
     if (damaged[0]) fprintf(stderr, "hamer: input damaged: %s (%lld frames before it were processed)\n", damaged,
                             r->sum.frames);
@@ -438,15 +449,9 @@ static int run(hm_video_args *a) {
     sigaction(SIGTERM, &sa, NULL);
     status = loop(&r, out, total);
 done:
-    if (r.writer) {
-        /* a failed run (a failed render included) leaves an existing
-         * overlay video as it was */
-        int abort = status == 1;
-        if (hamer_video_writer_close(r.writer, abort) && !abort) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
-            status = 1;
-        }
-    }
+    /* still open: the run failed (a failed render included), and an
+     * existing overlay video stays as it was */
+    if (r.writer) hamer_video_writer_close(r.writer, 1);
     /* The lines of a run whose rendering failed are kept: every frame in
      * them was tracked (and regressed) in full, and the summary says what
      * failed. Any other failure leaves the previous file. */
