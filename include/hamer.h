@@ -297,12 +297,13 @@ HAMER_API int hamer_render_detections_png(const uint8_t *rgb, int w, int h, cons
 typedef struct hamer_video hamer_video;
 
 typedef struct {
-    double start_s;         /* first frame: the first at or after this time (default 0) */
-    double duration_s;      /* frames before start_s + duration_s only; <= 0: to the end (default) */
-    int stride;             /* every stride-th frame from the start (default 1); the others
-                               are decoded (they may be references) but not converted */
+    double start_s;         /* first frame: the first at or after this time, 0..1e9 s (default 0) */
+    double duration_s;      /* frames before start_s + duration_s only, 0..1e9 s; 0: to the end
+                               (default) */
+    int stride;             /* every stride-th frame from the start, 1..1000000 (default 1); the
+                               others are decoded (they may be references) but not converted */
     int queue;              /* frames decoded ahead, 1..64 (default 4) */
-    int threads;            /* decoder threads, 0 = FFmpeg's choice (default 1) */
+    int threads;            /* decoder threads, 0..64; 0 = FFmpeg's choice (default 1) */
 } hamer_video_params;
 
 typedef struct {
@@ -327,6 +328,10 @@ typedef struct {
 } hamer_video_frame;
 
 HAMER_API hamer_video_params hamer_video_default_params(void);
+/* HAMER_OK when every field is in its range above, else HAMER_E_ARG with a
+ * message naming the field (hamer_video_open checks the same): the one
+ * check of these values, for callers that want it before opening. */
+HAMER_API int hamer_video_check_params(const hamer_video_params *params);
 /* Open a video file; NULL when it cannot be opened, has no video stream,
  * its codec has no decoder here, its frames exceed 100 megapixels, or its
  * rotation is not a multiple of 90 degrees (the message says which). */
@@ -345,10 +350,16 @@ HAMER_API void hamer_video_close(hamer_video *video);
  * in); the container from the file name's extension (.mp4, .mkv, .mov,
  * ...). Timestamps are the caller's (pts in the time base given), so a
  * variable frame rate is kept. It is written to a temporary file beside
- * path and renamed by hamer_video_writer_close, so path is either complete
- * or untouched. */
+ * path (FFmpeg is given only that file) and renamed by
+ * hamer_video_writer_close, so path is either complete or untouched. */
 typedef struct hamer_video_writer hamer_video_writer;
-/* fps: the nominal rate for the encoder's rate control (> 0). */
+/* fps: the nominal rate for the encoder's rate control (> 0). NULL with
+ * HAMER_E_ARG, nothing created or left behind, for a path that names no
+ * single video file of a container with timestamps: a frame-number
+ * pattern ("%03d"), an image or segment muxer (.png, .jpg, .m3u8, ...), a
+ * raw stream (.h264, .yuv, ...), a format that cannot hold the encoder's
+ * video (.webm, .gif, ...); HAMER_E_IO when path exists and is not a
+ * regular file. */
 HAMER_API hamer_video_writer *hamer_video_writer_open(const char *path, int width, int height, int time_base_num,
                                                       int time_base_den, double fps);
 /* The encoder in use ("libx264" or "mpeg4"). */

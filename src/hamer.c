@@ -538,6 +538,7 @@ void hamer_free(void *p) { free(p); }
 /* ---- video and tracking (src/video/) ---- */
 
 hamer_video_params hamer_video_default_params(void) { return hm_video_default_params(); }
+int hamer_video_check_params(const hamer_video_params *p) { return hm_video_check_params(p); }
 hamer_video *hamer_video_open(const char *path, const hamer_video_params *p) { return hm_video_open(path, p); }
 int hamer_video_get_info(const hamer_video *v, hamer_video_info *info) { return hm_video_info(v, info); }
 int hamer_video_next(hamer_video *v, hamer_video_frame *frame) { return hm_video_next(v, frame); }

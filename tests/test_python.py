@@ -509,6 +509,40 @@ def test_predict_bad_requests(small, tmp_path):
     assert isinstance(e.value, hamer.HamerIOError)
 
 
+def test_integers_out_of_c_range_are_refused(small, tmp_path):
+    """Issue 21: ctypes passes the low 32 bits of a Python int, so
+    max_hands=2**32+8 ran as 8. The public functions check what they hand
+    over (HamerArgumentError naming the argument); under them every
+    integer structure field and by-value integer argument of the bound
+    functions (those of hamer._folder included) refuses what its C type
+    cannot hold."""
+    from hamer import _lib
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(hamer.HamerArgumentError, match="max_hands = 4294967304 does not fit"):
+        list(small.predict_folder(empty, max_hands=2**32 + 8))
+    for kw, needle in [({"min_score": "0.5"}, "min_score must be a number"), ({"rescale": None}, "rescale")]:
+        with pytest.raises(hamer.HamerArgumentError, match=needle):
+            list(small.predict_folder(empty, **kw))
+    img = np.zeros((64, 64, 3), np.uint8)
+    for rescale in ("2", 2**1100):
+        with pytest.raises(hamer.HamerArgumentError, match="rescale must be a number"):
+            small.predict(img, [[1, 1, 20, 20]], rescale=rescale)
+    with pytest.raises(ValueError, match=r"PredictParams\.crop_mode = 4294967296 is outside"):
+        _lib.PredictParams(rescale=2.0, crop_mode=2**32)
+    with pytest.raises(ValueError, match=r"DetectParams\.max_hands"):
+        _lib.DetectParams().max_hands = 2**31
+    with pytest.raises(ValueError, match=r"Box\.is_right"):
+        _lib.Box().is_right = -2**31 - 1
+    lib = _lib.load()
+    with pytest.raises(ctypes.ArgumentError, match="outside"):
+        lib.hamer_strerror(2**32 - 1)
+    list(small.predict_folder(empty))  # binds hamer._folder's functions
+    with pytest.raises(ctypes.ArgumentError, match="outside"):
+        lib.hamer_detect_state_new(None, 2**32 + 1)
+    assert lib.hamer_strerror(hamer.E_IO)  # in range: unchanged
+
+
 def test_error_classes_and_library_tables():
     """Each HAMER_E_* code maps to one subclass (bad arguments stay
     ValueErrors); descriptions come from the library's hamer_strerror."""

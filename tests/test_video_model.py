@@ -10,7 +10,8 @@ regressed, how it is smoothed, the overlay video, memory.
   keypoints jitter far less than the raw ones;
 - --render / --render-dir: frame count, size and timestamps of the input,
   each PNG equal to `hamer run --render`, each video frame within codec
-  error of it;
+  error of it; image names and patterns refused before any work; a failed
+  render leaves an existing overlay as it was and writes the lines;
 - peak RSS after 100 and after 1000 frames of a synthetic video.
 """
 
@@ -150,6 +151,66 @@ def test_overlay_video_and_pngs(tmp_path, ckpt, e5):
         assert not np.array_equal(want, frames_in[k])  # meshes were drawn
         err = np.abs(decoded[k].astype(int) - want).mean()
         assert err < 3.0, (k, err)
+
+
+def listing(d):
+    """Every file under d with its bytes."""
+    return {str(p.relative_to(d)): (p.read_bytes() if p.is_file() else None) for p in sorted(d.rglob("*"))}
+
+
+def test_render_refuses_images_and_patterns(tmp_path, ckpt, e5):
+    """--render writes one video file through a temporary file (issue 21):
+    an image name (FFmpeg's image2 muxer opened the target itself and left
+    a raw H.264 frame in it), a frame-number pattern (it wrote
+    shot001.png, shot002.png, ... over existing files), a raw stream, a
+    playlist or a format that cannot hold the video are refused before the
+    model is loaded, exit 2, nothing created or changed."""
+    model = ckpt("d2h2")
+    vid = V.encode(V.still(e5, 9), tmp_path / "in.mp4")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ov.png").write_text("PRECIOUS\n")
+    (work / "shot001.png").write_text("OLD\n")
+    before = listing(work)
+    for name, why in [("ov.png", "image file name"), ("shot%03d.png", "frame-number pattern"),
+                      ("clip%d.mp4", "frame-number pattern"), ("ov.jpg", "image file name"),
+                      ("o.h264", "no timestamps"), ("o.m3u8", "files of its own"), ("o.gif", "does not take"),
+                      ("o.webm", "cannot hold")]:
+        out = work / "o.jsonl"
+        proc = run_hamer(["video", "--model", model, "--video", vid, "--duration", "0.3", "--output", out,
+                          "--detector", models_dir(), "--render", work / name])
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2, (name, describe(proc))
+        assert len(lines) == 1 and "--render" in lines[0] and name in lines[0] and why in lines[0], (name, lines)
+        assert listing(work) == before, name
+    # refused before the model is loaded: a model that does not exist is not reached
+    proc = run_hamer(["video", "--model", tmp_path / "missing.ckpt", "--video", vid, "--output", work / "o.jsonl",
+                      "--detector", models_dir(), "--render", work / "ov.png"])
+    assert proc.returncode == 2 and "ov.png" in proc.stderr and "missing.ckpt" not in proc.stderr, describe(proc)
+    assert listing(work) == before
+
+
+def test_failed_render_keeps_the_overlay_and_writes_the_lines(tmp_path, ckpt, e5):
+    """A frame that cannot be rendered (here: its PNG's name is taken by a
+    directory) stops the run, exit 1: an existing overlay video stays as it
+    was, no temporary file is left, and the JSON Lines of the frames
+    processed are written, their summary and stderr saying what failed."""
+    model = ckpt("d2h2")
+    vid = V.encode(V.pan_zoom(e5, 5, (240, 320)), tmp_path / "in.mkv", codec="png")
+    ov, pngs, out = tmp_path / "ov.mp4", tmp_path / "pngs", tmp_path / "o.jsonl"
+    ov.write_text("PRECIOUS\n")
+    (pngs / "frame_000002.png").mkdir(parents=True)
+    proc = run_hamer(["video", "--model", model, "--video", vid, "--output", out, "--detector", models_dir(),
+                      "--smooth", "none", "--render", ov, "--render-dir", pngs])
+    assert proc.returncode == 1, describe(proc)
+    assert ov.read_text() == "PRECIOUS\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv", "o.jsonl", "ov.mp4", "pngs"]
+    assert sorted(p.name for p in pngs.iterdir()) == ["frame_000000.png", "frame_000001.png", "frame_000002.png"]
+    _, frames, summary = V.read_lines(out)
+    assert [f["frame"] for f in frames] == [0, 1, 2] and summary["frames"] == 3
+    assert summary["error"].startswith("rendering frame 2 failed: ") and "frame_000002.png" in summary["error"]
+    assert "rendering frame 2 failed" in proc.stderr and f"'{out}' written with the 3 frames" in proc.stderr
+    assert "overlay video was not" in proc.stderr
 
 
 @pytest.mark.skipif(SANITIZE, reason="AddressSanitizer's quarantine makes RSS meaningless; "

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -116,6 +117,106 @@ def test_read_video_rotation(tmp_path):
     # turning a frame back gives the stored picture
     back = [np.rot90(ours[0], k).astype(int) for k in (1, 3)]
     assert min(np.abs(b - e5).mean() for b in back) < 3.0
+
+
+def test_close_ends_open_generators(ckpt, clip):
+    """Issue 21: a track() / video() generator held an inference state of
+    the model between frames, so close() (leaving the with block) waited
+    for it forever. Now close() returns at once and the generators' next
+    frame raises HamerError."""
+    frames, vid = clip
+    model = str(ckpt("d2h2"))
+    bound = 600 if SANITIZE else 120
+    done = []
+
+    def with_block():
+        with hamer.Model(model) as m:
+            g = m.track(frames, detector=models_dir())
+            next(g)
+        done.append(g)
+
+    th = threading.Thread(target=with_block, daemon=True)
+    th.start()
+    th.join(bound)
+    assert done, "leaving the with block waited for the open track() generator"
+    with pytest.raises(hamer.HamerError, match="closed"):
+        next(done[0])
+    m = hamer.Model(model)
+    gens = [m.track(frames, detector=models_dir()), m.video(vid, detector=models_dir())]
+    assert [len(next(g)["hands"]) for g in gens] == [2, 2]
+    closer = threading.Thread(target=m.close, daemon=True)
+    closer.start()
+    closer.join(bound)
+    assert not closer.is_alive() and m.closed, "close() waited for open generators"
+    for g in gens:
+        with pytest.raises(hamer.HamerError, match="closed"):
+            next(g)
+    with pytest.raises(hamer.HamerError, match="closed"):  # a new one fails at the call
+        m.track(frames)
+
+
+def test_integers_out_of_c_range_are_refused(ckpt, clip):
+    """Issue 21: ctypes passes the low 32 bits of a Python int, so
+    read_video(stride=2**32+3) ran with stride 3 and 2**40 reported
+    "stride 0". Every integer is checked where the binding hands it over,
+    at the call (a HamerArgumentError naming it), with a net under the
+    public functions: integer structure fields and integer arguments of
+    every bound function refuse values out of their C range."""
+    frames, vid = clip
+    for stride in (2**32 + 3, 2**40, -2**31 - 1, np.int64(2**32 + 3)):
+        with pytest.raises(hamer.HamerArgumentError, match=r"stride = -?\d+ does not fit the C int"):
+            hamer.read_video(vid, stride=stride)
+    for stride in ("2", 2.0, True, None):
+        with pytest.raises(hamer.HamerArgumentError, match="stride must be an integer"):
+            hamer.read_video(vid, stride=stride)
+    for kw in ({"start": "0"}, {"duration": 10**400}):
+        with pytest.raises(hamer.HamerArgumentError, match=next(iter(kw)) + " must be a number"):
+            hamer.read_video(vid, **kw)
+    assert [i for i, _, _ in hamer.read_video(vid, stride=np.int32(3))] == [0, 3]
+    with hamer.Model(str(ckpt("d2h2"))) as m:
+        for kw, name in [({"max_hands": 2**32 + 2}, "max_hands"), ({"fps": 0}, "fps"), ({"beta": "1"}, "beta"),
+                         ({"rescale": 2**1100}, "rescale")]:
+            with pytest.raises(hamer.HamerArgumentError, match=name):
+                m.track(frames, detector=models_dir(), **kw)
+        with pytest.raises(hamer.HamerArgumentError, match="stride"):
+            m.video(vid, stride=2**32 + 1)
+    with pytest.raises(ValueError, match=r"VideoParams\.stride = 4294967299 is outside"):
+        _lib.VideoParams().stride = 2**32 + 3
+    with pytest.raises(ValueError, match=r"TrackerParams\.max_hands"):
+        _lib.TrackerParams(max_hands=2**31)
+    with pytest.raises(ValueError, match=r"VideoFrame\.index"):
+        _lib.VideoFrame(index=2**63)
+    with pytest.raises(ctypes.ArgumentError, match="outside"):
+        _lib.load().hamer_strerror(2**32 - 1)
+    with pytest.raises(ctypes.ArgumentError, match="outside"):
+        _lib.load().hamer_tracker_frame_json(None, 2**64, 0, -1.0)
+
+
+def test_video_params_one_check_for_the_cli_and_python(tmp_path, ckpt, clip):
+    """Issue 21: Model.video(duration=-5) was accepted where `hamer video
+    --duration -5` was refused. Both now use the library's
+    hamer_video_check_params: the same refusals, word for word, Python's
+    at the call; duration 0 means to the end in both."""
+    frames, vid = clip
+    with hamer.Model(str(ckpt("d2h2"))) as m:
+        for opt, kw, value in [("--duration", "duration", -5), ("--duration", "duration", 2e9),
+                               ("--start", "start", -1), ("--start", "start", 1e300), ("--stride", "stride", 0),
+                               ("--stride", "stride", 1000001)]:
+            proc = run_hamer(["video", "--video", vid, "--output", tmp_path / "x.jsonl", opt, str(value)])
+            assert proc.returncode == 2, describe(proc)
+            with pytest.raises(hamer.HamerArgumentError) as e:
+                hamer.read_video(vid, **{kw: value})
+            assert proc.stderr == f"hamer: {e.value} (option {opt})\n"
+            assert kw in str(e.value) and (f"{value:g}" if isinstance(value, float) else str(value)) in str(e.value)
+            with pytest.raises(hamer.HamerArgumentError) as e2:
+                m.video(vid, detector=models_dir(), **{kw: value})
+            assert str(e2.value) == str(e.value)
+    assert not (tmp_path / "x.jsonl").exists()
+    assert len(list(hamer.read_video(vid, duration=0))) == 4
+    proc = run_hamer(["video", "--video", vid, "--output", tmp_path / "all.jsonl", "--detector", models_dir(),
+                      "--duration", "0"])
+    assert proc.returncode == 0, describe(proc)
+    assert len(V.read_lines(tmp_path / "all.jsonl")[1]) == 4
 
 
 PROBE = r"""

@@ -167,6 +167,37 @@ def library_path():
     return _lib.path()
 
 
+# ---- Arguments at the boundary ---------------------------------------------------
+
+_INT_MIN = -2**31
+
+
+def _int_arg(name, value):
+    """value as a Python int for a C int argument of the library, else a
+    HamerArgumentError naming the argument. Without this ctypes passes the
+    low 32 bits: stride=2**32+3 ran with stride 3, 2**40 with 0. Only what
+    a C int holds is checked here; the library checks the meaning (its
+    message gives the argument's own range)."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise HamerError(f"{name} must be an integer, got {value!r}", E_ARG)
+    v = value.__index__()
+    if not _INT_MIN <= v <= _INT_MAX:
+        raise HamerError(f"{name} = {v} does not fit the C int the library takes ({_INT_MIN}..{_INT_MAX})", E_ARG)
+    return v
+
+
+def _num_arg(name, value):
+    """value as a Python float for a C double (finite or not: the library
+    says which it takes), else a HamerArgumentError naming the argument:
+    a str, a bool or an int too large for a double is refused."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise HamerError(f"{name} must be a number, got {value!r}", E_ARG)
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise HamerError(f"{name} must be a number, got {value!r} ({e})", E_ARG) from None
+
+
 # ---- Inputs ------------------------------------------------------------------
 
 def _decoded(rc, buf, w, h):
@@ -858,7 +889,7 @@ class Model(_Handle):
         h, w = rgb.shape[:2]
         if crop_mode not in _CROP_MODES:
             raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
-        params = _lib.PredictParams(rescale=float(rescale), crop_mode=_CROP_MODES[crop_mode])
+        params = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_CROP_MODES[crop_mode])
         if boxes is None:
             dets, n = self.detector._raw(rgb, max_hands, min_score, min_presence, tiles)
             bx = np.array([dets[i].box.bbox[:] for i in range(n)], np.float32).reshape(n, 4)
@@ -872,6 +903,8 @@ class Model(_Handle):
             return _hand_dicts(w, h, hands, n, vertices, bx)
         bx = _as_boxes(boxes)
         n = len(bx)
+        if n > MAX_HANDS:  # before the hand structures are allocated (10 kB each)
+            raise HamerError(f"predict: {n} boxes, at most {MAX_HANDS} per image", E_ARG)
         sides = _as_sides(is_right, n)
         cboxes = (_lib.Box * max(n, 1))()
         for i in range(n):
@@ -958,8 +991,8 @@ def _tracking(detector, lite, threads, max_hands, tiles, smooth, min_cutoff, bet
     tr = None
     try:
         tp = lib.hamer_tracker_default_params()
-        tp.max_hands, tp.tiles, tp.smooth = int(max_hands), int(bool(tiles)), _SMOOTH_MODES[smooth]
-        tp.min_cutoff, tp.beta, tp.d_cutoff = float(min_cutoff), float(beta), float(d_cutoff)
+        tp.max_hands, tp.tiles, tp.smooth = max_hands, int(bool(tiles)), _SMOOTH_MODES[smooth]
+        tp.min_cutoff, tp.beta, tp.d_cutoff = min_cutoff, beta, d_cutoff
         tr = lib.hamer_tracker_new(det, ctypes.byref(tp), int(threads or 0))
         if not tr:
             raise _library_error(fallback="cannot create a hand tracker")
@@ -970,15 +1003,33 @@ def _tracking(detector, lite, threads, max_hands, tiles, smooth, min_cutoff, bet
         lib.hamer_detector_free(det)
 
 
+def _video_params(lib, start, duration, stride):
+    """hamer_video_params from read_video's arguments, checked now by the
+    library's own hamer_video_check_params (the check `hamer video` and
+    hamer_video_open use), so that a bad value fails at the call."""
+    vp = lib.hamer_video_default_params()
+    vp.start_s, vp.duration_s = _num_arg("start", start), _num_arg("duration", duration)
+    vp.stride = _int_arg("stride", stride)
+    rc = lib.hamer_video_check_params(ctypes.byref(vp))
+    if rc < 0:
+        raise _library_error(rc)
+    return vp
+
+
 def read_video(path, start=0.0, duration=0.0, stride=1):
     """The frames of a video file as the library decodes them (FFmpeg;
     rotation metadata applied): yields (index, time_s, rgb) with rgb an
-    HxWx3 uint8 array (a copy). Raises HamerFormatError, after the frames
-    before it, when the file is damaged or truncated."""
+    HxWx3 uint8 array (a copy). start and duration in seconds (0..1e9;
+    duration 0: to the end), every stride-th frame (1..1000000): checked
+    when called (HamerArgumentError). Raises HamerFormatError, after the
+    frames before it, when the file is damaged or truncated."""
     lib = _lib.load()
-    vp = lib.hamer_video_default_params()
-    vp.start_s, vp.duration_s, vp.stride = float(start), float(duration), int(stride)
-    v = lib.hamer_video_open(os.fsencode(path), ctypes.byref(vp))
+    path_b = os.fsencode(path)
+    return _read_video(lib, path_b, _video_params(lib, start, duration, stride))
+
+
+def _read_video(lib, path_b, vp):
+    v = lib.hamer_video_open(path_b, ctypes.byref(vp))
     if not v:
         raise _library_error(fallback="cannot open the video")
     try:
@@ -1011,26 +1062,51 @@ def _model_track(self, frames, times=None, fps=30.0, detector=None, lite=False, 
     "time_s", "detected", "cut", "hands" (each with the predict() fields,
     smoothed, plus "track_id", "tracked", "frames", "detector_score",
     "handedness_vote", "detection" and "raw"), "timings_ms"; numbers as
-    float32 arrays."""
+    float32 arrays.
+
+    Arguments of the wrong type or range raise HamerArgumentError at the
+    call. Each frame borrows an inference state for its own duration only,
+    so the generator holds nothing of the model between frames: close()
+    does not wait for an open generator, whose next frame then raises
+    HamerError ("the model is closed")."""
+    self._check_open()
+    if smooth not in _SMOOTH_MODES:
+        raise HamerError(f"smooth must be 'one-euro' or 'none', got {smooth!r}", E_ARG)
+    fps = _num_arg("fps", fps)
+    if times is None and not (0 < fps < float("inf")):
+        raise HamerError(f"fps must be a finite number > 0, got {fps!r}", E_ARG)
+    opts = dict(max_hands=_int_arg("max_hands", max_hands), min_cutoff=_num_arg("min_cutoff", min_cutoff),
+                beta=_num_arg("beta", beta), d_cutoff=_num_arg("d_cutoff", d_cutoff), tiles=tiles, smooth=smooth)
+    params = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_lib.CROP_WARP)
+    return _track(self, frames, times, fps, detector, lite, opts, bool(vertices), params)
+
+
+def _track(self, frames, times, fps, detector, lite, opts, vertices, params):
     it_times = iter(times) if times is not None else None
-    params = _lib.PredictParams(rescale=float(rescale), crop_mode=_lib.CROP_WARP)
-    with self._use() as st, _tracking(detector, lite, self._threads, max_hands, tiles, smooth, min_cutoff, beta,
-                                      d_cutoff) as (lib, tr):
+    with _tracking(detector, lite, self._threads, opts["max_hands"], opts["tiles"], opts["smooth"],
+                   opts["min_cutoff"], opts["beta"], opts["d_cutoff"]) as (lib, tr):
         for i, frame in enumerate(frames):
             rgb = _as_rgb(frame)
             h, w = rgb.shape[:2]
-            t = float(next(it_times)) if it_times is not None else i / float(fps)
-            rc = lib.hamer_tracker_frame(tr, st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, t, ctypes.byref(params))
-            if rc < 0:
-                raise _library_error(rc)
-            yield _track_record(lib.hamer_tracker_frame_json(tr, i, int(bool(vertices)), -1.0), lib)
+            t = _num_arg("times", next(it_times)) if it_times is not None else i / fps
+            # The state only for this frame (the tracker keeps the stream's
+            # own state): a suspended generator must not hold a call open,
+            # which close() would wait for forever.
+            with self._use() as st:
+                rc = lib.hamer_tracker_frame(tr, st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, t,
+                                             ctypes.byref(params))
+                if rc < 0:
+                    raise _library_error(rc)
+                rec = _track_record(lib.hamer_tracker_frame_json(tr, i, int(vertices), -1.0), lib)
+            yield rec
 
 
 def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
     """Model.track on the frames of a video file (read_video: start,
     duration in seconds, every stride-th frame); "frame" is the frame's
-    number in the file and "time_s" its presentation time. Raises
-    HamerFormatError, after the frames before it, for a damaged file."""
+    number in the file and "time_s" its presentation time. Bad arguments
+    raise HamerArgumentError at the call (read_video's and track's checks);
+    a damaged file raises HamerFormatError after the frames before it."""
     frames = read_video(path, start, duration, stride)
     times, index = [], []
 
@@ -1044,9 +1120,14 @@ def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
         while True:
             yield times[-1]
 
-    for rec in _model_track(self, pictures(), times=clock(), **kw):
-        rec["frame"] = int(index[-1])
-        yield rec
+    records = _model_track(self, pictures(), times=clock(), **kw)
+
+    def numbered():
+        for rec in records:
+            rec["frame"] = int(index[-1])
+            yield rec
+
+    return numbered()
 
 
 Model.track = _model_track

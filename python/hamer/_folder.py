@@ -46,7 +46,7 @@ def _library():
     lib = _lib.load()
     for name, (restype, argtypes) in _EXTRA.items():
         fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
+        fn.restype, fn.argtypes = restype, _lib.checked_argtypes(argtypes)
     return lib
 
 
@@ -406,8 +406,11 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     scan's limits, raises HamerIOError before any image is read.
     A photo without hands, or with a failed hand, is "failed" and still
     has its result (as ``hamer run`` writes it)."""
-    from . import HamerError, _library_error, _CROP_MODES, E_ARG, E_IO  # circular at import time
+    from . import HamerError, _library_error, _CROP_MODES, E_ARG, E_IO, _int_arg, _num_arg  # circular at import
 
+    # checked at the call: ctypes would keep the low 32 bits of max_hands
+    max_hands, min_score, rescale = _int_arg("max_hands", max_hands), _num_arg("min_score", min_score), \
+        _num_arg("rescale", rescale)
     globs = [glob] if isinstance(glob, (str, os.PathLike)) else list(glob or [])
     if crop_mode not in _CROP_MODES:
         raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
@@ -485,9 +488,9 @@ def _run(self, input_dir, out_dir, errors_path, recursive, globs, boxes_dir, ver
 
     det = ds = None
     try:
-        params = _lib.PredictParams(rescale=float(rescale), crop_mode=_CROP_MODES[crop_mode])
+        params = _lib.PredictParams(rescale=rescale, crop_mode=_CROP_MODES[crop_mode])
         dparams = lib.hamer_detect_default_params()
-        dparams.max_hands, dparams.min_score, dparams.tiles = int(max_hands), float(min_score), int(bool(tiles))
+        dparams.max_hands, dparams.min_score, dparams.tiles = max_hands, min_score, int(bool(tiles))
         for it, status, err in plan:
             out = {"path": it.path, "name": it.rel, "status": status, "result": None, "error": None}
             if status == "skipped":

@@ -72,8 +72,73 @@ CROP_PAD = 1
 c_float_p = ctypes.POINTER(ctypes.c_float)
 c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 
+# ---- Integers at the boundary ------------------------------------------------
+# ctypes stores a Python int into a C integer by keeping its low bits, so
+# 2**32 + 3 given for an int would reach the library as 3, and 2**40 as 0.
+# Every integer structure field and every integer argument of a bound
+# function is range-checked here instead (the public functions in
+# __init__.py check their own arguments first, with the argument's name;
+# this is the net under them).
 
-class ModelParams(ctypes.Structure):
+_INT_RANGES = {}
+for _t in (ctypes.c_int, ctypes.c_uint, ctypes.c_long, ctypes.c_longlong, ctypes.c_size_t):
+    _bits = 8 * ctypes.sizeof(_t)
+    _signed = _t(-1).value < 0
+    _INT_RANGES[_t] = (-(1 << (_bits - 1)), (1 << (_bits - 1)) - 1) if _signed else (0, (1 << _bits) - 1)
+del _t, _bits, _signed
+
+
+def check_int(what, value, lo, hi):
+    """value (an int, or anything with __index__: numpy integers, bools)
+    as a Python int in lo..hi; else ValueError (out of range) or TypeError
+    (not an integer), naming what and the range."""
+    try:
+        v = value.__index__()
+    except (AttributeError, TypeError):
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} = {v} is outside {lo}..{hi}, the range of the C integer it is passed as")
+    return v
+
+
+def _checked_type(base):
+    """A subclass of the ctypes integer type `base` whose from_param (what
+    ctypes calls for each argument) refuses values out of its range."""
+    lo, hi = _INT_RANGES[base]
+
+    @classmethod
+    def from_param(cls, value):
+        return base(check_int("value", value, lo, hi))
+
+    return type(f"checked_{base.__name__}", (base,), {"from_param": from_param})
+
+
+_CHECKED = {t: _checked_type(t) for t in _INT_RANGES}
+
+
+def checked_argtypes(argtypes):
+    """argtypes with every integer passed by value range-checked."""
+    return [_CHECKED.get(t, t) for t in argtypes]
+
+
+class _Struct(ctypes.Structure):
+    """A structure whose integer fields refuse what their C type cannot
+    hold (ValueError naming Structure.field and the range)."""
+
+    def __setattr__(self, name, value):
+        limits = _FIELD_RANGES.get(type(self))
+        if limits is None:
+            limits = _FIELD_RANGES[type(self)] = {f[0]: _INT_RANGES[f[1]] for f in getattr(self, "_fields_", ())
+                                                  if f[1] in _INT_RANGES}
+        if name in limits:
+            value = check_int(f"{type(self).__name__}.{name}", value, *limits[name])
+        super().__setattr__(name, value)
+
+
+_FIELD_RANGES = {}
+
+
+class ModelParams(_Struct):
     _fields_ = [
         ("mano_path", ctypes.c_char_p),
         ("progress", ctypes.c_int),
@@ -82,7 +147,7 @@ class ModelParams(ctypes.Structure):
     ]
 
 
-class ModelInfo(ctypes.Structure):
+class ModelInfo(_Struct):
     _fields_ = [
         ("vit_depth", ctypes.c_int),
         ("vit_dim", ctypes.c_int),
@@ -101,7 +166,7 @@ class ModelInfo(ctypes.Structure):
     ]
 
 
-class Output(ctypes.Structure):
+class Output(_Struct):
     _fields_ = [
         ("params", c_float_p),
         ("pred_cam", c_float_p),
@@ -112,21 +177,21 @@ class Output(ctypes.Structure):
     ]
 
 
-class Box(ctypes.Structure):
+class Box(_Struct):
     _fields_ = [
         ("bbox", ctypes.c_float * 4),
         ("is_right", ctypes.c_int),
     ]
 
 
-class PredictParams(ctypes.Structure):
+class PredictParams(_Struct):
     _fields_ = [
         ("rescale", ctypes.c_double),
         ("crop_mode", ctypes.c_int),  # a C enum: int-sized with gcc/clang
     ]
 
 
-class HandDetection(ctypes.Structure):
+class HandDetection(_Struct):
     _fields_ = [
         ("detected", ctypes.c_int),
         ("score", ctypes.c_float),
@@ -137,7 +202,7 @@ class HandDetection(ctypes.Structure):
     ]
 
 
-class Hand(ctypes.Structure):
+class Hand(_Struct):
     _fields_ = [
         ("ok", ctypes.c_int),
         ("error", ctypes.c_char * 256),
@@ -157,7 +222,7 @@ class Hand(ctypes.Structure):
     ]
 
 
-class Detection(ctypes.Structure):
+class Detection(_Struct):
     _fields_ = [
         ("box", Box),
         ("score", ctypes.c_float),
@@ -168,7 +233,7 @@ class Detection(ctypes.Structure):
     ]
 
 
-class DetectParams(ctypes.Structure):
+class DetectParams(_Struct):
     _fields_ = [
         ("max_hands", ctypes.c_int),
         ("min_score", ctypes.c_float),
@@ -177,14 +242,14 @@ class DetectParams(ctypes.Structure):
     ]
 
 
-class DetectorParams(ctypes.Structure):
+class DetectorParams(_Struct):
     _fields_ = [
         ("dir", ctypes.c_char_p),
         ("lite", ctypes.c_int),
     ]
 
 
-class Timings(ctypes.Structure):
+class Timings(_Struct):
     _fields_ = [
         ("decode_ms", ctypes.c_double),
         ("crop_ms", ctypes.c_double),
@@ -264,7 +329,7 @@ def _bind(lib):
     for name, (restype, argtypes) in _PROTOTYPES.items():
         fn = getattr(lib, name)  # AttributeError: the library is too old
         fn.restype = restype
-        fn.argtypes = argtypes
+        fn.argtypes = checked_argtypes(argtypes)
 
 
 def load():
@@ -326,7 +391,7 @@ SMOOTH_NONE = 0
 SMOOTH_ONE_EURO = 1
 
 
-class TrackerParams(ctypes.Structure):
+class TrackerParams(_Struct):
     _fields_ = [
         ("max_hands", ctypes.c_int),
         ("min_score", ctypes.c_float),
@@ -344,7 +409,7 @@ class TrackerParams(ctypes.Structure):
     ]
 
 
-class VideoParams(ctypes.Structure):
+class VideoParams(_Struct):
     _fields_ = [
         ("start_s", ctypes.c_double),
         ("duration_s", ctypes.c_double),
@@ -354,7 +419,7 @@ class VideoParams(ctypes.Structure):
     ]
 
 
-class VideoInfo(ctypes.Structure):
+class VideoInfo(_Struct):
     _fields_ = [
         ("width", ctypes.c_int),
         ("height", ctypes.c_int),
@@ -369,7 +434,7 @@ class VideoInfo(ctypes.Structure):
     ]
 
 
-class VideoFrame(ctypes.Structure):
+class VideoFrame(_Struct):
     _fields_ = [
         ("rgb", c_uint8_p),
         ("width", ctypes.c_int),
@@ -401,6 +466,7 @@ _PROTOTYPES.update({
                                    ctypes.POINTER(PredictParams)]),
     "hamer_tracker_frame_json": (ctypes.c_void_p, [_P, ctypes.c_longlong, _INT, ctypes.c_double]),
     "hamer_video_default_params": (VideoParams, []),
+    "hamer_video_check_params": (_INT, [ctypes.POINTER(VideoParams)]),
     "hamer_video_open": (_P, [ctypes.c_char_p, ctypes.POINTER(VideoParams)]),
     "hamer_video_get_info": (_INT, [_P, ctypes.POINTER(VideoInfo)]),
     "hamer_video_next": (_INT, [_P, ctypes.POINTER(VideoFrame)]),

@@ -301,9 +301,15 @@ static int open_stream(hamer_video *v) {
     return HM_OK;
 }
 
-static int check_params(const hamer_video_params *p) {
-    if (!(isfinite(p->start_s) && p->start_s >= 0)) return hm_err(HM_E_ARG, "video: start_s must be >= 0");
-    if (!isfinite(p->duration_s)) return hm_err(HM_E_ARG, "video: duration_s must be finite");
+int hm_video_check_params(const hamer_video_params *p) {
+    if (!p) return hm_err(HM_E_ARG, "video: params is NULL");
+    /* seconds are bounded (about 31 years) so that start_s / time base
+     * always fits the int64 timestamps it is turned into */
+    if (!(isfinite(p->start_s) && p->start_s >= 0 && p->start_s <= HM_VIDEO_MAX_SECONDS))
+        return hm_err(HM_E_ARG, "video: start_s %g outside 0..%g seconds", p->start_s, HM_VIDEO_MAX_SECONDS);
+    if (!(isfinite(p->duration_s) && p->duration_s >= 0 && p->duration_s <= HM_VIDEO_MAX_SECONDS))
+        return hm_err(HM_E_ARG, "video: duration_s %g outside 0..%g seconds (0: to the end)", p->duration_s,
+                      HM_VIDEO_MAX_SECONDS);
     if (p->stride < 1 || p->stride > 1000000) return hm_err(HM_E_ARG, "video: stride %d outside 1..1000000", p->stride);
     if (p->queue < 1 || p->queue > 64) return hm_err(HM_E_ARG, "video: queue %d outside 1..64", p->queue);
     if (p->threads < 0 || p->threads > 64) return hm_err(HM_E_ARG, "video: threads %d outside 0..64", p->threads);
@@ -316,7 +322,7 @@ hamer_video *hm_video_open(const char *path, const hamer_video_params *params) {
         hm_err(HM_E_ARG, "hamer_video_open: path is NULL");
         return NULL;
     }
-    if (check_params(&p)) return NULL;
+    if (hm_video_check_params(&p)) return NULL;
     if (strlen(path) >= sizeof ((hamer_video *)0)->path) {
         hm_err(HM_E_ARG, "hamer_video_open: path too long");
         return NULL;

@@ -28,8 +28,13 @@
  * code may run past the last pixel of a row. */
 #define HM_VIDEO_SLACK 256
 
+/* Longest start_s / duration_s taken (seconds, about 31 years). */
+#define HM_VIDEO_MAX_SECONDS 1e9
+
 /* defaults: start 0, to the end, stride 1, queue 4, 1 decoder thread */
 hamer_video_params hm_video_default_params(void);
+/* HM_OK, or HM_E_ARG naming the first field out of range (hamer.h). */
+int hm_video_check_params(const hamer_video_params *params);
 /* NULL on failure (hm_err). */
 hamer_video *hm_video_open(const char *path, const hamer_video_params *params);
 int hm_video_info(const hamer_video *v, hamer_video_info *info);

@@ -6,6 +6,8 @@
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +59,7 @@ static int write_packets(hamer_video_writer *wr) {
 
 /* The encoder: libx264 when this FFmpeg has it, else mpeg4 (always built
  * in); force names one of the two. */
-static int open_encoder(hamer_video_writer *wr, double fps, const char *force) {
+static int open_encoder(hamer_video_writer *wr, const AVOutputFormat *of, double fps, const char *force) {
     char e[128];
     const AVCodec *c = force && strcmp(force, "libx264") ? NULL : avcodec_find_encoder_by_name("libx264");
     const int x264 = c != NULL;
@@ -83,7 +85,7 @@ static int open_encoder(hamer_video_writer *wr, double fps, const char *force) {
     enc->color_range = AVCOL_RANGE_MPEG;
     enc->colorspace = AVCOL_SPC_BT470BG;
     enc->thread_count = 1; /* the cores belong to inference */
-    if (wr->fmt->oformat->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    if (of->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     AVDictionary *opt = NULL;
     if (x264) {
         av_dict_set(&opt, "preset", "veryfast", 0);
@@ -96,6 +98,39 @@ static int open_encoder(hamer_video_writer *wr, double fps, const char *force) {
     av_dict_free(&opt);
     if (r < 0) return hm_err(HM_E_UNSUPPORTED, "%s: cannot open the %s encoder: %s", wr->path, c->name,
                              averr(r, e, sizeof e));
+    return HM_OK;
+}
+
+/* The target must name one video file of a container that keeps
+ * timestamps, and be a regular file if it exists. Refused (HM_E_ARG):
+ * a name with a frame-number pattern ("shot%03d.png": an image sequence);
+ * muxers that open files of their own by name (AVFMT_NOFILE: image2 for
+ * .png/.jpg/..., HLS, DASH, ...), which would write to the target, or to
+ * files numbered after it, directly instead of through the temporary
+ * file; muxers without timestamps (AVFMT_NOTIMESTAMPS: raw .h264, .yuv,
+ * .mjpeg, ...), which would lose the frames' times. *of: the muxer. */
+static int check_target(const char *path, const AVOutputFormat **of) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (av_filename_number_test(base))
+        return hm_err(HM_E_ARG, "%s: a frame-number pattern (%%d) names an image sequence; this writes one video "
+                                "file (use .mp4, .mkv, .mov, ...)", path);
+    *of = av_guess_format(NULL, path, NULL);
+    if (!*of) return hm_err(HM_E_ARG, "%s: no container for this file name extension (use .mp4, .mkv, .mov, ...)", path);
+    if ((*of)->flags & AVFMT_NOFILE && !strncmp((*of)->name, "image2", 6))
+        return hm_err(HM_E_ARG, "%s: an image file name (FFmpeg's '%s' muxer), not a video container (use .mp4, "
+                                ".mkv, .mov, ...)", path, (*of)->name);
+    if ((*of)->flags & AVFMT_NOFILE)
+        return hm_err(HM_E_ARG, "%s: FFmpeg's '%s' muxer writes files of its own (segments, playlists), not one "
+                                "video file (use .mp4, .mkv, .mov, ...)", path, (*of)->name);
+    if ((*of)->flags & AVFMT_NOTIMESTAMPS)
+        return hm_err(HM_E_ARG, "%s: the '%s' format keeps no timestamps (a raw stream or an image), not a video "
+                                "container (use .mp4, .mkv, .mov, ...)", path, (*of)->name);
+    if ((*of)->video_codec == AV_CODEC_ID_NONE)
+        return hm_err(HM_E_ARG, "%s: the '%s' format holds no video (use .mp4, .mkv, .mov, ...)", path, (*of)->name);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return hm_err(HM_E_IO, "%s: exists and is not a regular file", path);
     return HM_OK;
 }
 
@@ -125,38 +160,51 @@ static hamer_video_writer *writer_open(const char *path, int w, int h, int tb_nu
     wr->in_tb = (AVRational){tb_num, tb_den};
     wr->last_pts = -1;
     int r;
-    /* the container from the final name; the bytes go to a temporary one */
-    const AVOutputFormat *of = av_guess_format(NULL, path, NULL);
-    if (!of) {
-        hm_err(HM_E_ARG, "%s: no container for this file name extension (use .mp4, .mkv, .mov, ...)", path);
+    const AVOutputFormat *of = NULL;
+    if (check_target(path, &of) || open_encoder(wr, of, fps, force)) goto fail;
+    if (avformat_query_codec(of, wr->enc->codec_id, FF_COMPLIANCE_NORMAL) == 0) {
+        hm_err(HM_E_ARG, "%s: the '%s' format cannot hold %s video (use .mp4, .mkv, .mov, ...)", path, of->name,
+               wr->enc->codec->name);
         goto fail;
     }
-    if ((r = avformat_alloc_output_context2(&wr->fmt, of, NULL, path)) < 0 || !wr->fmt) {
+    /* The bytes go to a temporary file beside the target. FFmpeg is given
+     * only that file's name, behind "file:" (a name like "pipe:1.mp4" or
+     * "http:..." stays a local file), both for the muxer's own use of the
+     * name and for the I/O context: nothing FFmpeg does can open the
+     * target. */
+    snprintf(wr->tmp, sizeof wr->tmp, "%s.partXXXXXX", path);
+    int fd = mkstemp(wr->tmp);
+    if (fd < 0) {
+        hm_err(HM_E_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        wr->tmp[0] = 0;
+        goto fail;
+    }
+    fchmod(fd, 0644);
+    close(fd);
+    char url[sizeof wr->tmp + 8];
+    snprintf(url, sizeof url, "file:%s", wr->tmp);
+    if ((r = avformat_alloc_output_context2(&wr->fmt, of, NULL, url)) < 0 || !wr->fmt) {
         hm_err(HM_E_NOMEM, "%s: cannot set up the container", path);
         goto fail;
     }
-    if (open_encoder(wr, fps, force)) goto fail;
     if (!(wr->st = avformat_new_stream(wr->fmt, NULL))) {
         hm_err(HM_E_NOMEM, "%s: out of memory", path);
         goto fail;
     }
     wr->st->time_base = wr->enc->time_base;
     avcodec_parameters_from_context(wr->st->codecpar, wr->enc);
-    snprintf(wr->tmp, sizeof wr->tmp, "%s.partXXXXXX", path);
-    int fd = mkstemp(wr->tmp);
-    if (fd < 0) {
-        hm_err(HM_E_IO, "%s: cannot create a temporary file beside it", path);
-        wr->tmp[0] = 0;
-        goto fail;
-    }
-    fchmod(fd, 0644);
-    close(fd);
-    if ((r = avio_open(&wr->fmt->pb, wr->tmp, AVIO_FLAG_WRITE)) < 0) {
+    if ((r = avio_open(&wr->fmt->pb, url, AVIO_FLAG_WRITE)) < 0) {
         hm_err(HM_E_IO, "%s: cannot write: %s", path, averr(r, e, sizeof e));
         goto fail;
     }
     if ((r = avformat_write_header(wr->fmt, NULL)) < 0) {
-        hm_err(HM_E_IO, "%s: cannot write the header: %s", path, averr(r, e, sizeof e));
+        /* muxers that do not list their codecs (gif, apng, webp, y4m, ...)
+         * refuse a stream they cannot hold only here */
+        if (r == AVERROR(EINVAL) || r == AVERROR_INVALIDDATA)
+            hm_err(HM_E_ARG, "%s: the '%s' format does not take %s video: %s (use .mp4, .mkv, .mov, ...)", path,
+                   of->name, wr->enc->codec->name, averr(r, e, sizeof e));
+        else
+            hm_err(HM_E_IO, "%s: cannot write the '%s' header: %s", path, of->name, averr(r, e, sizeof e));
         goto fail;
     }
     wr->header_written = 1;
@@ -225,7 +273,14 @@ static int writer_close(hamer_video_writer *wr, int abort) {
         rc = hm_err(HM_E_IO, "%s: cannot write", wr->path);
     if (wr->tmp[0]) {
         if (!abort && !rc && wr->header_written) {
-            if (rename(wr->tmp, wr->path) != 0) rc = hm_err(HM_E_IO, "%s: cannot rename the finished file into place", wr->path);
+            /* on the disk before the rename, so a crash leaves the old file
+             * or the whole new one */
+            int fd = open(wr->tmp, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || fsync(fd) != 0) rc = hm_err(HM_E_IO, "%s: cannot sync the finished file: %s", wr->path,
+                                                      strerror(errno));
+            if (fd >= 0) close(fd);
+            if (!rc && rename(wr->tmp, wr->path) != 0)
+                rc = hm_err(HM_E_IO, "%s: cannot rename the finished file into place: %s", wr->path, strerror(errno));
         }
         if (abort || rc || !wr->header_written) unlink(wr->tmp);
     }

@@ -4,7 +4,9 @@
  * photo, writer -> reader round trips (timestamps, stride, colours, odd
  * sizes, abort), the reader's and writer's errors, and the tracker's
  * parameter checks, time order and allocation-free frames. */
+#include <dirent.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -302,6 +304,114 @@ static void test_round_trip(void) {
     rmdir(dir);
 }
 
+/* Names in dir, "." and ".." left out. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+/* What the file holds, as text (up to 63 bytes). */
+static const char *file_text(const char *path) {
+    static char buf[64];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* The writer gives FFmpeg only its temporary file: names whose muxer
+ * would open files itself (image2, HLS), frame-number patterns, raw
+ * streams and formats without video are refused before anything is
+ * created, and an existing file there stays as it was; a name that reads
+ * as an FFmpeg protocol ("pipe:1.mkv") is a plain local file. */
+static void test_writer_targets(void) {
+    char dir[] = "/tmp/hm_vtargetXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    const struct { const char *name, *why; int code; } bad[] = {
+        {"ov.png", "image file name", HM_E_ARG},   {"ov.jpg", "image file name", HM_E_ARG},
+        {"shot%03d.png", "pattern", HM_E_ARG},     {"clip%d.mp4", "pattern", HM_E_ARG},
+        {"o.m3u8", "files of its own", HM_E_ARG},  {"o.h264", "no timestamps", HM_E_ARG},
+        {"o.yuv", "no timestamps", HM_E_ARG},      {"o.wav", "no video", HM_E_ARG},
+        {"o.webm", "cannot hold", HM_E_ARG},       {"o.gif", "does not take", HM_E_ARG},
+        {"sub.mp4", "not a regular file", HM_E_IO},
+    };
+    snprintf(path, sizeof path, "%s/sub.mp4", dir);
+    CHECK(mkdir(path, 0755) == 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, bad[i].name);
+        if (strcmp(bad[i].name, "sub.mp4")) {
+            FILE *f = fopen(path, "wb");
+            if (f) fputs("PRECIOUS", f), fclose(f);
+        }
+        if (!strcmp(bad[i].name, "shot%03d.png")) { /* what the pattern would have written first */
+            snprintf(path, sizeof path, "%s/shot001.png", dir);
+            FILE *f = fopen(path, "wb");
+            if (f) fputs("PRECIOUS", f), fclose(f);
+            snprintf(path, sizeof path, "%s/%s", dir, bad[i].name);
+        }
+        const int before = count_entries(dir);
+        hamer_video_writer *wr = hm_video_writer_open(path, 32, 32, 1, 30, 30.0);
+        CHECKF(wr == NULL && hm_errcode() == bad[i].code && strstr(hm_errmsg(), bad[i].why) &&
+                   strstr(hm_errmsg(), bad[i].name),
+               "%s: %s\n", bad[i].name, wr ? "opened" : hm_errmsg());
+        if (wr) hm_video_writer_close(wr, 1);
+        CHECKF(count_entries(dir) == before, "%s: files created\n", bad[i].name);
+        if (strcmp(bad[i].name, "sub.mp4")) CHECKF(!strcmp(file_text(path), "PRECIOUS"), "%s changed\n", bad[i].name);
+    }
+    snprintf(path, sizeof path, "%s/shot001.png", dir);
+    CHECK(!strcmp(file_text(path), "PRECIOUS"));
+    /* "pipe:1.mkv" relative to the working directory: a file there */
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL && chdir(dir) == 0);
+    hamer_video_writer *wr = hm_video_writer_open("pipe:1.mkv", 32, 32, 1, 30, 30.0);
+    uint8_t rgb[32 * 32 * 3 + HM_VIDEO_SLACK];
+    memset(rgb, 90, sizeof rgb);
+    CHECK(wr && hm_video_writer_write(wr, rgb, 0) == HM_OK && hm_video_writer_write(wr, rgb, 1) == HM_OK &&
+          hm_video_writer_close(wr, 0) == HM_OK);
+    struct stat sb;
+    CHECKF(stat("pipe:1.mkv", &sb) == 0 && sb.st_size > 100, "pipe:1.mkv: %lld bytes\n",
+           (long long)(stat("pipe:1.mkv", &sb) == 0 ? sb.st_size : -1));
+    CHECK(!memcmp(file_text("pipe:1.mkv"), "\x1a\x45\xdf\xa3", 4)); /* Matroska's EBML magic */
+    unlink("pipe:1.mkv");
+    CHECK(chdir(cwd) == 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, bad[i].name);
+        strcmp(bad[i].name, "sub.mp4") ? unlink(path) : rmdir(path);
+    }
+    snprintf(path, sizeof path, "%s/shot001.png", dir);
+    unlink(path);
+    CHECKF(count_entries(dir) == 0, "%d files left in %s\n", count_entries(dir), dir);
+    rmdir(dir);
+}
+
+/* hm_video_check_params: the one range check of the reader's parameters
+ * (hamer_video_open, `hamer video`, the Python binding). */
+static void test_video_params(void) {
+    hamer_video_params p = hm_video_default_params();
+    CHECK(hm_video_check_params(&p) == HM_OK);
+    p.duration_s = 0.3;
+    CHECK(hm_video_check_params(&p) == HM_OK);
+    const struct { double start, duration; int stride, queue, threads; const char *why; } bad[] = {
+        {0, -5, 1, 4, 1, "duration_s"},   {0, NAN, 1, 4, 1, "duration_s"}, {0, INFINITY, 1, 4, 1, "duration_s"},
+        {0, 2e9, 1, 4, 1, "duration_s"},  {-1, 0, 1, 4, 1, "start_s"},     {1e300, 0, 1, 4, 1, "start_s"},
+        {0, 0, 0, 4, 1, "stride"},        {0, 0, 1000001, 4, 1, "stride"}, {0, 0, 1, 65, 1, "queue"},
+        {0, 0, 1, 4, -1, "threads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hamer_video_params q = {bad[i].start, bad[i].duration, bad[i].stride, bad[i].queue, bad[i].threads};
+        CHECKF(hm_video_check_params(&q) == HM_E_ARG && strstr(hm_errmsg(), bad[i].why), "case %zu: %s\n", i,
+               hm_errmsg());
+        CHECKF(hm_video_open("/nonexistent.mp4", &q) == NULL && hm_errcode() == HM_E_ARG, "case %zu open\n", i);
+    }
+    CHECK(hm_video_check_params(NULL) == HM_E_ARG);
+}
+
 int main(void) {
     test_one_euro();
     test_quaternions();
@@ -309,6 +419,8 @@ int main(void) {
     test_rotate();
     test_landmark_roi();
     test_round_trip();
+    test_writer_targets();
+    test_video_params();
     hm_det_model *m = NULL;
     if (hm_det_model_load(NULL, 0, &m) != HM_OK) {
         fprintf(stderr, "test_video: the hand detector's models are needed (scripts/get_detector.sh): %s\n",

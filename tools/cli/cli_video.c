@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,7 +60,7 @@ static const char *USAGE_VIDEO =
     "                    over 0.1 m, pixels over the hand's crop size, quaternions)\n"
     "  --d-cutoff HZ     One Euro cutoff of the speed (default 1.0)\n"
     "  --start T         begin at the first frame at or after T seconds\n"
-    "  --duration T      process T seconds\n"
+    "  --duration T      process T seconds (0, the default: to the end)\n"
     "  --stride K        every K-th frame (frame numbers stay the input's)\n"
     "  --vertices        the 778 vertices of every hand in the lines\n"
     "  --redetect-every N  frames between palm detections with hands missing (10)\n"
@@ -81,6 +82,15 @@ static int parse_num(const char *s, double lo, double hi, double *out) {
     if (end == s || *end || !(v >= lo && v <= hi)) return -1;
     *out = v;
     return 0;
+}
+
+/* The video parameters after option o changed them, by the library's
+ * check (the others are defaults or were checked when given, so the
+ * message is about o); 0 or -1 (printed). */
+static int check_video_params(const hm_video_args *a, const char *o) {
+    if (!hamer_video_check_params(&a->vp)) return 0;
+    fprintf(stderr, "hamer: %s (option %s)\n", hamer_last_error(), o);
+    return -1;
 }
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
@@ -125,13 +135,15 @@ static int parse(int argc, char **argv, hm_video_args *a) {
             if (parse_num(v, 0, 1e6, &x)) return hm_cli_fail(2, "video: --beta must be a number in [0, 1e6], got '%s'", v);
             a->tp.beta = x;
         } else if (!strcmp(o, "--start") || !strcmp(o, "--duration")) {
-            if (parse_num(v, 0, 1e9, &x)) return hm_cli_fail(2, "video: --start / --duration take seconds >= 0, got '%s'", v);
+            /* only the syntax here: the ranges are hamer_video_check_params's
+             * (below), the one check the library and the Python binding use */
+            if (parse_num(v, -HUGE_VAL, HUGE_VAL, &x)) return hm_cli_fail(2, "video: --start / --duration take seconds (a decimal number), got '%s'", v);
             *(o[2] == 's' ? &a->vp.start_s : &a->vp.duration_s) = x;
-            if (o[2] == 'd' && !(x > 0)) return hm_cli_fail(2, "video: --duration must be > 0, got '%s'", v);
-        } else if (!strcmp(o, "--stride")) {
-            if (hm_cli_parse_int(v, 1, 1000000, &a->vp.stride)) return hm_cli_fail(2, "video: --stride must be an integer in 1..1000000, got '%s'", v);
-        } else if (!strcmp(o, "--queue")) {
-            if (hm_cli_parse_int(v, 1, 64, &a->vp.queue)) return hm_cli_fail(2, "video: --queue must be an integer in 1..64, got '%s'", v);
+            if (check_video_params(a, o)) return 2;
+        } else if (!strcmp(o, "--stride") || !strcmp(o, "--queue")) {
+            if (hm_cli_parse_int(v, INT_MIN, INT_MAX, o[2] == 's' ? &a->vp.stride : &a->vp.queue))
+                return hm_cli_fail(2, "video: --stride / --queue take an integer, got '%s'", v);
+            if (check_video_params(a, o)) return 2;
         } else if (!strcmp(o, "--redetect-every")) {
             if (hm_cli_parse_int(v, 1, 10000, &a->tp.redetect_every)) return hm_cli_fail(2, "video: --redetect-every must be an integer in 1..10000, got '%s'", v);
         } else if (!strcmp(o, "--cut-threshold")) {
@@ -215,15 +227,16 @@ static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const 
                      a->render_dir ? json_string(a->render_dir) : json_null());
 }
 
-/* The overlay of this frame into the video and/or a PNG; 0 or -1 (printed). */
-static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand *hands, int n) {
+/* The overlay of this frame into the video and/or a PNG; 0, or -1 with
+ * the reason in err. */
+static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand *hands, int n, char *err,
+                  size_t errlen) {
     const hm_video_args *a = r->a;
     double t0 = hm_cli_now();
-    char err[1024];
     if (a->render) {
         if (hamer_render_rgb(r->model, f->rgb, f->width, f->height, hands, n, r->overlay) ||
             hamer_video_writer_write(r->writer, r->overlay, f->pts)) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            snprintf(err, errlen, "%s", hamer_last_error());
             return -1;
         }
     }
@@ -233,15 +246,12 @@ static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand 
         char path[4096];
         snprintf(path, sizeof path, "%s/frame_%06lld.png", a->render_dir, f->index);
         if (hamer_render_png(r->model, f->rgb, f->width, f->height, hands, n, 0, &png, &len)) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
+            snprintf(err, errlen, "%s", hamer_last_error());
             return -1;
         }
-        int bad = hm_cli_write_file(path, png, len, err, sizeof err);
+        int bad = hm_cli_write_file(path, png, len, err, errlen);
         hamer_free(png);
-        if (bad) {
-            fprintf(stderr, "hamer: %s\n", err);
-            return -1;
-        }
+        if (bad) return -1;
     }
     r->sum.render_ms += 1e3 * (hm_cli_now() - t0);
     return 0;
@@ -281,7 +291,7 @@ static json_t *summary(const hm_video_run *r, double elapsed, const char *damage
 /* The frame loop: returns the exit status. */
 static int loop(hm_video_run *r, FILE *out, long long total) {
     const hm_video_args *a = r->a;
-    char damaged[1024] = "", error[1024] = "";
+    char damaged[1024] = "", error[1100] = "";
     const double t_start = hm_cli_now();
     int status = 0;
     for (;;) {
@@ -317,8 +327,11 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
         }
         r->sum.write_ms += 1e3 * (hm_cli_now() - t0);
         sum_add(&r->sum, &f, &st, tracks, n);
-        if ((a->render || a->render_dir) && render(r, &f, smoothed ? smoothed : raw, smoothed || raw ? n : 0)) {
-            snprintf(error, sizeof error, "rendering frame %lld failed", f.index);
+        char why[1024];
+        if ((a->render || a->render_dir) && render(r, &f, smoothed ? smoothed : raw, smoothed || raw ? n : 0, why,
+                                                   sizeof why)) {
+            snprintf(error, sizeof error, "rendering frame %lld failed: %s", f.index, why);
+            r->render_failed = 1;
             status = 1;
             break;
         }
@@ -326,6 +339,17 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
         if (stop_requested) {
             status = 130;
             break;
+        }
+    }
+    /* The overlay video is finished before the summary is written, so the
+     * summary can say when it could not be. */
+    if (r->writer && status != 1) {
+        const int rc = hamer_video_writer_close(r->writer, 0);
+        r->writer = NULL;
+        if (rc) {
+            snprintf(error, sizeof error, "finishing the overlay video failed: %s", hamer_last_error());
+            r->render_failed = 1;
+            status = 1;
         }
     }
     if (isatty(2) && r->sum.frames) fputc('\n', stderr);
@@ -338,6 +362,37 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
         status = 1;
     }
     return status;
+}
+
+/* The overlay writer for --render, opened before the detector and model
+ * are loaded so that a name it refuses (an image, an image-sequence
+ * pattern, a raw stream: hamer_video_writer_open) costs nothing and
+ * creates nothing; 0, or the exit status (printed). */
+static int open_writer(hm_video_run *r, const hamer_video_info *vi) {
+    const hm_video_args *a = r->a;
+    const double fps = vi->fps > 0 ? vi->fps / a->vp.stride : 25.0;
+    /* The writer renames its temp file over the path it gets: give it
+     * the symlink-followed target so a link to the video stays. */
+    hm_outfile probe;
+    if (hm_outfile_open(&probe, a->render)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        return 1;
+    }
+    r->writer = hamer_video_writer_open(probe.target, vi->width, vi->height, vi->time_base_num, vi->time_base_den, fps);
+    hm_outfile_abort(&probe);
+    if (!r->writer) {
+        /* HAMER_E_ARG: the name asks for something it does not write */
+        const int usage = hamer_last_error_code() == HAMER_E_ARG;
+        fprintf(stderr, "hamer: video: --render: %s%s (nothing written)\n", hamer_last_error(),
+                usage ? "; --render-dir DIR writes the frames as PNGs" : "");
+        return usage ? 2 : 1;
+    }
+    if (!(r->overlay = malloc((size_t)vi->width * vi->height * 3))) {
+        fprintf(stderr, "hamer: out of memory\n");
+        return 1;
+    }
+    r->writer_codec = hamer_video_writer_codec(r->writer);
+    return 0;
 }
 
 static int run(hm_video_args *a) {
@@ -355,6 +410,8 @@ static int run(hm_video_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    if (a->render && (status = open_writer(&r, &vi))) goto done;
+    status = 1;
     if (!(r.detector = hm_cli_load_detector(&a->det)) ||
         !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->threads))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
@@ -364,24 +421,6 @@ static int run(hm_video_args *a) {
                      !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
-    }
-    if (a->render) {
-        const double fps = vi.fps > 0 ? vi.fps / a->vp.stride : 25.0;
-        /* The writer renames its temp file over the path it gets: give it
-         * the symlink-followed target so a link to the video stays. */
-        hm_outfile probe;
-        if (hm_outfile_open(&probe, a->render)) {
-            fprintf(stderr, "hamer: %s\n", hamer_last_error());
-            goto done;
-        }
-        r.writer = hamer_video_writer_open(probe.target, vi.width, vi.height, vi.time_base_num, vi.time_base_den, fps);
-        hm_outfile_abort(&probe);
-        if (!r.writer ||
-            !(r.overlay = malloc((size_t)vi.width * vi.height * 3))) {
-            fprintf(stderr, "hamer: %s\n", r.writer ? "out of memory" : hamer_last_error());
-            goto done;
-        }
-        r.writer_codec = hamer_video_writer_codec(r.writer);
     }
     if (a->render_dir && mkdir(a->render_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "hamer: cannot create '%s': %s\n", a->render_dir, strerror(errno));
@@ -410,16 +449,21 @@ static int run(hm_video_args *a) {
     sigaction(SIGTERM, &sa, NULL);
     status = loop(&r, out, total);
 done:
-    if (r.writer) {
-        int abort = status == 1;
-        if (hamer_video_writer_close(r.writer, abort) && !abort) {
+    /* still open: the run failed (a failed render included), and an
+     * existing overlay video stays as it was */
+    if (r.writer) hamer_video_writer_close(r.writer, 1);
+    /* The lines of a run whose rendering failed are kept: every frame in
+     * them was tracked (and regressed) in full, and the summary says what
+     * failed. Any other failure leaves the previous file. */
+    if (out && (status != 1 || r.render_failed)) {
+        if (hm_outfile_commit(&of)) {
             fprintf(stderr, "hamer: %s\n", hamer_last_error());
             status = 1;
+        } else if (r.render_failed) {
+            fprintf(stderr, "hamer: '%s' written with the %lld frames processed; %s\n", a->output, r.sum.frames,
+                    a->render ? "the overlay video was not (an existing file is left as it was)"
+                              : "the PNGs of the frames before the failure are in place");
         }
-    }
-    if (out && status != 1 && hm_outfile_commit(&of)) {
-        fprintf(stderr, "hamer: %s\n", hamer_last_error());
-        status = 1;
     }
     hm_outfile_abort(&of);
     free(r.overlay);

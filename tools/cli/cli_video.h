@@ -30,6 +30,7 @@ typedef struct {
     hamer_video_writer *writer;
     const char *writer_codec;
     uint8_t *overlay;           /* the overlay frame for --render */
+    int render_failed;          /* a frame could not be rendered, or the overlay video finished */
     hm_video_sum sum;
 } hm_video_run;
 
