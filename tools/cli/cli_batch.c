@@ -665,7 +665,8 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         }
     }
     char *path = str_printf("%s.json", it->stem);
-    json = hamer_result_json(s->w, s->h, wb->hands, n, a->with_vertices, &tm);
+    json = hamer_result_json_source(s->w, s->h, wb->hands, n, a->with_vertices, &tm,
+                                    detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
     if (!path || !json || write_out(path, json, strlen(json), err, sizeof err)) {
         if (!path || !json) snprintf(err, sizeof err, "%s", path ? hamer_last_error() : "out of memory");
         free(path);
