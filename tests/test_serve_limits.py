@@ -597,7 +597,7 @@ def non_reader(port, head, body):
 
 
 def test_response_budget_bounds_unread_answers(scene):
-    timeout = 4 * SLOW
+    timeout = 3 * SLOW
     budget_mb = 20
     srv = server(scene, "--workers", 1, "--queue", 32, "--timeout-s", timeout, "--response-budget-mb", budget_mb,
                  "--quiet")
