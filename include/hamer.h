@@ -496,8 +496,23 @@ HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int
 HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
 HAMER_API int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
 
+/* Where the boxes of a request came from (RESULT.json's "boxes"). */
+typedef enum {
+    HAMER_BOXES_GIVEN = 0,    /* the caller's (hamer_predict) */
+    HAMER_BOXES_DETECTED = 1  /* the built-in detector's (hamer_detect, hamer_predict_detections) */
+} hamer_boxes_source;
+
 /* The RESULT.json document of `hamer run` for these hands (timings may be
- * NULL: then no "timings_ms" key). NULL on failure. Free with hamer_free. */
+ * NULL: then no "timings_ms" key). source decides "boxes" and whether
+ * timings_ms has "detect": a photo where the detector found no hand is
+ * HAMER_BOXES_DETECTED with n = 0. HAMER_E_ARG for another source, or for
+ * HAMER_BOXES_GIVEN with a hand that carries a detection. NULL on failure.
+ * Free with hamer_free. */
+HAMER_API char *hamer_result_json_source(int w, int h, const hamer_hand *hands, int n, int with_vertices,
+                                         const hamer_timings *timings, hamer_boxes_source source);
+/* hamer_result_json_source with the source inferred from the hands: detected
+ * when one carries a detection. With no hands that says "given" even when
+ * the detector ran; front ends that detect call hamer_result_json_source. */
 HAMER_API char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *timings);
 
 /* PNG (in memory) of the hands drawn over the image (side_view 0), or of

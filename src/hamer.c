@@ -310,12 +310,29 @@ int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h) {
     return HAMER_OK;
 }
 
+char *hamer_result_json_source(int w, int h, const hamer_hand *hands, int n, int with_vertices,
+                               const hamer_timings *tm, hamer_boxes_source source) {
+    if (n < 0 || (n > 0 && !hands) || (source != HAMER_BOXES_GIVEN && source != HAMER_BOXES_DETECTED)) {
+        hm_err(HM_E_ARG, "%s: bad arguments (n %d, source %d)", __func__, n, (int)source);
+        return NULL;
+    }
+    /* A document saying "given" over detected hands would contradict itself. */
+    for (int i = 0; source == HAMER_BOXES_GIVEN && i < n; i++)
+        if (hands[i].detection.detected) {
+            hm_err(HM_E_ARG, "%s: hand %d carries a detection but the boxes are said to be given", __func__, i);
+            return NULL;
+        }
+    return hm_result_json(w, h, hands, n, with_vertices, tm, source == HAMER_BOXES_DETECTED);
+}
+
 char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm) {
     if (n < 0 || (n > 0 && !hands)) {
         hm_err(HM_E_ARG, "%s: bad arguments", __func__);
         return NULL;
     }
-    return hm_result_json(w, h, hands, n, with_vertices, tm);
+    int detected = 0;
+    for (int i = 0; i < n; i++) detected |= hands[i].detection.detected;
+    return hm_result_json(w, h, hands, n, with_vertices, tm, detected);
 }
 
 int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,

@@ -415,6 +415,35 @@ def test_predict_folder(folder, tmp_path):
     assert r["raised"] == "HamerIOError" and "output folder" in r["message"], r
 
 
+
+def test_no_hand_found_says_detected(tmp_path, ckpt):
+    """A photo without hands: NAME.json says "detected" with the detection's
+    time (as `hamer run`, exit 4), from the command and predict_folder; with
+    --boxes-dir and an empty list it stays "given", without a detect time."""
+    inp, boxes = tmp_path / "in", tmp_path / "boxes"
+    inp.mkdir()
+    boxes.mkdir()
+    Image.fromarray(np.full((120, 160, 3), 128, np.uint8)).save(inp / "grey.png")
+    (boxes / "grey.json").write_text("[]")
+    model = ckpt("d1h1")
+    ref = tmp_path / "ref.json"
+    p = run_hamer(["run", "--model", model, "--image", inp / "grey.png", "--output", ref])
+    assert p.returncode == 4, describe(p)
+    p = batch(model, inp, tmp_path / "out", "--json")
+    assert p.returncode == 3 and summary(p)["computed"] == 1, describe(p)
+    mine = (tmp_path / "out" / "grey.json").read_text()
+    py = predict_folder(model, inp, tmp_path / "py")
+    assert py[0]["status"] == "failed" and py[0]["error"]["reason"] == "no hand found", py
+    for text in (mine, (tmp_path / "py" / "grey.json").read_text(), json.dumps(py[0]["result"])):
+        doc = json.loads(text)
+        assert doc["hands"] == [] and doc["boxes"] == "detected", doc
+        assert set(doc["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, doc
+    assert without_timings(mine) == without_timings(ref.read_text())
+    p = batch(model, inp, tmp_path / "given", "--boxes-dir", boxes, "--json")
+    assert p.returncode == 0 and summary(p)["computed"] == 1, describe(p)
+    doc = json.loads((tmp_path / "given" / "grey.json").read_text())
+    assert doc["hands"] == [] and doc["boxes"] == "given" and "detect" not in doc["timings_ms"], doc
+
 def test_empty_folder(tmp_path):
     """Nothing to do: exit 0 without opening the model."""
     (tmp_path / "in").mkdir()

@@ -279,3 +279,24 @@ def test_corrupt_image(tmp_path, ckpt, hamer_bin):
     assert proc.returncode == 1, describe(proc)
     assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1
     assert not out.exists()
+
+
+def test_no_hand_found_still_says_detected(tmp_path, ckpt, hamer_bin):
+    """The detector ran and found nothing (exit 4): RESULT.json says
+    "detected" with the detection's time, as with hands found; an empty
+    boxes file given is still "given", without a detect time."""
+    Image.fromarray(np.full((120, 160, 3), 128, np.uint8)).save(tmp_path / "grey.png")
+    out = tmp_path / "r.json"
+    proc = run_hamer(["run", "--model", ckpt("d1h1"), "--image", tmp_path / "grey.png", "--output", out])
+    assert proc.returncode == 4 and "no hand found" in proc.stderr, describe(proc)
+    doc = json.loads(out.read_text())
+    assert doc["hands"] == [] and doc["boxes"] == "detected", doc
+    assert set(doc["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, doc
+    assert doc["timings_ms"]["detect"] > 0
+    empty = tmp_path / "none.json"
+    empty.write_text("[]")
+    proc = run_hamer(["run", "--model", ckpt("d1h1"), "--image", tmp_path / "grey.png", "--boxes", empty,
+                      "--output", out])
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(out.read_text())
+    assert doc["hands"] == [] and doc["boxes"] == "given" and "detect" not in doc["timings_ms"], doc

@@ -342,6 +342,22 @@ def test_render_equals_run(main_server, scene, side):
         assert (got != scene["img"]).any(), "nothing drawn"
 
 
+
+def test_no_hand_found_says_detected_as_run(main_server, scene):
+    """Without boxes the detector runs; when it finds nothing the answer is
+    still "detected" with its detect time, as `hamer run` (exit 4) writes."""
+    d = scene["dir"]
+    Image.fromarray(np.full((120, 160, 3), 128, np.uint8)).save(d / "grey.png")
+    out = d / "run-grey.json"
+    proc = run_hamer(["run", "--model", scene["model"], "--image", d / "grey.png", "--output", out])
+    assert proc.returncode == 4, describe(proc)
+    r = post(main_server.url + "/v1/predict", (d / "grey.png").read_bytes(), "image/png")
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["hands"] == [] and got["boxes"] == "detected", got
+    assert set(got["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, got
+    assert strip_timings(r.text) == strip_timings(out.read_text())
+
 def burst(server, scene, n_requests, n_clients=16):
     """n_requests predicts from n_clients threads; returns the outcomes."""
     lock = threading.Lock()

@@ -24,6 +24,10 @@ another address bind to 127.0.0.2-4 (all of 127/8 is loopback on Linux).
   libmicrohttpd answers itself; --quiet silences libmicrohttpd's lines.
 * 13: /v1/predict and /v1/render without boxes on a real photo equal `hamer
   run` without boxes; /readyz and /info say where the detector is from.
+* answers nobody reads: the response budget answers 503 before a job whose
+  answer cannot be held starts (413 when it could never be); unread
+  answers are dropped at --timeout-s, their connections closed, and the
+  budget given back; RSS stays near the budget.
 """
 
 import io
@@ -568,3 +572,92 @@ def test_no_detector_and_bad_detector_dir(scene, tmp_path):
     assert proc.returncode == 1 and "cannot load the hand detector" in proc.stderr, describe(proc)
     proc = run_hamer(["serve", "--model", scene["model"], "--no-detector", "--lite"])
     assert proc.returncode == 2 and "--no-detector" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Answers nobody reads: the response budget
+# ---------------------------------------------------------------------------
+
+def noise_jpeg(side, quality=30, seed=0):
+    """A JPEG of noise: small to send, its render a PNG of ~3 bytes a pixel."""
+    rng = np.random.RandomState(seed)
+    out = io.BytesIO()
+    Image.fromarray(rng.randint(0, 256, (side, side, 3)).astype(np.uint8)).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def non_reader(port, head, body):
+    """A client that sends its request and never reads: a tiny receive
+    buffer, so that the server cannot push the answer into the kernel."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((HOST, port))
+    s.sendall(head + body)
+    return s
+
+
+def test_response_budget_bounds_unread_answers(scene):
+    timeout = 3 * SLOW
+    budget_mb = 20
+    srv = server(scene, "--workers", 1, "--queue", 32, "--timeout-s", timeout, "--response-budget-mb", budget_mb,
+                 "--quiet")
+    socks = []
+    try:
+        body = noise_jpeg(1700)                 # ~0.8 MB; its render ~8.7 MB, its bound ~8.8 MB
+        head = (f"POST /v1/render?boxes=100,100,600,600 HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: image/jpeg\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        base_rss = srv.rss_kb()
+        n = 16
+        socks = [non_reader(srv.port, head, body) for _ in range(n)]
+        # Two answers fit in 20 MB: those two run; the others are refused at once, unrun.
+        wait_for(lambda: srv.metric("hamer_response_budget_refused_total") == n - 2, 20 * SLOW,
+                 "the response budget did not refuse the requests beyond it")
+        wait_for(lambda: srv.metric("hamer_workers_busy") == 0 and srv.metric("hamer_queue_depth") == 0,
+                 20 * SLOW, "the admitted renders did not finish")
+        held = srv.metric("hamer_response_bytes")
+        assert 2 * 8e6 < held <= budget_mb << 20, held
+        assert srv.metric("hamer_response_budget_bytes") == budget_mb << 20
+        grown_mb = (srv.rss_kb() - base_rss) / 1024
+        print(f"{n} non-reading clients: RSS +{grown_mb:.0f} MB, answers held {held / 1e6:.1f} MB")
+        if not SANITIZE:     # the sanitizers' allocator keeps freed memory in quarantine
+            assert grown_mb < budget_mb + 64, f"RSS grew {grown_mb:.0f} MB with a {budget_mb} MB response budget"
+        heads = []
+        for s in socks:
+            s.settimeout(2 * SLOW)
+            heads.append(s.recv(4096))
+        ok = [h for h in heads if h.startswith(b"HTTP/1.1 200")]
+        busy = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
+        assert len(ok) == 2 and len(busy) == n - 2, [h[:40] for h in heads]
+        assert all(b"response-budget-mb" in h and b"Retry-After: 1" in h for h in busy), busy[0]
+        # Not read within --timeout-s: dropped, the connections closed, the budget given back.
+        wait_for(lambda: srv.metric("hamer_answers_dropped_total", reason="timeout") == 2, timeout + 5 * SLOW,
+                 "the unread answers were not dropped at --timeout-s")
+        wait_for(lambda: srv.metric("hamer_response_bytes") == 0, 2 * SLOW, "the response budget was not given back")
+        for s, h in zip(socks, heads):
+            if h.startswith(b"HTTP/1.1 200"):
+                got, m = len(h), re.search(rb"Content-Length: (\d+)", h, re.I)
+                s.settimeout(5 * SLOW)
+                try:
+                    while True:
+                        c = s.recv(1 << 20)
+                        if not c:
+                            break
+                        got += len(c)
+                except (ConnectionResetError, socket.timeout, OSError):
+                    pass
+                assert got < int(m.group(1)), "a dropped answer was sent in full"
+        assert srv.metric("hamer_requests_total", endpoint="/v1/render", status="503") == n - 2
+        # The budget serves the next client; an answer larger than all of it is 413, never run.
+        r = post(srv.url + "/v1/render", body, "image/jpeg", "?boxes=100,100,600,600")
+        assert r.status_code == 200 and r.headers["Content-Type"] == "image/png", r.text[:200]
+        out = io.BytesIO()
+        Image.fromarray(np.full((3000, 3000, 3), 90, np.uint8)).save(out, "JPEG")
+        r = post(srv.url + "/v1/render", out.getvalue(), "image/jpeg", "?boxes=100,100,600,600")
+        assert r.status_code == 413 and "--response-budget-mb" in r.json()["error"], r.text
+        assert srv.metric("hamer_response_bytes") == 0
+        srv.stop()
+    finally:
+        for s in socks:
+            s.close()
+        if srv.proc.poll() is None:
+            srv.proc.kill()

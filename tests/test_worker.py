@@ -501,6 +501,32 @@ def test_missing_detector_refuses_to_start(redis_factory, tmp_path, ckpt):
     assert f["status"] == b"error" and b"without the detector" in f["error"]
 
 
+def test_no_hand_found_says_detected(redis_factory, ckpt, tmp_path):
+    """A job without boxes on a photo without hands: "detected" with the
+    detection's time, as `hamer run` (exit 4) writes it; with "boxes": []
+    it stays "given", without a detect time."""
+    model = ckpt("d1h1")
+    Image.fromarray(np.full((72, 96, 3), 128, np.uint8)).save(tmp_path / "grey.png")
+    ref = tmp_path / "ref.json"
+    proc = run_hamer(["run", "--model", model, "--image", tmp_path / "grey.png", "--output", ref,
+                      "--threads", "1"])
+    assert proc.returncode == 4, describe(proc)
+    red = redis_factory()
+    r = red.client()
+    image = (tmp_path / "grey.png").read_bytes()
+    r.call("XADD", "hamer:jobs", "*", "id", "auto", "image", image)
+    r.call("XADD", "hamer:jobs", "*", "id", "given", "image", image, "boxes", "[]")
+    w = Worker(tmp_path, model, red.url, "g", *worker_args())
+    wait_results(r, 2, 60 * SLOW, [w])
+    w.stop()
+    by_id = {f["id"].decode(): f for _, f in results(r)}
+    auto, given = (json.loads(by_id[k]["result"]) for k in ("auto", "given"))
+    assert auto["hands"] == [] and auto["boxes"] == "detected", auto
+    assert set(auto["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, auto
+    assert strip_timings(by_id["auto"]["result"].decode()) == strip_timings(ref.read_text())
+    assert given["hands"] == [] and given["boxes"] == "given" and "detect" not in given["timings_ms"], given
+
+
 # ---------------------------------------------------------------------------
 # 500 jobs, 3 workers
 # ---------------------------------------------------------------------------

@@ -588,7 +588,8 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
         if rc < 0:
             return fail("predict", _last_error())
     tm.decode_ms = decode_ms
-    ptr = lib.hamer_result_json(w, h, hands, n, int(bool(vertices)), ctypes.byref(tm))
+    ptr = lib.hamer_result_json_source(w, h, hands, n, int(bool(vertices)), ctypes.byref(tm),
+                                       _lib.BOXES_DETECTED if detected else _lib.BOXES_GIVEN)
     if not ptr:
         return fail("predict", _last_error())
     try:

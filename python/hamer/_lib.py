@@ -37,6 +37,7 @@ N_KP = 21
 N_PARAMS = 157
 FOCAL = 5000.0
 MAX_HANDS = 64
+BOXES_GIVEN, BOXES_DETECTED = 0, 1   # hamer_boxes_source
 MAX_RESCALE = 16.0
 
 OK = 0
@@ -292,6 +293,9 @@ _PROTOTYPES = {
     # (which would copy the text and lose the pointer).
     "hamer_result_json": (ctypes.c_void_p, [_INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
                                             ctypes.POINTER(Timings)]),
+    # the last argument: hamer_boxes_source (BOXES_GIVEN / BOXES_DETECTED)
+    "hamer_result_json_source": (ctypes.c_void_p, [_INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
+                                                   ctypes.POINTER(Timings), _INT]),
     "hamer_render_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
                                 ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_free": (None, [ctypes.c_void_p]),

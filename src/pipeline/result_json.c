@@ -64,18 +64,16 @@ json_t *hm_result_detection_json(float score, float presence, float handedness, 
                      pass, "landmarks", matrix(landmarks, 21, 3));
 }
 
-char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm) {
+char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm,
+                     int detected) {
     json_t *root = json_object();
     json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
     json_t *arr = json_array();
-    int detected = 0;
     for (int i = 0; i < n; i++) {
         json_t *o = hm_result_hand_json(&hands[i], with_vertices);
         const __typeof__(hands[i].detection) *d = &hands[i].detection;
-        if (d->detected) {
+        if (d->detected)
             json_object_set_new(o, "detection", hm_result_detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks));
-            detected++;
-        }
         json_array_append_new(arr, o);
     }
     /* Which boxes the hands came from: the caller's, or the detector's. */

@@ -6,10 +6,15 @@
 
 #include "hamer.h"
 
-/* Serialise n hands of a W x H image. Floats are written with 9 significant
- * digits (exact round trip of float32). Returns a malloc'd NUL-terminated
- * string, or NULL (hm_err) on allocation failure. */
-char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm);
+/* Serialise n hands of a W x H image. detected (1: the built-in detector
+ * chose the boxes, 0: the caller gave them) is the one place that decides
+ * "boxes" and whether timings_ms has "detect": an image where the detector
+ * found nothing is still "detected", which its empty hands list cannot
+ * tell. Floats are written with 9 significant digits (exact round trip of
+ * float32). Returns a malloc'd NUL-terminated string, or NULL (hm_err) on
+ * allocation failure. */
+char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vertices, const hamer_timings *tm,
+                     int detected);
 
 /* One hand of RESULT.json (bbox, is_right, then the results or "error"),
  * and a detection's "detection" object: the pieces hamer video's lines

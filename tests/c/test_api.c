@@ -65,6 +65,34 @@ static void null_handles(void) {
     hamer_free(NULL);
 }
 
+/* RESULT.json's "boxes" and "detect" timing follow the source the caller
+ * names, also with no hand (the detector ran and found none); a "given"
+ * document over detected hands, or an unknown source, is refused. */
+static void result_json_source(void) {
+    hamer_timings tm = {.decode_ms = 1, .crop_ms = 2, .regress_ms = 3, .finalise_ms = 4, .detect_ms = 5};
+    char *j = hamer_result_json_source(8, 6, NULL, 0, 0, &tm, HAMER_BOXES_DETECTED);
+    CHECKF(j && strstr(j, "\"boxes\":\"detected\"") && strstr(j, "\"detect\":5"), "%s", j ? j : hamer_last_error());
+    hamer_free(j);
+    j = hamer_result_json_source(8, 6, NULL, 0, 0, &tm, HAMER_BOXES_GIVEN);
+    CHECKF(j && strstr(j, "\"boxes\":\"given\"") && !strstr(j, "\"detect\""), "%s", j ? j : hamer_last_error());
+    hamer_free(j);
+    j = hamer_result_json(8, 6, NULL, 0, 0, &tm); /* inferred: no hand says "given" */
+    CHECKF(j && strstr(j, "\"boxes\":\"given\"") && !strstr(j, "\"detect\""), "%s", j ? j : hamer_last_error());
+    hamer_free(j);
+    static hamer_hand hand; /* ~10 KB: off the stack */
+    memset(&hand, 0, sizeof hand);
+    hand.box = (hamer_box){{1, 1, 4, 4}, 1};
+    snprintf(hand.error, sizeof hand.error, "not regressed");
+    hand.detection.detected = 1;
+    CHECK(hamer_result_json_source(8, 6, &hand, 1, 0, NULL, HAMER_BOXES_GIVEN) == NULL &&
+          hamer_last_error_code() == HAMER_E_ARG && clean_error(HAMER_E_ARG));
+    CHECK(hamer_result_json_source(8, 6, &hand, 1, 0, NULL, (hamer_boxes_source)2) == NULL &&
+          hamer_last_error_code() == HAMER_E_ARG && clean_error(HAMER_E_ARG));
+    j = hamer_result_json_source(8, 6, &hand, 1, 0, NULL, HAMER_BOXES_DETECTED);
+    CHECKF(j && strstr(j, "\"boxes\":\"detected\"") && strstr(j, "\"detection\""), "%s", j ? j : hamer_last_error());
+    hamer_free(j);
+}
+
 static void status_table(void) {
     const char *seen[HAMER_N_STATUS];
     for (int i = 0; i < HAMER_N_STATUS; i++) {
@@ -238,6 +266,7 @@ int main(void) {
     find_model();
     null_handles();
     status_table();
+    result_json_source();
     logging();
     forward_contract(HAMER_PRECISION_FP32);
     if (strstr(hamer_system_info(), "fast: unavailable")) {

@@ -957,7 +957,8 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         }
     }
     char *path = str_printf("%s.json", it->stem);
-    json = hamer_result_json(s->w, s->h, wb->hands, n, a->with_vertices, &tm);
+    json = hamer_result_json_source(s->w, s->h, wb->hands, n, a->with_vertices, &tm,
+                                    detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
     doc = json ? with_input(it, json) : NULL;
     if (!path || !doc || write_out(path, doc, strlen(doc), err, sizeof err)) {
         if (!path || !doc) snprintf(err, sizeof err, "%s", path && !json ? hamer_last_error() : "out of memory");

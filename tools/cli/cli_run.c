@@ -250,7 +250,8 @@ static int run(run_args *a) {
             fprintf(stderr, "hamer: %s\n", hands[i].error);
             nfail++;
         }
-    if (!(json = hamer_result_json(w, h, hands, a->nbox, a->with_vertices, &tm))) {
+    if (!(json = hamer_result_json_source(w, h, hands, a->nbox, a->with_vertices, &tm,
+                                          detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }

@@ -25,8 +25,8 @@ static const char *USAGE_SERVE =
     "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast]\n"
     "                   [--mano FILE.npz] [--cache N] [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
     "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
-    "                   [--upload-budget-mb 256] [--pixels-per-byte 200] [--drain-s 30]\n"
-    "                   [--detector DIR] [--lite] [--no-detector]\n"
+    "                   [--upload-budget-mb 256] [--response-budget-mb 512] [--pixels-per-byte 200]\n"
+    "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector]\n"
     "\n"
     "Serves HaMeR over HTTP/1.1:\n"
     "  GET  /healthz        200 while the process lives\n"
@@ -70,6 +70,11 @@ static const char *USAGE_SERVE =
     "                    does not extend it); the body within --timeout-s of the headers\n"
     "  --upload-budget-mb MB  bodies being received, all connections together (default 256):\n"
     "                    a declared body beyond it gets 503 unread\n"
+    "  --response-budget-mb MB  answers held, all connections together (default 512): a\n"
+    "                    job reserves its answer's largest size (a render: ~3 bytes a pixel)\n"
+    "                    before it runs and holds its real size until sent; beyond it, 503\n"
+    "                    at once (413 for an answer larger than the whole budget). An answer\n"
+    "                    not read within --timeout-s is dropped and its connection closed\n"
     "  --pixels-per-byte R  an image may decode to at most max(4 MP, R x its bytes) pixels\n"
     "                    (default 200): a tiny body cannot buy a huge decode (413)\n"
     "  --drain-s T       shutdown: wait at most T (default 30) for requests in flight, then\n"
@@ -99,7 +104,7 @@ static int parse_real(const char *v, double lo, double hi, double *out) {
 
 /* Fill cfg from argv; 0 ok, 1 help printed, 2 usage error (reported). */
 static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
-    double mb = 20, budget_mb = 256, cache_mb = 64;
+    double mb = 20, budget_mb = 256, response_mb = 512, cache_mb = 64;
     cfg->max_conns = 256;
     cfg->max_conns_per_ip = 32;
     cfg->header_timeout_s = 10;
@@ -156,6 +161,9 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         } else if (!strcmp(a, "--upload-budget-mb")) {
             if (parse_real(v, 0, 1 << 20, &budget_mb))
                 return hm_cli_fail(2, "serve: --upload-budget-mb must be in (0, 1048576], got '%s'", v);
+        } else if (!strcmp(a, "--response-budget-mb")) {
+            if (parse_real(v, 0, 1 << 20, &response_mb))
+                return hm_cli_fail(2, "serve: --response-budget-mb must be in (0, 1048576], got '%s'", v);
         } else if (!strcmp(a, "--cache-mb")) {
             if (parse_real(v, 0, 1 << 20, &cache_mb))
                 return hm_cli_fail(2, "serve: --cache-mb must be in (0, 1048576], got '%s'", v);
@@ -191,6 +199,7 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
     cfg->max_body = (size_t)(mb * 1048576.0);
     if (cfg->max_body < 1) cfg->max_body = 1;
     cfg->upload_budget = (size_t)(budget_mb * 1048576.0);
+    cfg->response_budget = (size_t)(response_mb * 1048576.0);
     cfg->cache_bytes = (size_t)(cache_mb * 1048576.0);
     if (cfg->no_detector && (cfg->detector_dir || cfg->detector_lite))
         return hm_cli_fail(2, "serve: --no-detector excludes --detector and --lite%s", "");
@@ -229,6 +238,7 @@ static int server_init(hm_srv *s) {
     atomic_init(&s->fatal, 0);
     atomic_init(&s->inflight, 0);
     atomic_init(&s->upload_bytes, 0);
+    atomic_init(&s->response_bytes, 0);
     hm_srv_metrics_init(&s->metrics);
     s->states = calloc((size_t)s->cfg.workers, sizeof *s->states);
     s->dstates = calloc((size_t)s->cfg.workers, sizeof *s->dstates);
@@ -301,10 +311,12 @@ int hm_cli_serve(int argc, char **argv) {
     }
     int v6 = strchr(s->cfg.host, ':') != NULL;
     hm_srv_log("listening on http://%s%s%s:%d (workers %d, threads %d per worker, queue %d, timeout %g s, "
-               "max body %.1f MB, cache %d, connections %d (%d per address), upload budget %.1f MB)",
+               "max body %.1f MB, cache %d, connections %d (%d per address), upload budget %.1f MB, "
+               "response budget %.1f MB)",
                v6 ? "[" : "", s->cfg.host, v6 ? "]" : "", s->port, s->cfg.workers, s->cfg.threads, s->cfg.queue,
                s->cfg.timeout_s, (double)s->cfg.max_body / 1048576.0, s->cfg.cache_n, s->cfg.max_conns,
-               s->cfg.max_conns_per_ip, (double)s->cfg.upload_budget / 1048576.0);
+               s->cfg.max_conns_per_ip, (double)s->cfg.upload_budget / 1048576.0,
+               (double)s->cfg.response_budget / 1048576.0);
 
     pthread_t warm;
     int warm_started = pthread_create(&warm, NULL, hm_srv_warmup_main, s) == 0;

@@ -42,6 +42,8 @@ typedef struct {
     double header_timeout_s;/* request line + headers must arrive within this, from the
                                connection's start or the previous answer: a fixed deadline */
     size_t upload_budget;   /* bytes of request bodies being received, all connections */
+    size_t response_budget; /* bytes of answers held, all connections: reserved at the job's
+                               bound while it waits or runs, then its size until sent */
     size_t cache_bytes;     /* result cache size bound */
     double drain_s;         /* shutdown: longest wait for requests in flight */
     double pixels_per_byte; /* decoded pixels a body byte may buy (above a free allowance) */
@@ -75,6 +77,9 @@ typedef struct {
     atomic_ullong cancelled;        /* inferences stopped: nobody waited for them */
     atomic_ullong deadline_closed;  /* connections closed at the header/body deadline */
     atomic_ullong budget_refused;   /* uploads refused 503: upload budget exhausted */
+    atomic_ullong response_refused; /* requests refused 503: response budget exhausted */
+    atomic_ullong answers_dropped_timeout;  /* answers not read within --timeout-s: dropped, closed */
+    atomic_ullong answers_dropped_gone;     /* answers whose client left before reading them */
     hm_srv_hist queue_wait, inference, request;
 } hm_srv_metrics;
 
@@ -181,6 +186,7 @@ typedef struct hm_srv_job {
     hamer_predict_params pp;
     int with_vertices, side_view;
     int detect;                     /* no boxes given: the detector finds them */
+    size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
     uint8_t key[32];
     /* bookkeeping, under the queue lock */
@@ -244,6 +250,7 @@ struct hm_srv {
     hm_srv_metrics metrics;
     hm_srv_cache *cache;
     atomic_size_t upload_bytes;     /* reserved by bodies being received */
+    atomic_size_t response_bytes;   /* reserved by answers held (response budget) */
     /* the hand detector (NULL: none; detector_reason says why) */
     hamer_detector *detector;
     hamer_detect_state **dstates;
@@ -329,6 +336,13 @@ char *hm_srv_info_json(hm_srv *s, size_t *len);
 /* Width and height a JPEG (SOF) or PNG (IHDR) declares, without decoding;
  * -1 when neither is found (the decoder then says what is wrong). */
 int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
+
+/* The most bytes the answer of a job can take, reserved from the response
+ * budget before it runs: render, a PNG of a pixels-pixel image; predict,
+ * RESULT.json of nhands hands (with their vertices or not). An upper bound
+ * (the answer then holds its real size), so that answers in flight never
+ * exceed the budget. */
+size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices);
 
 /* Monotonic seconds. */
 double hm_srv_now(void);

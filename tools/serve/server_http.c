@@ -36,6 +36,7 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include "format/image.h"
 #include "pipeline/result_json.h"
 #include "serve/server.h"
 #include "core/cpu.h"
@@ -57,6 +58,7 @@ typedef struct {
     int reject_status;
     char reject_msg[300];
     size_t reserved;            /* bytes of the upload budget this body holds */
+    size_t answer_reserved;     /* bytes of the response budget its answer holds */
     int hashing;
     hm_srv_sha256 sha;
     hm_srv_job *job;            /* set once handed to the workers */
@@ -80,6 +82,34 @@ static int reserve_upload(hm_srv *s, req_ctx *r, size_t n) {
     }
     r->reserved += n;
     return 0;
+}
+
+/* Take n more bytes of the response budget for this request's answer; -1
+ * (nothing taken) when they do not fit beside the answers already held. */
+static int reserve_answer(hm_srv *s, req_ctx *r, size_t n) {
+    size_t before = atomic_fetch_add(&s->response_bytes, n);
+    if (before + n > s->cfg.response_budget) {
+        atomic_fetch_sub(&s->response_bytes, n);
+        return -1;
+    }
+    r->answer_reserved += n;
+    return 0;
+}
+
+/* Hold exactly len bytes for the answer being queued: the surplus of its
+ * bound goes back. Small answers that nothing reserved for (errors, the GET
+ * endpoints) are counted without being refused: refusing them would need
+ * an answer too. */
+static void hold_answer(hm_srv *s, req_ctx *r, size_t len) {
+    if (len <= r->answer_reserved) atomic_fetch_sub(&s->response_bytes, r->answer_reserved - len);
+    else atomic_fetch_add(&s->response_bytes, len - r->answer_reserved);
+    r->answer_reserved = len;
+}
+
+/* The answer is sent or dropped (its buffer freed with the request). */
+static void release_answer(hm_srv *s, req_ctx *r) {
+    if (r->answer_reserved) atomic_fetch_sub(&s->response_bytes, r->answer_reserved);
+    r->answer_reserved = 0;
 }
 
 /* Endpoint index of a URL path; HM_SRV_EP_OTHER if none. raw: the request
@@ -130,6 +160,7 @@ static enum MHD_Result answer(hm_srv *s, struct MHD_Connection *c, req_ctx *r, i
      * answer before the body was read closes too (the body is not read). */
     if (atomic_load(&s->draining) || !r->t_complete)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    hold_answer(s, r, is_static ? 0 : len);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     if (ok == MHD_YES) {
@@ -235,9 +266,10 @@ char *hm_srv_info_json(hm_srv *s, size_t *len) {
                               "sanitizers", sanitize, "libmicrohttpd", MHD_get_version(), "jansson", JANSSON_VERSION);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     json_t *cpu = json_pack("{s:i,s:o,s:s}", "online", (int)ncpu, "features", cpu_features(), "kernel_isa", mi.isa);
-    json_t *limits = json_pack("{s:i,s:i,s:f,s:I,s:I,s:f,s:f}", "max_connections", s->cfg.max_conns,
+    json_t *limits = json_pack("{s:i,s:i,s:f,s:I,s:I,s:I,s:f,s:f}", "max_connections", s->cfg.max_conns,
                                "max_connections_per_ip", s->cfg.max_conns_per_ip, "header_timeout_s",
                                s->cfg.header_timeout_s, "upload_budget_bytes", (json_int_t)s->cfg.upload_budget,
+                               "response_budget_bytes", (json_int_t)s->cfg.response_budget,
                                "cache_bytes", (json_int_t)s->cfg.cache_bytes, "drain_s", s->cfg.drain_s,
                                "pixels_per_byte", s->cfg.pixels_per_byte);
     json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:s,s:i,s:i,s:i,s:I,s:f,s:i,s:o,s:o,s:o,s:o}", "version", hamer_version(),
@@ -407,8 +439,12 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     /* A few KB of JPEG can claim 10000x10000: the pixels a body may decode
      * to are bounded by its size (the 100-megapixel limit stays). */
     int iw, ih;
+    double allowed = fmax(HM_SRV_FREE_PIXELS, s->cfg.pixels_per_byte * (double)job->image_len);
+    /* Dimensions not found: the decoder will say what is wrong, or decode
+     * at most what the body may buy. */
+    double px = fmin(allowed, (double)HM_IMAGE_MAX_PIXELS);
     if (hm_srv_image_dims(job->image, job->image_len, &iw, &ih) == 0) {
-        double px = (double)iw * ih, allowed = fmax(HM_SRV_FREE_PIXELS, s->cfg.pixels_per_byte * (double)job->image_len);
+        px = (double)iw * ih;
         if (px > allowed) {
             snprintf(msg, msglen, "image of %dx%d pixels from a %zu-byte body: over the decode budget of %.0f pixels "
                      "(%g per body byte, at least %d; a real photo needs far fewer bytes per pixel)", iw, ih,
@@ -416,7 +452,24 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
             return 413;
         }
     }
+    int nhands = job->detect ? hamer_detect_default_params().max_hands : job->nbox;
+    job->answer_bound = hm_srv_answer_bound(job->kind == HM_SRV_JOB_RENDER, px, nhands, job->with_vertices);
+    if (job->answer_bound > s->cfg.response_budget) {
+        /* It could never be held: no point in a 503 that asks to retry. */
+        snprintf(msg, msglen, "the answer (up to %zu bytes for a %.0f-pixel image) is larger than the whole response "
+                 "budget of %zu bytes (--response-budget-mb)", job->answer_bound, px, s->cfg.response_budget);
+        return 413;
+    }
     return 0;
+}
+
+/* 503: the answers held for clients (mostly unread ones) fill the budget. */
+static enum MHD_Result answer_busy(hm_srv *s, struct MHD_Connection *c, req_ctx *r) {
+    atomic_fetch_add(&s->metrics.response_refused, 1);
+    char m[240];
+    snprintf(m, sizeof m, "busy: answers not yet read by their clients fill the response budget of %zu bytes "
+             "(--response-budget-mb), retry later", s->cfg.response_budget);
+    return answer_error(s, c, r, 503, m);
 }
 
 /* The request is complete: validate, serve from the cache, or queue. */
@@ -437,6 +490,10 @@ static enum MHD_Result post_endpoint(hm_srv *s, struct MHD_Connection *c, req_ct
         const char *type;
         if (hm_srv_cache_get(s->cache, job->key, &body, &len, &type)) {
             atomic_fetch_add(&s->metrics.cache_hits, 1);
+            if (reserve_answer(s, r, len)) {
+                free(body);
+                return answer_busy(s, c, r);
+            }
             job->from_cache = 1;
             hm_srv_hist_observe(&s->metrics.request, hm_srv_now() - r->t_complete);
             return answer(s, c, r, 200, body, len, type, 0);
@@ -447,6 +504,9 @@ static enum MHD_Result post_endpoint(hm_srv *s, struct MHD_Connection *c, req_ct
      * the job is submitted; checking first avoids suspending for nothing. */
     if (hm_srv_work_waiting(s) >= s->cfg.queue)
         return answer_error(s, c, r, 503, "busy: the queue is full, retry later");
+    /* Room for the answer before any work: what clients leave unread is
+     * bounded, and a job that could not be held is not started. */
+    if (reserve_answer(s, r, job->answer_bound)) return answer_busy(s, c, r);
     MHD_suspend_connection(c);
     /* Suspended: the reaper bounds it, and the watchdog watches for the client leaving. */
     hm_srv_conn_deadline(r->k, HM_SRV_DL_NONE, 0);
@@ -641,6 +701,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (is_post_endpoint(r->endpoint) && job->status != 503)
             hm_srv_hist_observe(&s->metrics.request, hm_srv_now() - r->t_complete);
         if (!out) return answer_error(s, c, r, 500, "out of memory");
+        /* Larger than its bound (which should not happen): only if it fits. */
+        if (job->out_len > r->answer_reserved && reserve_answer(s, r, job->out_len - r->answer_reserved)) {
+            free(out);
+            return answer_busy(s, c, r);
+        }
         return answer(s, c, r, job->status, out, job->out_len, job->out_type, 0);
     }
     r->t_complete = hm_srv_now();
@@ -676,12 +741,20 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                                                : "client closed the connection mid-upload";
     if (r->status) {
         hm_srv_metrics_request(&s->metrics, r->endpoint, r->status);
+        /* An answer queued but not sent in full (499: there was none to read). */
+        int unsent = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status != 499;
+        /* Not read in time: the send deadline, or libmicrohttpd's idle timeout
+         * when it comes first (both are --timeout-s). */
+        int late = fired == HM_SRV_DL_SEND || toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED;
+        if (unsent)
+            atomic_fetch_add(late ? &s->metrics.answers_dropped_timeout : &s->metrics.answers_dropped_gone, 1);
         if (!s->cfg.quiet) {
-            if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+            if (!unsent)
                 hm_srv_log("%s %s %d %.1f ms", r->method, r->path, r->status, ms);
             else
-                hm_srv_log("%s %s %d %.1f ms (client went away before the answer was sent)", r->method, r->path,
-                           r->status, ms);
+                hm_srv_log("%s %s %d %.1f ms (%s)", r->method, r->path, r->status, ms,
+                           late ? "answer not read within --timeout-s: dropped, connection closed"
+                                : "client went away before the answer was sent");
         }
     } else {
         atomic_fetch_add(&s->metrics.closed, 1);
@@ -703,6 +776,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         hm_srv_conn_deadline(k, HM_SRV_DL_HEADER, s->cfg.header_timeout_s);
     }
     release_upload(s, r);
+    release_answer(s, r);       /* libmicrohttpd frees the answer with the request */
     hm_srv_job_unref(r->job);
     r->job = NULL;
     free(r->body);

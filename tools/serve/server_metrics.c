@@ -38,6 +38,9 @@ void hm_srv_metrics_init(hm_srv_metrics *m) {
     atomic_init(&m->cancelled, 0);
     atomic_init(&m->deadline_closed, 0);
     atomic_init(&m->budget_refused, 0);
+    atomic_init(&m->response_refused, 0);
+    atomic_init(&m->answers_dropped_timeout, 0);
+    atomic_init(&m->answers_dropped_gone, 0);
     hist_init(&m->queue_wait);
     hist_init(&m->inference);
     hist_init(&m->request);
@@ -193,6 +196,23 @@ char *hm_srv_metrics_text(hm_srv *s, size_t *len) {
                   "# TYPE hamer_upload_bytes gauge\nhamer_upload_bytes %zu\n", atomic_load(&s->upload_bytes));
     sb_printf(&b, "# HELP hamer_upload_budget_bytes The --upload-budget-mb bound.\n"
                   "# TYPE hamer_upload_budget_bytes gauge\nhamer_upload_budget_bytes %zu\n", s->cfg.upload_budget);
+    sb_printf(&b, "# HELP hamer_response_bytes Bytes of answers held: reserved for jobs waiting or running, "
+                  "then queued answers until sent.\n# TYPE hamer_response_bytes gauge\nhamer_response_bytes %zu\n",
+              atomic_load(&s->response_bytes));
+    sb_printf(&b, "# HELP hamer_response_budget_bytes The --response-budget-mb bound.\n"
+                  "# TYPE hamer_response_budget_bytes gauge\nhamer_response_budget_bytes %zu\n",
+              s->cfg.response_budget);
+    sb_printf(&b, "# HELP hamer_response_budget_refused_total Requests refused 503 because the answers held "
+                  "filled --response-budget-mb.\n# TYPE hamer_response_budget_refused_total counter\n"
+                  "hamer_response_budget_refused_total %llu\n",
+              (unsigned long long)atomic_load(&m->response_refused));
+    sb_printf(&b, "# HELP hamer_answers_dropped_total Answers queued but not sent in full: not read within "
+                  "--timeout-s (dropped, connection closed), or the client left.\n"
+                  "# TYPE hamer_answers_dropped_total counter\n"
+                  "hamer_answers_dropped_total{reason=\"timeout\"} %llu\n"
+                  "hamer_answers_dropped_total{reason=\"client_gone\"} %llu\n",
+              (unsigned long long)atomic_load(&m->answers_dropped_timeout),
+              (unsigned long long)atomic_load(&m->answers_dropped_gone));
     sb_printf(&b, "# HELP hamer_cache_bytes Bytes of cached answers.\n# TYPE hamer_cache_bytes gauge\n"
                   "hamer_cache_bytes %zu\n", hm_srv_cache_bytes(s->cache));
     pthread_mutex_lock(&s->mu);

@@ -92,7 +92,7 @@ static const char OPENAPI[] =
     " \"responses\": {\n"
     "  \"Error\": {\"description\": \"error\", \"content\": {\"application/json\": {\"schema\": {\"$ref\": "
     "\"#/components/schemas/Error\"}}}},\n"
-    "  \"Busy\": {\"description\": \"queue full, not ready, or shutting down\", \"headers\": {\"Retry-After\": "
+    "  \"Busy\": {\"description\": \"queue full, answers not yet read fill the response budget, not ready, or shutting down\", \"headers\": {\"Retry-After\": "
     "{\"schema\": {\"type\": \"integer\"}}}, \"content\": {\"application/json\": {\"schema\": {\"$ref\": "
     "\"#/components/schemas/Error\"}}}}},\n"
     " \"schemas\": {\n"

@@ -85,3 +85,19 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h) {
     }
     return -1;
 }
+
+/* Bytes of one hand in RESULT.json at most: ~390 numbers (%.9g: at most 16
+ * bytes with the comma), keys and brackets, or an escaped error message
+ * (measured: ~5.3 KB), and its 2334 vertex coordinates (~33 KB). */
+#define HAND_JSON_MAX (12u << 10)
+#define VERTICES_JSON_MAX (48u << 10)
+
+size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices) {
+    if (render) {
+        /* 8-bit RGB, a filter byte per row (at most 65535 rows); deflate's
+         * stored blocks and libpng's 8 KB IDAT chunks add under 0.2%. */
+        double raw = 3.0 * (pixels > 0 ? pixels : 0) + 65536.0;
+        return (size_t)(raw + raw / 256.0) + (64u << 10);
+    }
+    return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * (HAND_JSON_MAX + (with_vertices ? VERTICES_JSON_MAX : 0));
+}

@@ -175,24 +175,8 @@ static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_de
     atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)ok);
     atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)(job->nbox - ok));
     if (job->kind == HM_SRV_JOB_PREDICT) {
-        char *json = hamer_result_json(w, h, hands, job->nbox, job->with_vertices, &tm);
-        /* No hand found: RESULT.json cannot tell from an empty list that the
-         * boxes were detected; say it as `hamer run` means it. */
-        if (json && job->detect && job->nbox == 0) {
-            char *p = strstr(json, "\"boxes\":\"given\"");
-            char *fixed = p ? malloc(strlen(json) + 4) : NULL;
-            if (fixed) {
-                size_t head = (size_t)(p - json);
-                memcpy(fixed, json, head);
-                strcpy(fixed + head, "\"boxes\":\"detected\"");
-                strcat(fixed, p + strlen("\"boxes\":\"given\""));
-                hamer_free(json);
-                *out_len = strlen(fixed);
-                *out = (uint8_t *)fixed;
-                *out_type = "application/json";
-                goto check;
-            }
-        }
+        char *json = hamer_result_json_source(w, h, hands, job->nbox, job->with_vertices, &tm,
+                                              job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
         if (!json) {
             rc = HAMER_E_NOMEM;
             snprintf(msg, sizeof msg, "%s", hamer_last_error());
@@ -218,7 +202,6 @@ static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_de
         hamer_free(png);
         *out_type = "image/png";
     }
-check:
     if (!*out) {
         rc = HAMER_E_NOMEM;
         snprintf(msg, sizeof msg, "out of memory");

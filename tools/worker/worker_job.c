@@ -216,7 +216,8 @@ void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
         out->hands_ok += hands[i].ok;
         out->hands_failed += !hands[i].ok;
     }
-    char *json = hamer_result_json(w, h, hands, n, job->with_vertices, &out->tm);
+    char *json = hamer_result_json_source(w, h, hands, n, job->with_vertices, &out->tm,
+                                          detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
     if (!json) {
         fail(out, hamer_last_error_code(), "result: ");
         goto done;
