@@ -33,6 +33,7 @@ def score(hands, name):
     return score_image([h['box'] for h in hands], [h['is_right'] for h in hands], annotations()[name]['hands'])
 
 
+@pytest.mark.no_binary
 def test_reference_single_pass_baseline():
     ex1 = score(ref_detect(load_rgb(shared_images() / 'hamer_example_1.jpg'), levels=()), 'hamer_example_1.jpg')
     ex5 = score(ref_detect(load_rgb(shared_images() / 'hamer_example_5.jpg'), levels=()), 'hamer_example_5.jpg')
@@ -40,12 +41,14 @@ def test_reference_single_pass_baseline():
     assert not ex1['pass'] and ex1['missed'] == [2] and not ex1['extra'], ex1
 
 
+@pytest.mark.no_binary
 @pytest.mark.parametrize('name', PHOTOS)
 def test_reference_multipass(name):
     r = score(ref_detect(load_rgb(shared_images() / name)), name)
     assert r['pass'], r
 
 
+@pytest.mark.no_binary
 def test_handedness_direction():
     """raw > 0.5 means a right hand on a non-mirrored photo; a mirrored
     photo gives the opposite raw label for the same hand."""
@@ -69,6 +72,7 @@ def test_handedness_direction():
     assert seen >= 6
 
 
+@pytest.mark.no_binary
 @pytest.mark.parametrize('name', NO_HANDS + ('camera.png',))
 def test_reference_no_false_hands(name):
     assert ref_detect(load_rgb(skimage_path(name))) == []
@@ -102,6 +106,7 @@ def assert_same_hands_rotated(plain_hands, rot_hands, h):
         assert best['is_right'] == p['is_right']
 
 
+@pytest.mark.no_binary
 def test_reference_exif_rotation(tmp_path):
     plain, rot = exif_rotated(shared_images() / 'hamer_example_5.jpg', tmp_path)
     a, b = load_rgb(plain), load_rgb(rot)
@@ -203,6 +208,7 @@ def collage(key, tmp_path=None):
     return can, hands, path
 
 
+@pytest.mark.no_binary
 @pytest.mark.parametrize('key', sorted(COLLAGES))
 def test_reference_collage(key):
     img, ann, _ = collage(key)

@@ -97,6 +97,7 @@ def check_self_consistent(out):
 # The reference on its own (no binary needed)
 # ---------------------------------------------------------------------------
 
+@pytest.mark.no_binary
 def test_rot6d_orthonormal_and_column_convention():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1000, 6, generator=g, dtype=torch.float64)
@@ -170,6 +171,7 @@ def _small_model(vit_dim=160, vit_mlp=640, vit_depth=2, dec_dim=128, dec_mlp=96,
     return sd
 
 
+@pytest.mark.no_binary
 def test_reference_matches_torch_modules():
     """Cross-check the hand-written reference against torch's own modules
     (nn.TransformerEncoderLayer for the pre-norm ViT block,
@@ -241,6 +243,7 @@ def mano_buffers():
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hamer_fixture.mano_buffers(0).items()}
 
 
+@pytest.mark.no_binary
 def test_fixture_mano_buffers_plausible(mano_buffers):
     m = {k: v.numpy() for k, v in mano_buffers.items()}
     extent = m["v_template"].max(0) - m["v_template"].min(0)
@@ -254,6 +257,7 @@ def test_fixture_mano_buffers_plausible(mano_buffers):
     assert m["posedirs"].shape == (135, 2334) and m["shapedirs"].shape == (778, 3, 10)
 
 
+@pytest.mark.no_binary
 def test_mano_rest_pose_returns_template(mano_buffers):
     """Identity rotations and zero betas: smplx's lbs returns v_template
     itself (A_i = [I | 0]); nothing is shifted to the root.  (Exactly:
@@ -268,6 +272,7 @@ def test_mano_rest_pose_returns_template(mano_buffers):
     assert (joints - mano_buffers["J_regressor"].double() @ vt).abs().max() < 1e-12
 
 
+@pytest.mark.no_binary
 def test_mano_global_rotation_is_rigid_about_root(mano_buffers):
     """Only global_orient = R: no pose blend shapes (R[1:] - I = 0) and every
     vertex turns rigidly about the root joint: v = R (v_shaped - J0) + J0."""
@@ -287,6 +292,7 @@ def test_mano_global_rotation_is_rigid_about_root(mano_buffers):
     assert (joints - want_j).abs().max() < 1e-12
 
 
+@pytest.mark.no_binary
 def test_mano_child_joint_rotation_moves_only_its_chain(mano_buffers):
     """Rotating one finger joint (index joint 2) leaves the posed joints of
     other fingers in place and moves its descendant (joint 3)."""
@@ -301,6 +307,7 @@ def test_mano_child_joint_rotation_moves_only_its_chain(mano_buffers):
     assert moved[[0, 1, 2] + list(range(4, 16))].max() < 1e-12
 
 
+@pytest.mark.no_binary
 def test_openpose_order():
     verts = torch.arange(778 * 3, dtype=torch.float64).reshape(1, 778, 3)
     joints = -torch.arange(16 * 3, dtype=torch.float64).reshape(1, 16, 3) - 1
@@ -313,6 +320,7 @@ def test_openpose_order():
     assert torch.equal(kp[17], joints[0, 7])            # pinky base
 
 
+@pytest.mark.no_binary
 def test_checkpoint_layout():
     """The fixtures are laid out as the release: prefix 'archive', a
     byteorder record, 563 keys at 32/6 (counted without generating), an
@@ -333,6 +341,7 @@ def test_checkpoint_layout():
     assert len(sd) + 31 * 12 + 5 * 17 == 563
 
 
+@pytest.mark.no_binary
 def test_tolerant_loader_handles_unknown_classes(tmp_path):
     """The reference loads checkpoints whose hyper-parameter classes cannot
     be imported (omegaconf's, in the release)."""
@@ -355,6 +364,7 @@ def test_tolerant_loader_handles_unknown_classes(tmp_path):
     assert torch.equal(sd["w"], torch.ones(2))
 
 
+@pytest.mark.no_binary
 def test_reference_batch_consistent_and_plausible():
     crops = float_crops(3)
     r3 = reference_outputs("d2h2", crops)
@@ -381,6 +391,7 @@ def test_reference_batch_consistent_and_plausible():
     assert a1.norm(dim=-1).min() > 0.3 and perp.min() > 0.3
 
 
+@pytest.mark.no_binary
 def test_fixture_generator_cli(tmp_path):
     """The generator's command line writes a loadable checkpoint and MANO
     file (cheap: depth 1/1)."""
