@@ -6,7 +6,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libhiredis-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
-    python3 python3-numpy python3-torch python3-pytest python3-pytest-xdist python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
+    python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
     libopenblas0-pthread clang libclang-rt-14-dev valgrind >/dev/null
 # npm fetches the hand-detector models (scripts/get_detector.sh) and, for the
 # tests, the reference TFLite runtime; most machines already have Node.js.
