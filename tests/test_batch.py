@@ -146,6 +146,7 @@ def test_outputs_and_errors(folder):
     assert f"{len(GOOD) + len(BAD)} images" in proc.stderr and "see errors.jsonl" in proc.stderr
 
 
+@pytest.mark.slow
 def test_same_as_hamer_run(folder, tmp_path):
     """Each NAME.json is `hamer run`'s RESULT.json for that image, byte for
     byte up to the timings; the pictures and meshes are the same files."""
@@ -170,6 +171,7 @@ def test_same_as_hamer_run(folder, tmp_path):
             assert (folder["out"] / f"{name}_{i}.obj").read_bytes() == theirs.read_bytes()
 
 
+@pytest.mark.slow
 def test_rerun_skips_touch_redoes_force_redoes_all(folder, tmp_path):
     root = tmp_path
     inp = root / "in"
@@ -212,6 +214,7 @@ def test_rerun_skips_touch_redoes_force_redoes_all(folder, tmp_path):
     assert len(errors(out)) == 1
 
 
+@pytest.mark.slow
 def test_kill_and_resume(folder, tmp_path):
     """SIGKILL after K finished images, then a rerun: every image done
     exactly once (the finished ones are not touched), no partial file."""
@@ -280,6 +283,7 @@ def test_unusable_output_folder_fails_before_any_work(tmp_path, folder):
     assert p.returncode == 1 and "input folder" in p.stderr, describe(p)
 
 
+@pytest.mark.slow
 def test_boxes_dir_glob_and_jobs(folder, tmp_path):
     """Boxes from --boxes-dir (a `hamer detect` document per image) give
     `hamer run --boxes`'s results; --glob filters; --jobs 2 and --prefetch 0
@@ -371,6 +375,7 @@ def predict_folder(model, inp, out, **opts):
     return json.loads(p.stdout)
 
 
+@pytest.mark.slow
 def test_predict_folder(folder, tmp_path):
     """Model.predict_folder: the command's files (the same bytes, timings
     aside) and records; skips and errors with the same semantics."""

@@ -152,6 +152,7 @@ def test_damaged_entry_is_rebuilt(tmp_path, runner, small, damage):
     assert_identical(want, got)
 
 
+@pytest.mark.slow
 def test_changed_checkpoint_gets_a_new_entry(tmp_path, runner, small):
     cache = tmp_path / "cache"
     env = cache_env(cache)

@@ -314,6 +314,7 @@ def full(tmp_path_factory, hamer_bin):
         dst.unlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "fast"])
 def test_full_size(tmp_path, full, precision):
     needs_fast(precision)

@@ -69,6 +69,7 @@ def test_single_pass_option_misses_the_small_hand(tmp_path):
     assert json.loads(out.read_text())["detector"]["passes"] == "full frame"
 
 
+@pytest.mark.slow
 def test_run_without_boxes_equals_run_with_detected_boxes(tmp_path, ckpt):
     model = ckpt("d2h2")
     img = shared_images() / "hamer_example_1.jpg"

@@ -41,6 +41,7 @@ def test_reference_single_pass_baseline():
     assert not ex1['pass'] and ex1['missed'] == [2] and not ex1['extra'], ex1
 
 
+@pytest.mark.slow
 @pytest.mark.no_binary
 @pytest.mark.parametrize('name', PHOTOS)
 def test_reference_multipass(name):
@@ -48,6 +49,7 @@ def test_reference_multipass(name):
     assert r['pass'], r
 
 
+@pytest.mark.slow
 @pytest.mark.no_binary
 def test_handedness_direction():
     """raw > 0.5 means a right hand on a non-mirrored photo; a mirrored
@@ -72,6 +74,7 @@ def test_handedness_direction():
     assert seen >= 6
 
 
+@pytest.mark.slow
 @pytest.mark.no_binary
 @pytest.mark.parametrize('name', NO_HANDS + ('camera.png',))
 def test_reference_no_false_hands(name):
@@ -106,6 +109,7 @@ def assert_same_hands_rotated(plain_hands, rot_hands, h):
         assert best['is_right'] == p['is_right']
 
 
+@pytest.mark.slow
 @pytest.mark.no_binary
 def test_reference_exif_rotation(tmp_path):
     plain, rot = exif_rotated(shared_images() / 'hamer_example_5.jpg', tmp_path)
@@ -208,6 +212,7 @@ def collage(key, tmp_path=None):
     return can, hands, path
 
 
+@pytest.mark.slow
 @pytest.mark.no_binary
 @pytest.mark.parametrize('key', sorted(COLLAGES))
 def test_reference_collage(key):

@@ -38,6 +38,7 @@ def gate(fast, ref):
     return pcc, v_mm
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["float", "uint8"])
 def test_fast_gate_with_outlier_channels(regress, kind):
     ckpt = outlier_checkpoint(4, 2, 7)
@@ -49,6 +50,7 @@ def test_fast_gate_with_outlier_channels(regress, kind):
     assert not np.array_equal(fast["params"], ref["params"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(SANITIZE, reason=FULL_SIZE_SKIP_REASON)
 def test_fast_gate_full_size(hamer_bin):
     # The gate holds per crop, not only on average: with every matmul in

@@ -521,6 +521,7 @@ def test_cuda_tagged_checkpoint_loads(regress):
 # The released architecture (32 ViT blocks, 6 decoder layers)
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(SANITIZE, reason=FULL_SIZE_SKIP_REASON)
 def test_regress_full_size():
     # The full-size run every full-size test reads (conftest); the float64

@@ -168,6 +168,7 @@ def test_half_closed_uploads_released_at_once(scene):
 # 5. Connection floods: per-address and total limits, header deadline
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_trickling_flood_bounded_healthz_fast(scene):
     srv = server(scene, "--max-connections", 40, "--max-connections-per-ip", 16, "--header-timeout-s", 2)
     socks = []
@@ -511,6 +512,7 @@ def shared_photo(name="hamer_example_5.jpg"):
     return p
 
 
+@pytest.mark.slow
 def test_predict_without_boxes_detects_like_run(scene, tmp_path):
     photo = shared_photo()
     out = tmp_path / "run.json"
@@ -596,6 +598,7 @@ def non_reader(port, head, body):
     return s
 
 
+@pytest.mark.slow
 def test_response_budget_bounds_unread_answers(scene):
     timeout = 3 * SLOW
     budget_mb = 20

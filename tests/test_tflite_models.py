@@ -117,6 +117,7 @@ def compare(got, ref, what):
         assert err <= TOL, "%s output %d: max error %.3g of the output's range (bound %g)" % (what, i, err, TOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_model_real_photos(model, tool, ref_runtime, detector_dir, images):
     data = (detector_dir / (model + ".tflite")).read_bytes()

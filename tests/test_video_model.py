@@ -50,6 +50,7 @@ def run_frame(tmp_path, model, frame, hands, k, *extra):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_unsmoothed_equals_run_with_the_trackers_boxes(tmp_path, ckpt, e5):
     model = ckpt("d2h2")
     frames_in = V.pan_zoom(e5, 5, (240, 320))
@@ -85,6 +86,7 @@ def geodesic(a, b):
     return float(np.arccos(np.clip(c, -1, 1)))
 
 
+@pytest.mark.slow
 def test_smoothing_is_the_documented_filter(tmp_path, ckpt, e5):
     model = ckpt("d2h2")
     vid = V.encode(V.noisy_still(e5, 20), tmp_path / "still.mp4")
@@ -130,6 +132,7 @@ def test_smoothing_is_the_documented_filter(tmp_path, ckpt, e5):
         assert sm_j < 0.5 * raw_j, (tid, raw_j, sm_j)
 
 
+@pytest.mark.slow
 def test_overlay_video_and_pngs(tmp_path, ckpt, e5):
     model = ckpt("d2h2")
     frames_in = V.pan_zoom(e5, 6, (240, 320))
@@ -215,6 +218,7 @@ def test_failed_render_keeps_the_overlay_and_writes_the_lines(tmp_path, ckpt, e5
 
 @pytest.mark.skipif(SANITIZE, reason="AddressSanitizer's quarantine makes RSS meaningless; "
                                      "its leak check covers this build")
+@pytest.mark.slow
 def test_memory_flat_over_a_long_video(tmp_path, ckpt, e5):
     """1000 frames: a hand shown for 10 frames of every 100 (tracking,
     detection, cuts, regression, smoothing, rendering all exercised), grey

@@ -53,6 +53,7 @@ def same(a, b):
     return a == b
 
 
+@pytest.mark.slow
 def test_video_and_track_equal_the_cli(tmp_path, ckpt, clip):
     frames, vid = clip
     model = ckpt("d2h2")

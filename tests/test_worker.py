@@ -549,6 +549,7 @@ def big_plan(n, n_regress):
     return plan
 
 
+@pytest.mark.slow
 def test_500_jobs_three_workers(redis_factory, scene, tmp_path):
     red = redis_factory()
     r = red.client()
@@ -795,6 +796,7 @@ def test_dead_letters_and_answered_ids(redis_factory, scene, tmp_path):
 # Redis restarted while the workers run
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_redis_restart_with_aof(redis_factory, scene, tmp_path):
     red = redis_factory(aof=True)
     r = red.client()
