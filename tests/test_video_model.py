@@ -87,6 +87,8 @@ def geodesic(a, b):
 
 
 @pytest.mark.slow
+@pytest.mark.accuracy  # the smoother's C path runs under ASan in test_memory_flat_over_a_long_video and
+# test_video_python.py::test_video_and_track_equal_the_cli (smoothing on); this compares its numbers
 def test_smoothing_is_the_documented_filter(tmp_path, ckpt, e5):
     model = ckpt("d2h2")
     vid = V.encode(V.noisy_still(e5, 20), tmp_path / "still.mp4")
