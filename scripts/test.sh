@@ -94,12 +94,14 @@ asan_tests() {
 }
 stage "tests (ASan+UBSan)" asan_tests
 
-# The fuzzers and valgrind are single-threaded: they run side by side, one
-# core each; each keeps its own budget (every fuzz target FUZZ_SECONDS).
+# The fuzzers and valgrind are single-threaded: they run side by side,
+# valgrind and two fuzz targets at a time (FUZZ_JOBS). A fuzz target's budget
+# is wall time (FUZZ_SECONDS each), so sharing the cores costs executions, not
+# time; valgrind's run stretches a little.
 fuzz_and_valgrind() {
     local fz=0 vg=0 t0=$SECONDS
     mkdir -p build
-    (FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_SEED=${FUZZ_SEED:-1} bash fuzz/run >build/fuzz.log 2>&1; \
+    (FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_JOBS=${FUZZ_JOBS:-2} bash fuzz/run >build/fuzz.log 2>&1; \
         echo $((SECONDS - t0)) >build/fuzz.seconds) &
     local fpid=$!
     bash scripts/valgrind.sh >build/valgrind.log 2>&1 || vg=$?
