@@ -31,7 +31,7 @@ LAYERS = [
     ["src/model"],
     ["src/load"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],
-    ["src/hamer.c", "src/api.h"],
+    ["src/hamer.c", "src/hamer_job.c", "src/api.h"],
     ["tools/cli", "tools/serve", "tools/worker"],
 ]
 
