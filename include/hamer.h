@@ -561,7 +561,8 @@ typedef enum {
 
 /* One photo. The image is exactly one of: path (a JPEG/PNG file; messages
  * name it), data/len (its bytes in memory), rgb/width/height (interleaved
- * 8-bit RGB, not copied). source HAMER_BOXES_GIVEN: boxes[0..n_boxes)
+ * 8-bit RGB, not copied: it must outlive the result; decode_ms is then
+ * reported as the decode time, for a caller that decoded it). source HAMER_BOXES_GIVEN: boxes[0..n_boxes)
  * (n_boxes 0: no hand, an empty result); HAMER_BOXES_DETECTED: the
  * detector finds them (boxes ignored). params NULL: the job's. */
 typedef struct {
@@ -570,6 +571,7 @@ typedef struct {
     size_t len;
     const uint8_t *rgb;
     int width, height;
+    double decode_ms;
     const hamer_box *boxes;
     int n_boxes;
     hamer_boxes_source source;
@@ -586,7 +588,7 @@ typedef struct {
     const hamer_hand *hands;
     const hamer_detection *detections; /* n_hands detection records when detected, else NULL */
     int n_failed;                   /* hands with ok = 0 */
-    hamer_timings timings;          /* decode (0 for RGB given), detect, crop, regress, finalise */
+    hamer_timings timings;          /* decode (input's decode_ms for RGB given), detect, crop, regress, finalise */
     hamer_job_stage failed_stage;   /* where the last run stopped (NONE: it succeeded) */
 } hamer_job_result;
 

@@ -36,6 +36,14 @@ hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, c
         hm_err(HM_E_ARG, "%s: state is NULL", __func__);
         return NULL;
     }
+    hamer_job_params p = params ? *params : hamer_job_default_params();
+    if (!(p.predict.rescale > 0 && p.predict.rescale <= HAMER_MAX_RESCALE) ||
+        (p.predict.crop_mode != HAMER_CROP_WARP && p.predict.crop_mode != HAMER_CROP_PAD) ||
+        p.detect.max_hands < 1 || p.detect.max_hands > HAMER_MAX_HANDS) {
+        hm_err(HM_E_ARG, "%s: bad params (rescale %g, crop mode %d, max_hands %d)", __func__, p.predict.rescale,
+               (int)p.predict.crop_mode, p.detect.max_hands);
+        return NULL;
+    }
     hamer_job *job = calloc(1, sizeof *job);
     if (job) {
         job->hands = calloc(HAMER_MAX_HANDS, sizeof *job->hands);
@@ -49,7 +57,7 @@ hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, c
     }
     job->state = state;
     job->dstate = detect_state;
-    job->params = params ? *params : hamer_job_default_params();
+    job->params = p;
     return job;
 }
 
@@ -104,6 +112,8 @@ int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
         rgb = job->decoded;
     } else if (w < 1 || h < 1) {
         return failed(job, HAMER_JOB_STAGE_DECODE, hm_err(HM_E_ARG, "%s: RGB image of %dx%d pixels", __func__, w, h));
+    } else {
+        r->timings.decode_ms = in->decode_ms;
     }
     r->width = w, r->height = h, r->rgb = rgb;
 
