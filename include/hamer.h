@@ -594,8 +594,9 @@ typedef struct {
 
 HAMER_API hamer_job_params hamer_job_default_params(void);
 /* A job on state (required) and detect_state (NULL: boxes must be given),
- * with params (NULL: the defaults). On error NULL is returned (HAMER_E_ARG
- * for a NULL state or bad params, HAMER_E_NOMEM) and nothing is created. */
+ * with params (NULL: the defaults; checked by hamer_job_run, with
+ * hamer_predict's and hamer_detect's messages). On error NULL is returned
+ * (HAMER_E_ARG for a NULL state, HAMER_E_NOMEM) and nothing is created. */
 HAMER_API hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, const hamer_job_params *params);
 HAMER_API void hamer_job_free(hamer_job *job);
 /* Run one photo: decode, detect or take the boxes, crop, regress. A bad box

@@ -36,14 +36,9 @@ hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, c
         hm_err(HM_E_ARG, "%s: state is NULL", __func__);
         return NULL;
     }
+    /* The parameters are checked by the stages that use them, per run (the
+     * messages of hamer_predict and hamer_detect). */
     hamer_job_params p = params ? *params : hamer_job_default_params();
-    if (!(p.predict.rescale > 0 && p.predict.rescale <= HAMER_MAX_RESCALE) ||
-        (p.predict.crop_mode != HAMER_CROP_WARP && p.predict.crop_mode != HAMER_CROP_PAD) ||
-        p.detect.max_hands < 1 || p.detect.max_hands > HAMER_MAX_HANDS) {
-        hm_err(HM_E_ARG, "%s: bad params (rescale %g, crop mode %d, max_hands %d)", __func__, p.predict.rescale,
-               (int)p.predict.crop_mode, p.detect.max_hands);
-        return NULL;
-    }
     hamer_job *job = calloc(1, sizeof *job);
     if (job) {
         job->hands = calloc(HAMER_MAX_HANDS, sizeof *job->hands);

@@ -250,11 +250,15 @@ static void same_as_separate_calls(hamer_model *m, hamer_state *st) {
     hamer_state_set_cancel(st, NULL, NULL);
     CHECK(hamer_job_run(job, &in) == HAMER_OK);
 
-    /* A job with bad parameters of its own is not made. */
-    CHECK(hamer_job_new(st, NULL, &bad) == NULL && hamer_last_error_code() == HAMER_E_ARG && clean_error(HAMER_E_ARG));
-    bad = hamer_job_default_params();
-    bad.detect.max_hands = HAMER_MAX_HANDS + 1;
-    CHECK(hamer_job_new(st, NULL, &bad) == NULL && hamer_last_error_code() == HAMER_E_ARG);
+    /* Bad parameters of the job's own: refused by the run that uses them,
+     * with hamer_predict's message. */
+    bad.predict.rescale = 20;
+    hamer_job *job2 = hamer_job_new(st, NULL, &bad);
+    CHECK(job2 != NULL);
+    in.params = NULL;
+    rc = job2 ? hamer_job_run(job2, &in) : HAMER_E_ARG;
+    CHECK(rc == HAMER_E_ARG && clean_error(rc) && strstr(hamer_last_error(), "rescale 20 out of range (0, 16]"));
+    hamer_job_free(job2);
 out:
     hamer_job_free(job);
     free(rgb);
