@@ -527,6 +527,101 @@ HAMER_API int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int
  * freed with hamer_free. HAMER_E_ARG for a hand without a result. */
 HAMER_API int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj, size_t *len);
 
+/* ---- The photo job: image in, RESULT.json / overlay / meshes out ----
+ *
+ * What `hamer run`, `hamer batch`, the server, the worker and the Python
+ * binding do with one photo, in one place: decode (JPEG/PNG from a file or
+ * from memory, or RGB given), the boxes given or found by the detector,
+ * crop, regress, the full-image results; then the documents of that
+ * result (RESULT.json, the overlay or side-view PNG, an OBJ per hand).
+ *
+ * A hamer_job borrows an inference state (and, to detect, a detection
+ * state): the model and detector stay read-only and shared. The job holds
+ * the per-request buffers (decoded image, boxes, detections, hands),
+ * allocated by hamer_job_new and grown only when an image or a request is
+ * larger than any before, so a steady stream of requests allocates
+ * nothing in the job itself. Use a job from one thread at a time, like its
+ * states; free it before them. A cancel callback set on the state
+ * (hamer_state_set_cancel) stops the job's regression. */
+
+typedef struct hamer_job hamer_job;
+
+typedef struct {
+    hamer_predict_params predict;   /* rescale, crop mode (hamer_predict_default_params) */
+    hamer_detect_params detect;     /* used when the boxes are detected (hamer_detect_default_params) */
+} hamer_job_params;
+
+/* The stage a job stopped at (hamer_job_result.failed_stage). */
+typedef enum {
+    HAMER_JOB_STAGE_NONE = 0,       /* it did not fail */
+    HAMER_JOB_STAGE_DECODE = 1,     /* the image could not be read or decoded */
+    HAMER_JOB_STAGE_DETECT = 2,     /* the detector failed (or there is no detection state) */
+    HAMER_JOB_STAGE_PREDICT = 3     /* the request as a whole was refused, or cancelled */
+} hamer_job_stage;
+
+/* One photo. The image is exactly one of: path (a JPEG/PNG file; messages
+ * name it), data/len (its bytes in memory), rgb/width/height (interleaved
+ * 8-bit RGB, not copied: it must outlive the result; decode_ms is then
+ * reported as the decode time, for a caller that decoded it). source HAMER_BOXES_GIVEN: boxes[0..n_boxes)
+ * (n_boxes 0: no hand, an empty result); HAMER_BOXES_DETECTED: the
+ * detector finds them (boxes ignored). params NULL: the job's. */
+typedef struct {
+    const char *path;
+    const void *data;
+    size_t len;
+    const uint8_t *rgb;
+    int width, height;
+    double decode_ms;
+    const hamer_box *boxes;
+    int n_boxes;
+    hamer_boxes_source source;
+    const hamer_job_params *params;
+} hamer_job_input;
+
+/* The last run's result, owned by the job and valid until its next run or
+ * free. hands[i].ok / hands[i].error is each hand's status. */
+typedef struct {
+    int width, height;              /* the decoded image */
+    const uint8_t *rgb;             /* its pixels (the caller's when given as RGB) */
+    hamer_boxes_source source;      /* where the boxes came from */
+    int n_hands;                    /* one hand per box, in order */
+    const hamer_hand *hands;
+    const hamer_detection *detections; /* n_hands detection records when detected, else NULL */
+    int n_failed;                   /* hands with ok = 0 */
+    hamer_timings timings;          /* decode (input's decode_ms for RGB given), detect, crop, regress, finalise */
+    hamer_job_stage failed_stage;   /* where the last run stopped (NONE: it succeeded) */
+} hamer_job_result;
+
+HAMER_API hamer_job_params hamer_job_default_params(void);
+/* A job on state (required) and detect_state (NULL: boxes must be given),
+ * with params (NULL: the defaults; checked by hamer_job_run, with
+ * hamer_predict's and hamer_detect's messages). On error NULL is returned
+ * (HAMER_E_ARG for a NULL state, HAMER_E_NOMEM) and nothing is created. */
+HAMER_API hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, const hamer_job_params *params);
+HAMER_API void hamer_job_free(hamer_job *job);
+/* Run one photo: decode, detect or take the boxes, crop, regress. A bad box
+ * fails only its own hand (ok = 0, the reason in error). On error a
+ * negative code is returned with the reason in hamer_last_error() (the
+ * same message hamer_image_load / hamer_detect / hamer_predict give) and
+ * the result's failed_stage says which stage; the result then holds no
+ * hands. HAMER_E_ARG for NULL arguments, no image or more than one, or
+ * n_boxes outside 0..HAMER_MAX_HANDS. */
+HAMER_API int hamer_job_run(hamer_job *job, const hamer_job_input *in);
+/* The last run's result into *out (pointers into the job). On error
+ * (NULL argument) HAMER_E_ARG is returned and nothing is changed. */
+HAMER_API int hamer_job_get_result(const hamer_job *job, hamer_job_result *out);
+/* The last run's RESULT.json (hamer_result_json_source with the run's
+ * source and timings). On error NULL is returned (no successful run,
+ * HAMER_E_NOMEM) and nothing is changed. Free with hamer_free. */
+HAMER_API char *hamer_job_result_json(const hamer_job *job, int with_vertices);
+/* The last run's overlay (side_view 0) or side view (1) as hamer_render_png
+ * draws it. On error a negative code is returned and *png is not set. */
+HAMER_API int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t **png, size_t *len);
+/* Hand i of the last run as an OBJ (hamer_hand_obj). On error (no such
+ * hand, a hand without a result) a negative code is returned and *obj is
+ * not set. */
+HAMER_API int hamer_job_hand_obj(const hamer_job *job, int hand, char **obj, size_t *len);
+
 /* Hand boxes: a JSON document [{"bbox":[x1,y1,x2,y2],"is_right":true},
  * ...] (is_right optional, default true; what `hamer detect` writes and
  * `hamer run --boxes` reads) into at most max boxes: the count, or a

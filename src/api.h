@@ -12,4 +12,8 @@
  * freed) on allocation failure. */
 hamer_model *hm_model_handle(hm_model *m);
 
+/* The model handle a state was made from (NULL for NULL): what the photo
+ * job (src/hamer_job.c) renders and writes meshes with. */
+const hamer_model *hm_state_model(const hamer_state *st);
+
 #endif

@@ -63,7 +63,10 @@ struct hamer_model {
 struct hamer_state {
     hm_state s;
     hm_predict_ws pws;   /* image pipeline buffers (hamer_predict) */
+    const hamer_model *model; /* the handle it was made from (hamer_job's documents) */
 };
+
+const hamer_model *hm_state_model(const hamer_state *st) { return st ? st->model : NULL; }
 
 hamer_model_params hamer_model_default_params(void) {
     hamer_model_params p = {NULL, 0, HAMER_PRECISION_FP32, 0};
@@ -200,6 +203,7 @@ hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_thre
         free(st);
         return NULL;
     }
+    st->model = model;
     return st;
 }
 

@@ -199,6 +199,14 @@ int main(void) {
     S(hamer_detection) F(hamer_detection, box) F(hamer_detection, score) F(hamer_detection, landmarks)
     F(hamer_detection, pass)
     S(hamer_detect_params) F(hamer_detect_params, tiles) S(hamer_detector_params) F(hamer_detector_params, lite)
+    S(hamer_job_params) F(hamer_job_params, predict) F(hamer_job_params, detect)
+    S(hamer_job_input) F(hamer_job_input, path) F(hamer_job_input, data) F(hamer_job_input, len)
+    F(hamer_job_input, rgb) F(hamer_job_input, width) F(hamer_job_input, height) F(hamer_job_input, decode_ms)
+    F(hamer_job_input, boxes) F(hamer_job_input, n_boxes) F(hamer_job_input, source) F(hamer_job_input, params)
+    S(hamer_job_result) F(hamer_job_result, width) F(hamer_job_result, height) F(hamer_job_result, rgb)
+    F(hamer_job_result, source) F(hamer_job_result, n_hands) F(hamer_job_result, hands)
+    F(hamer_job_result, detections) F(hamer_job_result, n_failed) F(hamer_job_result, timings)
+    F(hamer_job_result, failed_stage)
     return 0;
 }
 """
@@ -222,7 +230,9 @@ def test_struct_layouts_match_the_header(tmp_path):
                "hamer_output": _lib.Output, "hamer_box": _lib.Box,
                "hamer_predict_params": _lib.PredictParams, "hamer_timings": _lib.Timings,
                "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
-               "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams}
+               "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams,
+               "hamer_job_params": _lib.JobParams, "hamer_job_input": _lib.JobInput,
+               "hamer_job_result": _lib.JobResult}
     for line in out.splitlines():
         name, value = line.split()
         if "." in name:

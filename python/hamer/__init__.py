@@ -274,12 +274,12 @@ def _as_sides(is_right, n):
     return [bool(s) for s in sides]
 
 
-def _hand_dicts(w, h, hands, n, vertices, boxes):
-    """The "hands" of the library's RESULT.json document, as Python objects."""
+def _hand_dicts(ptr, boxes):
+    """The "hands" of a RESULT.json document the library wrote (ptr, freed
+    here), as Python objects."""
     lib = _lib.load()
-    ptr = lib.hamer_result_json(w, h, hands, n, int(bool(vertices)), None)
     if not ptr:
-        raise _library_error(fallback="hamer_result_json failed")
+        raise _library_error(fallback="hamer_job_result_json failed")
     try:
         doc = json.loads(ctypes.string_at(ptr).decode("utf-8"))
     finally:
@@ -542,18 +542,22 @@ class Detector(_Handle):
     def __repr__(self):
         return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
 
-    def _raw(self, rgb, max_hands, min_score, min_presence, tiles):
-        """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
+    def _params(self, max_hands, min_score, min_presence, tiles):
+        """hamer_detect_params from detect()'s arguments (checked)."""
         if not (isinstance(max_hands, int) and 1 <= max_hands <= MAX_HANDS):
             raise HamerError(f"max_hands must be an integer in 1..{MAX_HANDS}, got {max_hands!r}", E_ARG)
         for name, v in (("min_score", min_score), ("min_presence", min_presence)):
             if not (isinstance(v, (int, float)) and 0 < v < 1):
                 raise HamerError(f"{name} must be a number in (0, 1), got {v!r}", E_ARG)
-        h, w = rgb.shape[:2]
         params = self._lib.hamer_detect_default_params()
         params.max_hands, params.min_score, params.min_presence = max_hands, float(min_score), float(min_presence)
         params.tiles = int(bool(tiles))
-        dets = (_lib.Detection * MAX_HANDS)()
+        return params
+
+    @contextlib.contextmanager
+    def _lend(self):
+        """A detection state of the pool for the call's duration (close()
+        waits for it)."""
         with self._cond:
             self._check_open()
             st = self._idle.pop() if self._idle else None
@@ -563,16 +567,24 @@ class Detector(_Handle):
                 st = self._lib.hamer_detect_state_new(self._handle, self._threads)
                 if not st:
                     raise _library_error(fallback="cannot create a detection state")
-            n = self._lib.hamer_detect(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, ctypes.byref(params), dets,
-                                       MAX_HANDS, None)
-            if n < 0:
-                raise _library_error(n)
+            yield st
         finally:
             with self._cond:
                 if st:
                     self._idle.append(st)
                 self._active -= 1
                 self._cond.notify_all()
+
+    def _raw(self, rgb, max_hands, min_score, min_presence, tiles):
+        """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
+        params = self._params(max_hands, min_score, min_presence, tiles)
+        h, w = rgb.shape[:2]
+        dets = (_lib.Detection * MAX_HANDS)()
+        with self._lend() as st:
+            n = self._lib.hamer_detect(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, ctypes.byref(params), dets,
+                                       MAX_HANDS, None)
+            if n < 0:
+                raise _library_error(n)
         return dets, n
 
     def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
@@ -889,18 +901,15 @@ class Model(_Handle):
         h, w = rgb.shape[:2]
         if crop_mode not in _CROP_MODES:
             raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
-        params = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_CROP_MODES[crop_mode])
+        jp = self._lib.hamer_job_default_params()
+        jp.predict = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_CROP_MODES[crop_mode])
+        inp = _lib.JobInput(rgb=rgb.ctypes.data_as(_lib.c_uint8_p), width=w, height=h, params=ctypes.pointer(jp))
         if boxes is None:
-            dets, n = self.detector._raw(rgb, max_hands, min_score, min_presence, tiles)
-            bx = np.array([dets[i].box.bbox[:] for i in range(n)], np.float32).reshape(n, 4)
-            hands = (_lib.Hand * max(n, 1))()
-            with self._use() as st:
-                with _Interruptible(self._lib, st):
-                    rc = self._lib.hamer_predict_detections(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, dets, n,
-                                                            ctypes.byref(params), hands, None)
-                if rc < 0:
-                    raise _library_error(rc)
-            return _hand_dicts(w, h, hands, n, vertices, bx)
+            detector = self.detector
+            jp.detect = detector._params(max_hands, min_score, min_presence, tiles)
+            inp.source = _lib.BOXES_DETECTED
+            with detector._lend() as dst:
+                return self._job(inp, dst, vertices)
         bx = _as_boxes(boxes)
         n = len(bx)
         if n > MAX_HANDS:  # before the hand structures are allocated (10 kB each)
@@ -910,14 +919,30 @@ class Model(_Handle):
         for i in range(n):
             cboxes[i].bbox[:] = [float(v) for v in bx[i]]  # float32 -> double -> float: exact
             cboxes[i].is_right = int(sides[i])
-        hands = (_lib.Hand * max(n, 1))()
+        inp.boxes, inp.n_boxes, inp.source = cboxes, n, _lib.BOXES_GIVEN
+        return self._job(inp, None, vertices)
+
+    def _job(self, inp, detect_state, vertices):
+        """The library's photo job (hamer_job_run, as ``hamer run``) on a
+        state of this model: the "hands" of its RESULT.json as dicts."""
         with self._use() as st:
-            with _Interruptible(self._lib, st):
-                rc = self._lib.hamer_predict(st, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, cboxes, n,
-                                             ctypes.byref(params), hands, None)
-            if rc < 0:
-                raise _library_error(rc)
-        return _hand_dicts(w, h, hands, n, vertices, bx)
+            job = self._lib.hamer_job_new(st, detect_state, inp.params)
+            if not job:
+                raise _library_error(fallback="cannot create a photo job")
+            try:
+                with _Interruptible(self._lib, st):
+                    rc = self._lib.hamer_job_run(job, ctypes.byref(inp))
+                if rc < 0:
+                    raise _library_error(rc)
+                res = _lib.JobResult()
+                self._lib.hamer_job_get_result(job, ctypes.byref(res))
+                # The boxes as the hands carry them (float32): the given
+                # ones, or the detector's.
+                bx = np.array([res.hands[i].box.bbox[:] for i in range(res.n_hands)],
+                              np.float32).reshape(res.n_hands, 4)
+                return _hand_dicts(self._lib.hamer_job_result_json(job, int(bool(vertices))), bx)
+            finally:
+                self._lib.hamer_job_free(job)
 
     def render(self, image, hands, side_view=False):
         """PNG bytes of the hands drawn over the image (as ``hamer run

@@ -29,15 +29,6 @@ _EXTRA = {
     "hamer_detect_default_params": (_lib.DetectParams, []),
     "hamer_detect_state_new": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
     "hamer_detect_state_free": (None, [ctypes.c_void_p]),
-    "hamer_detect": (ctypes.c_int, [ctypes.c_void_p, _lib.c_uint8_p, ctypes.c_int, ctypes.c_int,
-                                    ctypes.POINTER(_lib.DetectParams), ctypes.POINTER(_lib.Detection), ctypes.c_int,
-                                    ctypes.POINTER(ctypes.c_double)]),
-    "hamer_predict_detections": (ctypes.c_int, [ctypes.c_void_p, _lib.c_uint8_p, ctypes.c_int, ctypes.c_int,
-                                                ctypes.POINTER(_lib.Detection), ctypes.c_int,
-                                                ctypes.POINTER(_lib.PredictParams), ctypes.POINTER(_lib.Hand),
-                                                ctypes.POINTER(_lib.Timings)]),
-    "hamer_hand_obj": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_lib.Hand),
-                                      ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_boxes_parse": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_lib.Box), ctypes.c_int]),
 }
 
@@ -546,50 +537,65 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
     "_det"}."""
     det, ds = dets_state
     n_max = _lib.MAX_HANDS
-    tm = _lib.Timings()
-    hands = (_lib.Hand * n_max)()
     detected = boxes_dir is None
 
     def fail(stage, reason):
         return {"stage": stage, "reason": reason, "_det": (det, ds)}, None
 
+    boxes, n = None, 0
+    if detected:
+        if det is None:
+            dp = lib.hamer_detector_default_params()
+            dir_bytes = os.fsencode(detector) if detector is not None else None
+            dp.dir, dp.lite = dir_bytes, int(bool(lite))
+            det = lib.hamer_detector_load(ctypes.byref(dp))
+            if not det:
+                raise _library_error(fallback="cannot load the hand detector")
+            ds = lib.hamer_detect_state_new(det, int(self._threads or 0))
+            if not ds:
+                raise _library_error(fallback="cannot create a detection state")
+    else:
+        try:
+            with open(it.boxes, "rb") as f:
+                text = f.read((64 << 20) + 1)
+        except OSError as e:
+            return fail("boxes", f"no boxes file '{it.boxes}': {e.strerror}")
+        if len(text) > 64 << 20:
+            return fail("boxes", f"'{it.boxes}': larger than 64 MB")
+        boxes = (_lib.Box * n_max)()
+        n = lib.hamer_boxes_parse(text, len(text), boxes, n_max)
+        if n < 0:
+            return fail("boxes", f"{it.boxes}: {_last_error()}")
+    jp = lib.hamer_job_default_params()
+    jp.predict, jp.detect = params, dparams
     with self._use() as st:
-        if detected:
-            if det is None:
-                dp = lib.hamer_detector_default_params()
-                dir_bytes = os.fsencode(detector) if detector is not None else None
-                dp.dir, dp.lite = dir_bytes, int(bool(lite))
-                det = lib.hamer_detector_load(ctypes.byref(dp))
-                if not det:
-                    raise _library_error(fallback="cannot load the hand detector")
-                ds = lib.hamer_detect_state_new(det, int(self._threads or 0))
-                if not ds:
-                    raise _library_error(fallback="cannot create a detection state")
-            dets = (_lib.Detection * n_max)()
-            ms = ctypes.c_double()
-            n = lib.hamer_detect(ds, rgb, w, h, ctypes.byref(dparams), dets, n_max, ctypes.byref(ms))
-            if n < 0:
-                return fail("detect", _last_error())
-            rc = lib.hamer_predict_detections(st, rgb, w, h, dets, n, ctypes.byref(params), hands, ctypes.byref(tm))
-            tm.detect_ms = ms.value
-        else:
-            try:
-                with open(it.boxes, "rb") as f:
-                    text = f.read((64 << 20) + 1)
-            except OSError as e:
-                return fail("boxes", f"no boxes file '{it.boxes}': {e.strerror}")
-            if len(text) > 64 << 20:
-                return fail("boxes", f"'{it.boxes}': larger than 64 MB")
-            boxes = (_lib.Box * n_max)()
-            n = lib.hamer_boxes_parse(text, len(text), boxes, n_max)
-            if n < 0:
-                return fail("boxes", f"{it.boxes}: {_last_error()}")
-            rc = lib.hamer_predict(st, rgb, w, h, boxes, n, ctypes.byref(params), hands, ctypes.byref(tm))
-        if rc < 0:
-            return fail("predict", _last_error())
-    tm.decode_ms = decode_ms
-    ptr = lib.hamer_result_json_source(w, h, hands, n, int(bool(vertices)), ctypes.byref(tm),
-                                       _lib.BOXES_DETECTED if detected else _lib.BOXES_GIVEN)
+        # The library's photo job (as `hamer run` and `hamer batch` run it) on
+        # the image decoded above; freed with the state's use.
+        job = lib.hamer_job_new(st, ds if detected else None, ctypes.byref(jp))
+        if not job:
+            raise _library_error(fallback="cannot create a photo job")
+        try:
+            inp = _lib.JobInput(rgb=rgb, width=w, height=h, decode_ms=decode_ms, boxes=boxes, n_boxes=n,
+                                source=_lib.BOXES_DETECTED if detected else _lib.BOXES_GIVEN)
+            rc = lib.hamer_job_run(job, ctypes.byref(inp))
+            res = _lib.JobResult()
+            lib.hamer_job_get_result(job, ctypes.byref(res))
+            if rc < 0:
+                return fail("detect" if res.failed_stage == _JOB_STAGE_DETECT else "predict", _last_error())
+            return _outputs(lib, job, res, it, vertices, render, side_view, save_mesh, out_dir, detected, fail,
+                            (det, ds))
+        finally:
+            lib.hamer_job_free(job)
+
+
+_JOB_STAGE_DETECT = 2  # hamer_job_stage HAMER_JOB_STAGE_DETECT
+
+
+def _outputs(lib, job, res, it, vertices, render, side_view, save_mesh, out_dir, detected, fail, dets_state):
+    """NAME.json and the pictures and meshes of a job's result, NAME.json
+    last; as _one returns."""
+    n, hands = res.n_hands, res.hands
+    ptr = lib.hamer_job_result_json(job, int(bool(vertices)))
     if not ptr:
         return fail("predict", _last_error())
     try:
@@ -603,7 +609,7 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
                 if not want:
                     continue
                 png, size = _lib.c_uint8_p(), ctypes.c_size_t()
-                if lib.hamer_render_png(self._handle, rgb, w, h, hands, n, k, ctypes.byref(png), ctypes.byref(size)):
+                if lib.hamer_job_render_png(job, k, ctypes.byref(png), ctypes.byref(size)):
                     return fail("render", _last_error())
                 try:
                     data = ctypes.string_at(png, size.value)
@@ -614,7 +620,7 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
                 if not hands[i].ok:
                     continue
                 obj, size = ctypes.c_void_p(), ctypes.c_size_t()
-                if lib.hamer_hand_obj(self._handle, ctypes.byref(hands[i]), ctypes.byref(obj), ctypes.byref(size)):
+                if lib.hamer_job_hand_obj(job, i, ctypes.byref(obj), ctypes.byref(size)):
                     return fail("write", _last_error())
                 try:
                     data = ctypes.string_at(obj, size.value)
@@ -632,4 +638,4 @@ def _one(self, lib, it, rgb, w, h, decode_ms, boxes_dir, params, dparams, detect
         bad = [i for i in range(n) if not hands[i].ok]
         if bad:
             error = f"{len(bad)} of {n} hands failed; {os.fsdecode(hands[bad[0]].error)}"
-    return {"doc": doc, "_det": (det, ds)}, error
+    return {"doc": doc, "_det": dets_state}, error

@@ -260,6 +260,44 @@ class Timings(_Struct):
     ]
 
 
+class JobParams(_Struct):
+    _fields_ = [
+        ("predict", PredictParams),
+        ("detect", DetectParams),
+    ]
+
+
+class JobInput(_Struct):
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("len", ctypes.c_size_t),
+        ("rgb", c_uint8_p),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("decode_ms", ctypes.c_double),
+        ("boxes", ctypes.POINTER(Box)),
+        ("n_boxes", ctypes.c_int),
+        ("source", ctypes.c_int),  # hamer_boxes_source (a C enum: int-sized)
+        ("params", ctypes.POINTER(JobParams)),
+    ]
+
+
+class JobResult(_Struct):
+    _fields_ = [
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("rgb", c_uint8_p),
+        ("source", ctypes.c_int),
+        ("n_hands", ctypes.c_int),
+        ("hands", ctypes.POINTER(Hand)),
+        ("detections", ctypes.POINTER(Detection)),
+        ("n_failed", ctypes.c_int),
+        ("timings", Timings),
+        ("failed_stage", ctypes.c_int),  # hamer_job_stage
+    ]
+
+
 # ---- Prototypes --------------------------------------------------------------
 
 _P = ctypes.c_void_p  # opaque hamer_model * / hamer_state *
@@ -298,6 +336,14 @@ _PROTOTYPES = {
                                                    ctypes.POINTER(Timings), _INT]),
     "hamer_render_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
                                 ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_job_default_params": (JobParams, []),
+    "hamer_job_new": (_P, [_P, _P, ctypes.POINTER(JobParams)]),
+    "hamer_job_free": (None, [_P]),
+    "hamer_job_run": (_INT, [_P, ctypes.POINTER(JobInput)]),
+    "hamer_job_get_result": (_INT, [_P, ctypes.POINTER(JobResult)]),
+    "hamer_job_result_json": (ctypes.c_void_p, [_P, _INT]),
+    "hamer_job_render_png": (_INT, [_P, _INT, ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_job_hand_obj": (_INT, [_P, _INT, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_free": (None, [ctypes.c_void_p]),
     "hamer_last_error": (ctypes.c_char_p, []),
     "hamer_last_error_code": (_INT, []),

@@ -839,9 +839,8 @@ static char *with_input(const item *it, const char *result) {
 typedef struct {
     hamer_state *st;
     hamer_detect_state *ds;
-    hamer_detection dets[HAMER_MAX_HANDS];
+    hamer_job *job;               /* the photo job on st and ds */
     hamer_box boxes[HAMER_MAX_HANDS];
-    hamer_hand hands[HAMER_MAX_HANDS];
 } worker_bufs;
 
 static int write_out(const char *path, const void *data, size_t len, char *err, size_t errlen) {
@@ -875,15 +874,15 @@ static int read_boxes(const char *path, hamer_box *boxes, char *err, size_t errl
     return k;
 }
 
-/* One image: hands, outputs, its errors. The same library calls, in the
- * same order and with the same parameters, as cli_run.c's run(), so that
- * NAME.json equals `hamer run`'s RESULT.json. */
+/* One image: hands, outputs, its errors. The library's photo job with the
+ * same parameters as `hamer run`, so that NAME.json equals its RESULT.json
+ * (the image decoded ahead by the prefetcher, its decode time kept). */
 static void process(batch *b, worker_bufs *wb, slot *s) {
     const batch_args *a = b->a;
     item *it = &b->list->v[s->idx];
     char err[1024];
-    double t_detect = 0, t_render = 0, t_write = 0;
-    hamer_timings tm = {0};
+    double t_render = 0, t_write = 0;
+    hamer_job_result r = {0};
     char *json = NULL, *doc = NULL;
     int n = 0, cancelled = 0;
     if (s->err[0]) {
@@ -891,24 +890,21 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         goto account;
     }
     int detected = !a->boxes_dir;
-    if (detected) {
-        n = hamer_detect(wb->ds, s->rgb, s->w, s->h, &a->det.params, wb->dets, HAMER_MAX_HANDS, &t_detect);
-        if (n < 0) {
-            record_error(b, it, "detect", hamer_last_error());
-            goto account;
-        }
-    } else if ((n = read_boxes(it->boxes, wb->boxes, err, sizeof err)) < 0) {
+    if (!detected && (n = read_boxes(it->boxes, wb->boxes, err, sizeof err)) < 0) {
         record_error(b, it, "boxes", err);
         goto account;
     }
-    if (detected ? hamer_predict_detections(wb->st, s->rgb, s->w, s->h, wb->dets, n, &a->pp, wb->hands, &tm)
-                 : hamer_predict(wb->st, s->rgb, s->w, s->h, wb->boxes, n, &a->pp, wb->hands, &tm)) {
-        if (hamer_last_error_code() == HAMER_E_CANCELLED) cancelled = 1;
-        else record_error(b, it, "predict", hamer_last_error());
+    hamer_job_input in = {.rgb = s->rgb, .width = s->w, .height = s->h, .decode_ms = s->decode_ms,
+                          .boxes = wb->boxes, .n_boxes = n,
+                          .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
+    int rc = hamer_job_run(wb->job, &in);
+    hamer_job_get_result(wb->job, &r);
+    if (rc) {
+        if (rc == HAMER_E_CANCELLED) cancelled = 1;
+        else record_error(b, it, r.failed_stage == HAMER_JOB_STAGE_DETECT ? "detect" : "predict", hamer_last_error());
         goto account;
     }
-    tm.detect_ms = t_detect;
-    tm.decode_ms = s->decode_ms;
+    n = r.n_hands;
     if (mkdir_p(it->out_dir) != 0) {
         snprintf(err, sizeof err, "cannot create the folder '%s': %s", it->out_dir, strerror(errno));
         record_error(b, it, "write", err);
@@ -921,7 +917,7 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         if (!(k ? a->side : a->render)) continue;
         uint8_t *png;
         size_t len;
-        if (hamer_render_png(b->model, s->rgb, s->w, s->h, wb->hands, n, k, &png, &len)) {
+        if (hamer_job_render_png(wb->job, k, &png, &len)) {
             record_error(b, it, "render", hamer_last_error());
             goto account;
         }
@@ -940,10 +936,10 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         }
     }
     for (int i = 0; a->save_mesh && i < n; i++) {
-        if (!wb->hands[i].ok) continue;
+        if (!r.hands[i].ok) continue;
         char *obj, *path = str_printf("%s_%d.obj", it->stem, i);
         size_t len;
-        if (!path || hamer_hand_obj(b->model, &wb->hands[i], &obj, &len)) {
+        if (!path || hamer_job_hand_obj(wb->job, i, &obj, &len)) {
             record_error(b, it, "write", path ? hamer_last_error() : "out of memory");
             free(path);
             goto account;
@@ -957,8 +953,7 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
         }
     }
     char *path = str_printf("%s.json", it->stem);
-    json = hamer_result_json_source(s->w, s->h, wb->hands, n, a->with_vertices, &tm,
-                                    detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
+    json = hamer_job_result_json(wb->job, a->with_vertices);
     doc = json ? with_input(it, json) : NULL;
     if (!path || !doc || write_out(path, doc, strlen(doc), err, sizeof err)) {
         if (!path || !doc) snprintf(err, sizeof err, "%s", path && !json ? hamer_last_error() : "out of memory");
@@ -971,10 +966,8 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
     /* Written, as `hamer run` writes it (its exits 3 and 4), and recorded. */
     if (detected && n == 0) record_error(b, it, "hands", "no hand found");
     for (int i = 0, first = 1; i < n; i++)
-        if (!wb->hands[i].ok && first) {
-            int nf = 0;
-            for (int j = i; j < n; j++) nf += !wb->hands[j].ok;
-            snprintf(err, sizeof err, "%d of %d hands failed; %s", nf, n, wb->hands[i].error);
+        if (!r.hands[i].ok && first) {
+            snprintf(err, sizeof err, "%d of %d hands failed; %s", r.n_failed, n, r.hands[i].error);
             record_error(b, it, "hands", err);
             first = 0;
         }
@@ -984,8 +977,8 @@ static void process(batch *b, worker_bufs *wb, slot *s) {
     pthread_mutex_unlock(&b->mu);
 account:
     pthread_mutex_lock(&b->mu);
-    b->t_decode += s->decode_ms * 1e-3, b->t_detect += t_detect * 1e-3, b->t_crop += tm.crop_ms * 1e-3;
-    b->t_regress += tm.regress_ms * 1e-3, b->t_finalise += tm.finalise_ms * 1e-3;
+    b->t_decode += s->decode_ms * 1e-3, b->t_detect += r.timings.detect_ms * 1e-3, b->t_crop += r.timings.crop_ms * 1e-3;
+    b->t_regress += r.timings.regress_ms * 1e-3, b->t_finalise += r.timings.finalise_ms * 1e-3;
     b->t_render += t_render, b->t_write += t_write;
     b->started += !cancelled;
     pthread_cond_broadcast(&b->cv_done);
@@ -1001,7 +994,13 @@ static void *worker(void *arg) {
     worker_bufs *wb = calloc(1, sizeof *wb);
     if (wb) wb->st = hamer_state_new(b->model, 16, b->threads_per_job);
     if (wb && wb->st && b->det) wb->ds = hamer_detect_state_new(b->det, b->threads_per_job);
-    if (!wb || !wb->st || (b->det && !wb->ds)) {
+    if (wb && wb->st && (!b->det || wb->ds)) {
+        hamer_job_params jp = hamer_job_default_params();
+        jp.predict = b->a->pp;
+        jp.detect = b->a->det.params;
+        wb->job = hamer_job_new(wb->st, wb->ds, &jp);
+    }
+    if (!wb || !wb->job) {
         pthread_mutex_lock(&b->mu);
         snprintf(b->fatal, sizeof b->fatal, "%s", wb ? hamer_last_error() : "out of memory");
         g_stop = 1;
@@ -1014,6 +1013,7 @@ static void *worker(void *arg) {
         while (next_image(b, &s)) process(b, wb, &s);
     }
     if (wb) {
+        hamer_job_free(wb->job);
         hamer_detect_state_free(wb->ds);
         hamer_state_free(wb->st);
         free(wb);

@@ -59,7 +59,6 @@ typedef struct {
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
     hm_cli_detect_args det;       /* used when no box is given */
-    hamer_detection dets[HAMER_MAX_HANDS];
     hamer_predict_params pp;
 } run_args;
 
@@ -117,24 +116,23 @@ static int parse(int argc, char **argv, run_args *a) {
 /* RESULT.json, the meshes and the pictures the options ask for, all
  * finished before any is renamed into place (RESULT.json last); the exit
  * status of a failure (message printed), else 0. */
-static int write_outputs(const run_args *a, const hamer_model *hm, const uint8_t *rgb, int w, int h,
-                         const hamer_hand *hands, const char *json) {
+static int write_outputs(const run_args *a, const hamer_job *job, const hamer_job_result *r, const char *json) {
     enum { MAXOUT = HAMER_MAX_HANDS + 3 };
     hm_cli_output outs[MAXOUT];
     static char obj_paths[HAMER_MAX_HANDS][4096];
     void *owned[MAXOUT];
     int n = 0, nowned = 0, status = 1, made_dir = 0;
-    for (int i = 0; a->obj_dir && i < a->nbox; i++) {
-        if (!hands[i].ok) continue;
+    for (int i = 0; a->obj_dir && i < r->n_hands; i++) {
+        if (!r->hands[i].ok) continue;
         char *obj;
         size_t len;
         int k = snprintf(obj_paths[i], sizeof obj_paths[i], "%s/hand_%02d_%s.obj", a->obj_dir, i,
-                         hands[i].box.is_right ? "right" : "left");
+                         r->hands[i].box.is_right ? "right" : "left");
         if (k < 0 || (size_t)k >= sizeof obj_paths[i]) {
             fprintf(stderr, "hamer: run: --obj-dir path too long (nothing written)\n");
             goto done;
         }
-        if (hamer_hand_obj(hm, &hands[i], &obj, &len)) {
+        if (hamer_job_hand_obj(job, i, &obj, &len)) {
             fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
             goto done;
         }
@@ -146,7 +144,7 @@ static int write_outputs(const run_args *a, const hamer_model *hm, const uint8_t
         if (!pics[k]) continue;
         uint8_t *png;
         size_t len;
-        if (hamer_render_png(hm, rgb, w, h, hands, a->nbox, k, &png, &len)) {
+        if (hamer_job_render_png(job, k, &png, &len)) {
             fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
             goto done;
         }
@@ -179,18 +177,6 @@ done:
     return status;
 }
 
-/* The detector's hands of the image into a->dets; their count, or -1
- * (message printed). */
-static int detect(run_args *a, const uint8_t *rgb, int w, int h, double *ms) {
-    hamer_detector *det = hm_cli_load_detector(&a->det);
-    hamer_detect_state *ds = det ? hamer_detect_state_new(det, a->threads) : NULL;
-    int n = ds ? hamer_detect(ds, rgb, w, h, &a->det.params, a->dets, HAMER_MAX_HANDS, ms) : -1;
-    if (n < 0) fprintf(stderr, "hamer: %s\n", hamer_last_error());
-    hamer_detect_state_free(ds);
-    hamer_detector_free(det);
-    return n;
-}
-
 static int run(run_args *a) {
     char err[1024];
     /* Before any work: no output may overwrite an input or another output,
@@ -210,63 +196,55 @@ static int run(run_args *a) {
         }
     }
 
-    double t0 = hm_cli_now();
-    uint8_t *rgb = NULL;
-    int w, h;
-    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
-    double decode_ms = 1e3 * (hm_cli_now() - t0);
-
     /* No boxes given: the built-in detector finds the hands. */
     int detected = !a->nbox && !a->boxes_file;
-    double detect_ms = 0;
-    if (detected) {
-        a->nbox = detect(a, rgb, w, h, &detect_ms);
-        if (a->nbox < 0) {
-            hamer_free(rgb);
-            return 1;
-        }
-    }
-
-    hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
-    hamer_state *st = hm ? hamer_state_new(hm, a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1, a->threads) : NULL;
-    hamer_hand *hands = calloc(a->nbox > 0 ? a->nbox : 1, sizeof *hands);
-    hamer_timings tm = {0};
+    hamer_detector *det = NULL;
+    hamer_detect_state *ds = NULL;
+    hamer_model *hm = NULL;
+    hamer_state *st = NULL;
+    hamer_job *job = NULL;
     char *json = NULL;
     int status = 1;
-    if (!hm || !st || !hands) {
-        fprintf(stderr, "hamer: %s\n", hm && st ? "out of memory" : hamer_last_error());
-        goto done;
-    }
-    if (detected ? hamer_predict_detections(st, rgb, w, h, a->dets, a->nbox, &a->pp, hands, &tm)
-                 : hamer_predict(st, rgb, w, h, a->boxes, a->nbox, &a->pp, hands, &tm)) {
+    if (detected && (!(det = hm_cli_load_detector(&a->det)) || !(ds = hamer_detect_state_new(det, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    tm.detect_ms = detect_ms;
-    tm.decode_ms = decode_ms;
-    int nfail = 0;
-    for (int i = 0; i < a->nbox; i++)
-        if (!hands[i].ok) {
-            fprintf(stderr, "hamer: %s\n", hands[i].error);
-            nfail++;
-        }
-    if (!(json = hamer_result_json_source(w, h, hands, a->nbox, a->with_vertices, &tm,
-                                          detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN))) {
+    hamer_job_params jp = hamer_job_default_params();
+    jp.predict = a->pp;
+    jp.detect = a->det.params;
+    /* Detected hands are regressed in passes of up to 16, as the server does. */
+    int batch = detected ? 16 : a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1;
+    if (!(hm = hm_cli_load_model(a->model, a->mano, a->precision)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
+        !(job = hamer_job_new(st, ds, &jp))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (write_outputs(a, hm, rgb, w, h, hands, json)) goto done;
-    status = nfail ? 3 : 0;
-    if (detected && a->nbox == 0) {
+    hamer_job_input in = {.path = a->image, .boxes = a->boxes, .n_boxes = a->nbox,
+                          .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
+    hamer_job_result r;
+    if (hamer_job_run(job, &in) || hamer_job_get_result(job, &r)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    for (int i = 0; i < r.n_hands; i++)
+        if (!r.hands[i].ok) fprintf(stderr, "hamer: %s\n", r.hands[i].error);
+    if (!(json = hamer_job_result_json(job, a->with_vertices))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (write_outputs(a, job, &r, json)) goto done;
+    status = r.n_failed ? 3 : 0;
+    if (detected && r.n_hands == 0) {
         fprintf(stderr, "hamer: no hand found in %s (RESULT.json lists none)\n", a->image);
         status = 4;
     }
 done:
     hamer_free(json);
-    free(hands);
+    hamer_job_free(job);
     hamer_state_free(st);
     hamer_model_free(hm);
-    hamer_free(rgb);
+    hamer_detect_state_free(ds);
+    hamer_detector_free(det);
     return status;
 }
 

@@ -126,38 +126,19 @@ static int job_cancelled(void *user) {
 /* 400 for what the client sent, 500 for the server's own trouble. */
 static int status_of(int rc) { return rc == HAMER_E_NOMEM || rc == HAMER_E_NOMANO ? 500 : 400; }
 
-/* Run one job on a state; fills status/out/out_len/out_type (malloc'd). */
-static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_detection *dets, hamer_hand *hands,
-                    hm_srv_job *job, int *status, uint8_t **out, size_t *out_len, const char **out_type,
-                    double *infer_s) {
-    uint8_t *rgb = NULL;
-    int w = 0, h = 0;
+/* Run one request on a worker's photo job; fills status/out/out_len/out_type (malloc'd). */
+static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint8_t **out, size_t *out_len,
+                    const char **out_type, double *infer_s) {
     char msg[512];
-    hamer_timings tm = {0};
     double t0 = hm_srv_now();
     *out = NULL;
-    int rc = hamer_image_decode(job->image, job->image_len, &rgb, &w, &h);
-    if (rc) {
-        snprintf(msg, sizeof msg, "%s", hamer_last_error());
-        goto fail;
-    }
-    tm.decode_ms = 1e3 * (hm_srv_now() - t0);
-    double decode_ms = tm.decode_ms, detect_ms = 0;
-    if (job->detect) {
-        hamer_detect_params dp = hamer_detect_default_params();
-        rc = hamer_detect(ds, rgb, w, h, &dp, dets, HAMER_MAX_HANDS, &detect_ms);
-        if (rc < 0) {
-            snprintf(msg, sizeof msg, "detect: %s", hamer_last_error());
-            goto fail;
-        }
-        job->nbox = rc;
-        rc = hamer_predict_detections(st, rgb, w, h, dets, job->nbox, &job->pp, hands, &tm);
-    } else {
-        rc = hamer_predict(st, rgb, w, h, job->boxes, job->nbox, &job->pp, hands, &tm);
-    }
-    /* hamer_predict fills the other timings; keep `hamer run`'s decode figure. */
-    tm.decode_ms = decode_ms;
-    tm.detect_ms = detect_ms;
+    hamer_job_params jp = hamer_job_default_params();
+    jp.predict = job->pp;
+    hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = job->boxes, .n_boxes = job->nbox,
+                          .source = job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
+    hamer_job_result r;
+    int rc = hamer_job_run(pj, &in);
+    hamer_job_get_result(pj, &r);
     if (rc == HAMER_E_CANCELLED) {
         atomic_fetch_add(&s->metrics.cancelled, 1);
         snprintf(msg, sizeof msg, "timed out after %g s (inference cancelled)", s->cfg.timeout_s);
@@ -167,16 +148,14 @@ static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_de
         goto done;
     }
     if (rc) {
-        snprintf(msg, sizeof msg, "%s", hamer_last_error());
+        snprintf(msg, sizeof msg, "%s%s", r.failed_stage == HAMER_JOB_STAGE_DETECT ? "detect: " : "", hamer_last_error());
         goto fail;
     }
-    int ok = 0;
-    for (int i = 0; i < job->nbox; i++) ok += hands[i].ok;
-    atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)ok);
-    atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)(job->nbox - ok));
+    job->nbox = r.n_hands;
+    atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)(r.n_hands - r.n_failed));
+    atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)r.n_failed);
     if (job->kind == HM_SRV_JOB_PREDICT) {
-        char *json = hamer_result_json_source(w, h, hands, job->nbox, job->with_vertices, &tm,
-                                              job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
+        char *json = hamer_job_result_json(pj, job->with_vertices);
         if (!json) {
             rc = HAMER_E_NOMEM;
             snprintf(msg, sizeof msg, "%s", hamer_last_error());
@@ -191,7 +170,7 @@ static void run_job(hm_srv *s, hamer_state *st, hamer_detect_state *ds, hamer_de
     } else {
         uint8_t *png = NULL;
         size_t len = 0;
-        rc = hamer_render_png(s->model, rgb, w, h, hands, job->nbox, job->side_view, &png, &len);
+        rc = hamer_job_render_png(pj, job->side_view, &png, &len);
         if (rc) {
             snprintf(msg, sizeof msg, "render: %s", hamer_last_error());
             goto fail;
@@ -215,7 +194,6 @@ fail:
     *out_type = "application/json";
 done:
     *infer_s = hm_srv_now() - t0;
-    hamer_free(rgb);
 }
 
 typedef struct {
@@ -231,10 +209,9 @@ static void *worker_main(void *p) {
     hm_srv *s = a.s;
     hamer_state *st = s->states[a.index];
     hamer_detect_state *ds = s->dstates ? s->dstates[a.index] : NULL;
-    /* Per worker, once: 64 hands and detections are ~1.5 MB, too much to
-     * allocate per request or to keep on a thread stack. */
-    hamer_hand *hands = calloc(HAMER_MAX_HANDS, sizeof *hands);
-    hamer_detection *dets = calloc(HAMER_MAX_HANDS, sizeof *dets);
+    /* Per worker, once: the job's buffers (64 hands and detections, ~1.5
+     * MB) are too much to allocate per request or to keep on a stack. */
+    hamer_job *pj = hamer_job_new(st, ds, NULL);
     for (;;) {
         pthread_mutex_lock(&s->qmu);
         while (!s->whead && !s->stopping) pthread_cond_wait(&s->qcv, &s->qmu);
@@ -262,12 +239,12 @@ static void *worker_main(void *p) {
             snprintf(msg, sizeof msg, "timed out after %g s waiting in the queue", s->cfg.timeout_s);
             out = (uint8_t *)hm_srv_error_json(msg, &out_len);
             type = "application/json";
-        } else if (!hands || !dets) {
+        } else if (!pj) {
             out = (uint8_t *)hm_srv_error_json("out of memory", &out_len);
             type = "application/json";
         } else {
             hamer_state_set_cancel(st, job_cancelled, job);
-            run_job(s, st, ds, dets, hands, job, &status, &out, &out_len, &type, &infer_s);
+            run_job(s, pj, job, &status, &out, &out_len, &type, &infer_s);
             hamer_state_set_cancel(st, NULL, NULL);
             hm_srv_hist_observe(&s->metrics.inference, infer_s);
         }
@@ -288,8 +265,7 @@ static void *worker_main(void *p) {
         }
         hm_srv_job_unref(job);
     }
-    free(hands);
-    free(dets);
+    hamer_job_free(pj);
     return NULL;
 }
 

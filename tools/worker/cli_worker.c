@@ -383,10 +383,14 @@ static int load(worker *w) {
         return 1;
     }
     w->e.dparams = a->det.params;
-    if (a->no_detect) return 0;
-    if (!(w->e.detector = hm_cli_load_detector(&a->det)) ||
-        !(w->e.dstate = hamer_detect_state_new(w->e.detector, a->threads))) {
+    if (!a->no_detect && (!(w->e.detector = hm_cli_load_detector(&a->det)) ||
+                          !(w->e.dstate = hamer_detect_state_new(w->e.detector, a->threads)))) {
         hm_wk_log("%s (or start with --no-detect: jobs without boxes then get an error result)", hamer_last_error());
+        return 1;
+    }
+    /* The photo job's buffers, once for every job this worker runs. */
+    if (!(w->e.job = hamer_job_new(w->e.state, w->e.dstate, NULL))) {
+        hm_wk_log("%s", hamer_last_error());
         return 1;
     }
     return 0;
@@ -480,6 +484,7 @@ int hm_cli_worker(int argc, char **argv) {
               (unsigned long long)atomic_load(&w.m.retries), (unsigned long long)atomic_load(&w.m.reconnects));
     hm_wk_metrics_stop(msrv);
     hm_wk_redis_close(&w.r);
+    hamer_job_free(w.e.job);
     hamer_detect_state_free(w.e.dstate);
     hamer_detector_free(w.e.detector);
     hamer_state_free(w.e.state);

@@ -134,6 +134,8 @@ typedef struct {
     hamer_detector *detector;       /* NULL with --no-detect */
     hamer_detect_state *dstate;
     hamer_detect_params dparams;
+    hamer_job *job;                 /* the photo job on state/dstate (made when they are,
+                                       else by the first hm_wk_job_run); freed before them */
 } hm_wk_engine;
 
 /* Run a parsed job: decode, detect when it has no boxes, regress, RESULT.json

@@ -158,66 +158,46 @@ static void fail(hm_wk_outcome *out, int rc, const char *what) {
     hm_wk_clean(out->error, sizeof out->error, msg);
 }
 
-/* Boxes, decode, detect or not, predict, RESULT.json; the outcome says
- * which of ok / error / retry it came to. */
+/* Boxes, then the photo job (decode, detect or not, predict) and its
+ * RESULT.json; the outcome says which of ok / error / retry it came to. */
 void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     memset(out, 0, sizeof *out);
-    uint8_t *rgb = NULL;
-    int w = 0, h = 0, n = 0;
+    int n = 0;
     hamer_box *boxes = calloc(HAMER_MAX_HANDS, sizeof *boxes);
-    hamer_detection *dets = calloc(HAMER_MAX_HANDS, sizeof *dets);
-    hamer_hand *hands = NULL;
-    if (!boxes || !dets) {
+    if (!boxes || (!e->job && !(e->job = hamer_job_new(e->state, e->dstate, NULL)))) { /* made by load() */
         out->kind = HM_WK_RESULT_RETRY;
         snprintf(out->error, sizeof out->error, "out of memory");
         goto done;
     }
     /* The same steps, in the same order, with the same timings as `hamer
-     * run` (tools/cli/cli_run.c): boxes, decode, detect, predict. */
+     * run` (tools/cli/cli_run.c): boxes, then the library's photo job. */
     int detected = !job->boxes;
     if (!detected && (n = hamer_boxes_parse(job->boxes, job->boxes_len, boxes, HAMER_MAX_HANDS)) < 0) {
         fail(out, n, "");
         goto done;
     }
-    double t0 = hm_cli_now();
-    int rc = hamer_image_decode(job->image, job->image_len, &rgb, &w, &h);
-    if (rc) {
-        fail(out, rc, "");
-        goto done;
-    }
-    double decode_ms = 1e3 * (hm_cli_now() - t0), detect_ms = 0;
-    if (detected && !e->detector) {
+    hamer_job_params jp = hamer_job_default_params();
+    jp.predict = job->pp;
+    jp.detect = e->dparams;
+    hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = boxes, .n_boxes = n,
+                          .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
+    hamer_job_result r;
+    int rc = hamer_job_run(e->job, &in);
+    hamer_job_get_result(e->job, &r);
+    if (rc && r.failed_stage == HAMER_JOB_STAGE_DETECT && !e->dstate) {
         out->kind = HM_WK_RESULT_ERROR;
         snprintf(out->error, sizeof out->error, "no 'boxes' given and this worker runs without the detector "
                  "(--no-detect)");
         goto done;
-    } else if (detected) {
-        n = hamer_detect(e->dstate, rgb, w, h, &e->dparams, dets, HAMER_MAX_HANDS, &detect_ms);
-        if (n < 0) {
-            fail(out, n, "detect: ");
-            goto done;
-        }
     }
-    hands = calloc(n > 0 ? (size_t)n : 1, sizeof *hands);
-    if (!hands) {
-        out->kind = HM_WK_RESULT_RETRY;
-        snprintf(out->error, sizeof out->error, "out of memory");
-        goto done;
-    }
-    rc = detected ? hamer_predict_detections(e->state, rgb, w, h, dets, n, &job->pp, hands, &out->tm)
-                  : hamer_predict(e->state, rgb, w, h, boxes, n, &job->pp, hands, &out->tm);
     if (rc) {
-        fail(out, rc, "");
+        fail(out, rc, r.failed_stage == HAMER_JOB_STAGE_DETECT ? "detect: " : "");
         goto done;
     }
-    out->tm.detect_ms = detect_ms;
-    out->tm.decode_ms = decode_ms;
-    for (int i = 0; i < n; i++) {
-        out->hands_ok += hands[i].ok;
-        out->hands_failed += !hands[i].ok;
-    }
-    char *json = hamer_result_json_source(w, h, hands, n, job->with_vertices, &out->tm,
-                                          detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN);
+    out->tm = r.timings;
+    out->hands_ok = r.n_hands - r.n_failed;
+    out->hands_failed = r.n_failed;
+    char *json = hamer_job_result_json(e->job, job->with_vertices);
     if (!json) {
         fail(out, hamer_last_error_code(), "result: ");
         goto done;
@@ -232,8 +212,5 @@ void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     }
     out->kind = HM_WK_RESULT_OK;
 done:
-    free(hands);
-    free(dets);
     free(boxes);
-    hamer_free(rgb);
 }
