@@ -196,6 +196,14 @@ static int run(run_args *a) {
         }
     }
 
+    /* The photo is decoded before the model loads, so a bad image is
+     * reported at once, not after seconds of loading. */
+    uint8_t *rgb = NULL;
+    int w = 0, h = 0;
+    double t0 = hm_cli_now();
+    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
+    double decode_ms = 1e3 * (hm_cli_now() - t0);
+
     /* No boxes given: the built-in detector finds the hands. */
     int detected = !a->nbox && !a->boxes_file;
     hamer_detector *det = NULL;
@@ -219,7 +227,7 @@ static int run(run_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    hamer_job_input in = {.path = a->image, .boxes = a->boxes, .n_boxes = a->nbox,
+    hamer_job_input in = {.rgb = rgb, .width = w, .height = h, .decode_ms = decode_ms, .boxes = a->boxes, .n_boxes = a->nbox,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
     hamer_job_result r;
     if (hamer_job_run(job, &in) || hamer_job_get_result(job, &r)) {
@@ -240,6 +248,7 @@ static int run(run_args *a) {
     }
 done:
     hamer_free(json);
+    hamer_free(rgb);
     hamer_job_free(job);
     hamer_state_free(st);
     hamer_model_free(hm);
