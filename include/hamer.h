@@ -176,9 +176,9 @@ typedef struct {
     float pred_cam[3];      /* crop camera (s, tx, ty) as predicted */
     float cam_t_full[3];    /* camera translation in the full image */
     float focal_length;     /* 5000/256 * max(W, H) */
-    float keypoints_3d[21 * 3];  /* metres, MANO frame (add cam_t_full for the camera frame) */
-    float keypoints_2d[21 * 2];  /* full-image pixels */
-    float vertices[778 * 3];     /* same frame as keypoints_3d */
+    float keypoints_3d[HAMER_N_KP * 3];  /* metres, MANO frame (add cam_t_full for the camera frame) */
+    float keypoints_2d[HAMER_N_KP * 2];  /* full-image pixels */
+    float vertices[HAMER_N_VERTS * 3];     /* same frame as keypoints_3d */
     double box_center[2], box_size; /* the crop the model saw */
     /* Where the box came from: filled by hamer_predict_detections (detected
      * = 1), zero for boxes given to hamer_predict. */
@@ -187,7 +187,7 @@ typedef struct {
         float score;             /* palm detector score */
         float presence;          /* hand presence (landmark model) */
         float handedness;        /* P(right hand) */
-        float landmarks[21 * 3]; /* x, y image pixels; z relative depth on x's scale */
+        float landmarks[HAMER_N_KP * 3]; /* x, y image pixels; z relative depth on x's scale */
         int pass;                /* 0 full frame, k > 0 tile level k */
     } detection;
 } hamer_hand;

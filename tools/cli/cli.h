@@ -47,14 +47,17 @@ void hm_cli_detect_defaults(hm_cli_detect_args *d);
 int hm_cli_detect_option(int argc, char **argv, int *i, hm_cli_detect_args *d, const char *cmd);
 /* hamer_detector_load with those options; NULL with hamer_last_error(). */
 hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d);
+/* The largest boxes file a command reads (README: threat model and limits). */
+#define HM_CLI_BOXES_FILE_MAX ((size_t)64 << 20)
+
+/* The whole file at path (at most max bytes) as a NUL-terminated buffer,
+ * malloc'd, its length in *len; NULL with a message in err. */
+char *hm_cli_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 /* Write data to path through core/fileio (a temp file beside the
  * symlink-followed target, fsync'd, renamed): the path holds the old
  * content or the complete new one; a directory or device at the path is
  * refused, never removed. 0, or -1 with a message naming the path and the
  * reason in err. */
-/* The whole file at path (at most max bytes) as a NUL-terminated buffer,
- * malloc'd, its length in *len; NULL with a message in err. */
-char *hm_cli_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 int hm_cli_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 /* Before any work: refuse (exit status 2, message printed) an output that

@@ -858,7 +858,7 @@ static int read_boxes(const char *path, hamer_box *boxes, char *err, size_t errl
     }
     char *buf = NULL;
     long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n < 0 || n > (64L << 20)) {
+    if (n < 0 || (unsigned long)n > HM_CLI_BOXES_FILE_MAX) {
         snprintf(err, errlen, "'%s': unreadable or larger than 64 MB", path);
     } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
         snprintf(err, errlen, "cannot read '%s'", path);

@@ -186,7 +186,7 @@ static int run(run_args *a) {
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
-        char *text = hm_cli_read_file(a->boxes_file, 64u << 20, &len, err, sizeof err);
+        char *text = hm_cli_read_file(a->boxes_file, HM_CLI_BOXES_FILE_MAX, &len, err, sizeof err);
         if (!text) return hm_cli_fail(1, "%s", err);
         a->nbox = hamer_boxes_parse(text, len, a->boxes, HAMER_MAX_HANDS);
         free(text);

@@ -111,7 +111,7 @@ int hm_cli_submit(int argc, char **argv) {
     char *image = hm_cli_read_file(a.image, 512u << 20, &ilen, err, sizeof err), *boxes = NULL;
     if (!image) return hm_cli_fail(1, "%s", err);
     if (a.boxes_file) {
-        boxes = hm_cli_read_file(a.boxes_file, 64u << 20, &blen, err, sizeof err);
+        boxes = hm_cli_read_file(a.boxes_file, HM_CLI_BOXES_FILE_MAX, &blen, err, sizeof err);
         hamer_box tmp[HAMER_MAX_HANDS];
         if (!boxes) rc = hm_cli_fail(1, "%s", err);
         else if (hamer_boxes_parse(boxes, blen, tmp, HAMER_MAX_HANDS) < 0) {
