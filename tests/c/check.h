@@ -40,6 +40,16 @@ static inline int clean_error(int rc) {
     return rc != HM_OK && m[0] && !strchr(m, '\n');
 }
 
+/* The tiny checkpoint with MANO among the fuzzers' seeds
+ * (fuzz/corpus/model/tiny_mano.ckpt), found from this file's location. */
+static inline const char *check_tiny_model(void) {
+    static char path[4096];
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    snprintf(path, sizeof path, "%.*s/../../fuzz/corpus/model/tiny_mano.ckpt", slash ? (int)(slash - f) : 1,
+             slash ? f : ".");
+    return path;
+}
+
 static inline int check_summary(void) {
     printf("%d passed, %d failed\n", npass, nfail);
     return nfail ? 1 : 0;

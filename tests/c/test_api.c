@@ -15,13 +15,7 @@
 #include "hamer.h"
 #include "kernels/gemm.h"
 
-static char model_path[4096];
-
-static void find_model(void) {
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(model_path, sizeof model_path, "%.*s/../../fuzz/corpus/model/tiny_mano.ckpt",
-             slash ? (int)(slash - f) : 1, slash ? f : ".");
-}
+static const char *model_path;
 
 static float *random_crops(int B, uint32_t seed) {
     size_t n = (size_t)B * 3 * HAMER_CROP_H * HAMER_CROP_W;
@@ -263,7 +257,7 @@ static void forward_contract(int precision) {
 }
 
 int main(void) {
-    find_model();
+    model_path = check_tiny_model();
     null_handles();
     status_table();
     result_json_source();

@@ -19,13 +19,7 @@
 #include "check.h"
 #include "hamer.h"
 
-static char model_path[4096];
-
-static void find_model(void) {
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(model_path, sizeof model_path, "%.*s/../../fuzz/corpus/model/tiny_mano.ckpt",
-             slash ? (int)(slash - f) : 1, slash ? f : ".");
-}
+static const char *model_path;
 
 /* A w x h RGB picture with some structure (gradients and a bright square). */
 static uint8_t *make_image(int w, int h) {
@@ -312,7 +306,7 @@ static void detected(hamer_state *st) {
 }
 
 int main(void) {
-    find_model();
+    model_path = check_tiny_model();
     null_args();
     hamer_model_params p = hamer_model_default_params();
     p.no_cache = 1;
