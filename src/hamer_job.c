@@ -14,10 +14,10 @@ struct hamer_job {
     hamer_state *state;
     hamer_detect_state *dstate;
     hamer_job_params params;
-    /* Per-request buffers, allocated once (HAMER_MAX_HANDS of each). */
+    /* Per-request buffers, allocated once (HAMER_MAX_HANDS of each); given
+     * boxes are read in place. */
     hamer_hand *hands;
     hamer_detection *dets;
-    hamer_box *boxes;
     uint8_t *decoded;          /* the last decoded image (hamer_free'd by the next run) */
     hamer_job_result res;
     int have_result;           /* the last run succeeded */
@@ -43,9 +43,8 @@ hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, c
     if (job) {
         job->hands = calloc(HAMER_MAX_HANDS, sizeof *job->hands);
         job->dets = calloc(HAMER_MAX_HANDS, sizeof *job->dets);
-        job->boxes = calloc(HAMER_MAX_HANDS, sizeof *job->boxes);
     }
-    if (!job || !job->hands || !job->dets || !job->boxes) {
+    if (!job || !job->hands || !job->dets) {
         hamer_job_free(job);
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
         return NULL;
@@ -61,7 +60,6 @@ void hamer_job_free(hamer_job *job) {
     hamer_free(job->decoded);
     free(job->hands);
     free(job->dets);
-    free(job->boxes);
     free(job);
 }
 
@@ -125,8 +123,7 @@ int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
         r->detections = job->dets;
     } else {
         n = in->n_boxes;
-        if (n > 0) memcpy(job->boxes, in->boxes, (size_t)n * sizeof *job->boxes);
-        rc = hamer_predict(job->state, rgb, w, h, job->boxes, n, &p->predict, job->hands, &r->timings);
+        rc = hamer_predict(job->state, rgb, w, h, in->boxes, n, &p->predict, job->hands, &r->timings);
     }
     if (rc) return failed(job, HAMER_JOB_STAGE_PREDICT, rc);
     r->timings.detect_ms = detect_ms;
