@@ -455,6 +455,8 @@ def bad_requests(scene):
         ("bad_rescale", "/v1/predict" + box + "&rescale=abc", "image/png", png, 400, "rescale"),
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
         ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
+        ("bad_timeout", "/v1/predict" + box + "&timeout_s=inf", "image/png", png, 400, "timeout_s"),
+        ("zero_timeout", "/v1/render" + box + "&timeout_s=0", "image/png", png, 400, "timeout_s"),
         ("bad_crop_mode", "/v1/predict" + box + "&crop_mode=diag", "image/png", png, 400, "crop_mode"),
         ("bad_vertices", "/v1/predict" + box + "&vertices=2", "image/png", png, 400, "vertices"),
     ]
@@ -566,13 +568,17 @@ def test_timeouts_504_for_queued_and_running(fault_server, scene):
         r = post(fault_server.url + "/v1/predict", scene["png"], "image/png", q, timeout=60 * SLOW)
         results[key] = (r.status_code, r.json().get("error", ""), time.monotonic() - t0)
 
-    a = threading.Thread(target=send, args=("running", "?boxes=" + boxes))
+    # A longer ?timeout_s= than the server's 2 s does not lengthen it.
+    a = threading.Thread(target=send, args=("running", "?timeout_s=100&boxes=" + boxes))
     a.start()
     deadline = time.monotonic() + 10 * SLOW
     while fault_server.metric("hamer_workers_busy") < 1:
         assert time.monotonic() < deadline, "the long job never started"
         time.sleep(0.05)
-    b = threading.Thread(target=send, args=("queued", "?boxes=" + box_arg(RIGHT)))
+    # Its own 0.5 s pass while the worker is surely busy (until the 2 s of
+    # the running job): with the server's 2 s for both, the worker could
+    # free up (cancel) before the second job's deadline and start it.
+    b = threading.Thread(target=send, args=("queued", "?timeout_s=0.5&boxes=" + box_arg(RIGHT)))
     b.start()
     a.join(60 * SLOW)
     b.join(60 * SLOW)
@@ -580,7 +586,8 @@ def test_timeouts_504_for_queued_and_running(fault_server, scene):
     assert st == 504 and "inference cancelled" in err, results
     assert dt < 2 + 3 * SLOW, f"504 after {dt:.1f} s for a 2 s timeout"
     st, err, dt = results["queued"]
-    assert st == 504 and "waiting in the queue" in err, results
+    assert st == 504 and err == "timed out after 0.5 s waiting in the queue", results
+    assert dt < 0.5 + 1.5 * SLOW, f"504 after {dt:.1f} s for a 0.5 s timeout"
     assert fault_server.metric("hamer_requests_total", endpoint="/v1/predict", status="504") == 2
     # the 504'd inference was stopped, not run to its end (issue 12, finding 8)
     deadline = time.monotonic() + 5 * SLOW

@@ -140,7 +140,7 @@ int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 5
+#define HM_SRV_QUERY_NKEYS 6
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -157,6 +157,7 @@ typedef struct {
     int with_vertices, side_view;   /* 0 or 1 */
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
+    double timeout_s;               /* ?timeout_s=: the client's own deadline, 0: none given */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -192,6 +193,7 @@ typedef struct hm_srv_job {
     /* bookkeeping, under the queue lock */
     struct MHD_Connection *conn;
     int state;
+    double timeout_s;               /* min(--timeout-s, ?timeout_s=) */
     double t_enqueue, deadline;
     struct hm_srv_job *wprev, *wnext;   /* waiting FIFO */
     struct hm_srv_job *pprev, *pnext;   /* unanswered jobs, by deadline */

@@ -335,7 +335,9 @@ static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *
     (void)kind;
     query_scan *q = cls;
     if ((strlen(key) != key_size || (value && strlen(value) != value_size)) && !q->nul) q->nul = key;
-    if (hm_srv_query_add(q->args, key, value) == 0 && q->ntaken < HM_SRV_QUERY_NKEYS) {
+    /* timeout_s changes when the answer comes, not what it is: not part of the cache key */
+    if (hm_srv_query_add(q->args, key, value) == 0 && q->ntaken < HM_SRV_QUERY_NKEYS &&
+        strcmp(key, "timeout_s")) {
         q->taken[2 * q->ntaken] = key;
         q->taken[2 * q->ntaken + 1] = value;
         q->ntaken++;
@@ -379,6 +381,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     int status = hm_srv_query_parse(&args, image_body && !boxes_absent, &query, msg, msglen);
     if (status) return status;
     job->pp = query.pp;
+    job->timeout_s = query.timeout_s;
     job->with_vertices = query.with_vertices;
     job->side_view = query.side_view;
     job->body = r->body;

@@ -1,6 +1,6 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
- * crop_mode, vertices, side_view).
+ * crop_mode, vertices, side_view, timeout_s).
  *
  * Separate from server_http.c so that it takes plain strings and can be
  * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
@@ -19,8 +19,9 @@
 #include "serve/server.h"
 #include "core/util.h"
 
-enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW };
-const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes", "vertices", "rescale", "crop_mode", "side_view"};
+enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT };
+const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale",
+                                                           "crop_mode", "side_view", "timeout_s"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -99,19 +100,26 @@ static int query_boxes(const char *v, hamer_box *boxes, char *msg, size_t msglen
     return n ? n : -1;
 }
 
+/* A plain decimal in (0, max]: strtod alone would also take hex floats,
+ * "inf" and "nan". 0 taken, -1 not. */
+static int query_real(const char *v, double max, double *out) {
+    char *end;
+    int plain = v[strspn(v, "0123456789.eE+-")] == 0;
+    *out = strtod(v, &end);
+    return plain && !*end && end != v && *out > 0 && *out <= max ? 0 : -1;
+}
+
 /* The checks in the order the server has always made them, so that a
  * request with several faults keeps getting the same answer. */
 static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen) {
     const char *v;
     if ((v = a->value[QUERY_RESCALE])) {
-        char *end;
-        /* Plain decimal only: strtod would also take hex floats, "inf", "nan". */
-        int plain = v[strspn(v, "0123456789.eE+-")] == 0;
-        q->pp.rescale = strtod(v, &end);
-        if (!plain || *end || end == v || !(q->pp.rescale > 0 && q->pp.rescale <= HAMER_MAX_RESCALE)) {
+        double r;
+        if (query_real(v, HAMER_MAX_RESCALE, &r)) {
             snprintf(msg, msglen, "rescale must be a number in (0, %g], got '%.40s'", HAMER_MAX_RESCALE, v);
             return 400;
         }
+        q->pp.rescale = r;
     }
     if ((v = a->value[QUERY_CROP_MODE])) {
         if (!strcmp(v, "warp")) q->pp.crop_mode = HAMER_CROP_WARP;
@@ -127,6 +135,12 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     }
     if ((v = a->value[QUERY_SIDE_VIEW]) && (q->side_view = query_flag(v)) < 0) {
         snprintf(msg, msglen, "side_view must be 0 or 1, got '%.40s'", v);
+        return 400;
+    }
+    /* The server's --timeout-s still bounds it (hm_srv_work_submit): a
+     * client may shorten its deadline, not lengthen it. */
+    if ((v = a->value[QUERY_TIMEOUT]) && query_real(v, 86400, &q->timeout_s)) {
+        snprintf(msg, msglen, "timeout_s must be a number of seconds in (0, 86400], got '%.40s'", v);
         return 400;
     }
     const char *boxes = a->value[QUERY_BOXES];

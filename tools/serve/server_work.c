@@ -2,8 +2,8 @@
  * (one hamer_state each) and the reaper that enforces --timeout-s.
  *
  * A job is on two lists under s->qmu: the waiting FIFO until a worker takes
- * it, and the pending list (ordered by deadline, since every job gets the
- * same timeout) until it is answered. Exactly one party answers a job: the
+ * it, and the pending list (ordered by deadline: --timeout-s, or a
+ * client's shorter ?timeout_s=) until it is answered. Exactly one party answers a job: the
  * worker when its inference ends, the reaper when the deadline passes first
  * (504), the watchdog when the client went away, or shutdown. The answerer
  * writes the response into the job and resumes its suspended connection;
@@ -97,19 +97,26 @@ int hm_srv_work_submit(hm_srv *s, hm_srv_job *job) {
     atomic_fetch_add(&job->refs, 1);
     job->state = HM_SRV_JOB_QUEUED;
     job->t_enqueue = hm_srv_now();
-    job->deadline = job->t_enqueue + s->cfg.timeout_s;
+    if (!(job->timeout_s > 0 && job->timeout_s < s->cfg.timeout_s)) job->timeout_s = s->cfg.timeout_s;
+    job->deadline = job->t_enqueue + job->timeout_s;
     job->wprev = s->wtail, job->wnext = NULL;
     if (s->wtail) s->wtail->wnext = job;
     else s->whead = job;
     s->wtail = job;
     s->nwaiting++;
-    job->pprev = s->ptail, job->pnext = NULL;
-    if (s->ptail) s->ptail->pnext = job;
+    /* By deadline: from the tail, since a job without ?timeout_s= (most)
+     * has the latest one. */
+    hm_srv_job *after = s->ptail;
+    while (after && after->deadline > job->deadline) after = after->pprev;
+    job->pprev = after;
+    job->pnext = after ? after->pnext : s->phead;
+    if (job->pnext) job->pnext->pprev = job;
+    else s->ptail = job;
+    if (after) after->pnext = job;
     else {
         s->phead = job;
-        pthread_cond_signal(&s->rcv);   /* the reaper may be waiting with no deadline */
+        pthread_cond_signal(&s->rcv);   /* the reaper waits for the earliest deadline, or none */
     }
-    s->ptail = job;
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
     return 0;
@@ -141,7 +148,7 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     hamer_job_get_result(pj, &r);
     if (rc == HAMER_E_CANCELLED) {
         atomic_fetch_add(&s->metrics.cancelled, 1);
-        snprintf(msg, sizeof msg, "timed out after %g s (inference cancelled)", s->cfg.timeout_s);
+        snprintf(msg, sizeof msg, "timed out after %g s (inference cancelled)", job->timeout_s);
         *status = 504;
         *out = (uint8_t *)hm_srv_error_json(msg, out_len);
         *out_type = "application/json";
@@ -236,7 +243,7 @@ static void *worker_main(void *p) {
             atomic_fetch_add(&s->metrics.cancelled, 1);
             status = 504;
             char msg[128];
-            snprintf(msg, sizeof msg, "timed out after %g s waiting in the queue", s->cfg.timeout_s);
+            snprintf(msg, sizeof msg, "timed out after %g s waiting in the queue", job->timeout_s);
             out = (uint8_t *)hm_srv_error_json(msg, &out_len);
             type = "application/json";
         } else if (!pj) {
@@ -301,7 +308,7 @@ static void *reaper_main(void *p) {
         snprintf(msg, sizeof msg,
                  running ? "timed out after %g s (inference cancelled)"
                          : "timed out after %g s waiting in the queue",
-                 s->cfg.timeout_s);
+                 j->timeout_s);
         set_error(j, 504, msg);
         MHD_resume_connection(j->conn);
         if (was_waiting) hm_srv_job_unref(j);
