@@ -622,6 +622,108 @@ HAMER_API int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t 
  * not set. */
 HAMER_API int hamer_job_hand_obj(const hamer_job *job, int hand, char **obj, size_t *len);
 
+/* ---- Folder mode: every photo of a folder, resumable ----
+ *
+ * What `hamer batch` and Model.predict_folder do, in one place: the scan
+ * (sorted by name, hidden files left out, globs; recursive: links
+ * followed, each folder once, at most HAMER_FOLDER_MAX_DEPTH deep and
+ * HAMER_FOLDER_MAX_ENTRIES names), the naming of the outputs (per image
+ * NAME.EXT in OUT's mirror of its subfolder: NAME.json, NAME_all.png,
+ * NAME_side.png, NAME_N.obj), the skip rule (NAME.json records its input
+ * by path, size and mtime; the first owner of a NAME keeps it), OUT's
+ * errors.jsonl (one fsync'd line per failure) and the lock that keeps two
+ * runs off one output folder. src/hamer_folder.c lists the rules.
+ *
+ * hamer_folder_open scans and plans: each image is TODO or SKIPPED (done
+ * earlier, or a failure that stands); name clashes are FAILED at once.
+ * hamer_folder_process computes one TODO image with a photo job; distinct
+ * images may be processed from several threads at once. */
+
+#define HAMER_FOLDER_MAX_DEPTH 64
+#define HAMER_FOLDER_MAX_ENTRIES 1000000
+
+typedef struct hamer_folder hamer_folder;
+
+typedef struct {
+    const char *input_dir;          /* required */
+    const char *out_dir;            /* NULL: nothing written, nothing skipped */
+    const char *boxes_dir;          /* D/.../NAME.json per image; NULL: the job's detector finds the hands */
+    const char *const *globs;       /* fnmatch patterns on the file name; n_globs 0: every file */
+    int n_globs;
+    int recursive, force, retry_failed;
+    int render, side_view, save_mesh, vertices;     /* the outputs */
+    int (*cancel)(void *user);      /* polled by the scan (NULL: never stop) */
+    void *cancel_user;
+} hamer_folder_params;
+
+typedef enum {
+    HAMER_FOLDER_TODO = 0,
+    HAMER_FOLDER_SKIPPED = 1,       /* complete from an earlier run, or a failure that stands */
+    HAMER_FOLDER_COMPUTED = 2,
+    HAMER_FOLDER_FAILED = 3         /* error_stage/error_reason say why; a result may still be written */
+} hamer_folder_status;
+
+/* One image of the plan; strings owned by the folder, valid until it is
+ * closed (error_* until the image is processed again). */
+typedef struct {
+    const char *path;               /* the file, as the OS names it */
+    const char *rel;                /* its path below input_dir */
+    const char *shown;              /* path in the escaped, printable form of errors.jsonl */
+    const char *result_path;        /* OUT/.../NAME.json; NULL without out_dir */
+    hamer_folder_status status;
+    const char *error_stage;        /* decode, boxes, detect, predict, render, write, name, hands; NULL: none */
+    const char *error_reason;       /* (for a skipped image: the failure an earlier run recorded) */
+} hamer_folder_image;
+
+/* An image decoded by the caller (a prefetching front end): rgb (NULL with
+ * decode_error set when it did not decode) and the time it took. */
+typedef struct {
+    const uint8_t *rgb;
+    int width, height;
+    double decode_ms;
+    const char *decode_error;
+} hamer_folder_decoded;
+
+/* Totals so far: images (all), computed, skipped, failed (by this run),
+ * failed_earlier (skipped images with a standing failure), hands, and the
+ * seconds of each stage summed over the images. */
+typedef struct {
+    int images, todo, computed, skipped, failed, failed_earlier, hands;
+    double decode_s, detect_s, crop_s, regress_s, finalise_s, render_s, write_s;
+} hamer_folder_stats;
+
+HAMER_API hamer_folder_params hamer_folder_default_params(void);
+/* Check the folders (input readable, output created and writable and not
+ * the input, boxes_dir a folder), take OUT's lock, scan, plan, rewrite
+ * errors.jsonl to the failures that stand and record the name clashes.
+ * Nothing is computed. On error a negative code is returned with a
+ * one-line message (HAMER_E_IO for the folders, the lock and the scan's
+ * limits, HAMER_E_ARG for bad parameters or OUT = input, HAMER_E_CANCELLED
+ * when cancel said stop) and nothing is written. */
+HAMER_API int hamer_folder_open(const hamer_folder_params *params, hamer_folder **out);
+/* The number of images (0 for NULL). */
+HAMER_API int hamer_folder_count(const hamer_folder *f);
+/* Image i into *out; HAMER_E_ARG for NULL or i out of range. */
+HAMER_API int hamer_folder_image_info(const hamer_folder *f, int i, hamer_folder_image *out);
+/* Compute TODO image i with job (its detection state is used when there is
+ * no boxes_dir): decode it (or take pre), read its boxes, run the job,
+ * write its outputs (NAME.json last, each atomically) and record its
+ * failure, if any, in errors.jsonl. The image's status becomes COMPUTED or
+ * FAILED; a job cancelled through its state's callback leaves it TODO and
+ * returns HAMER_E_CANCELLED. With result non-NULL, *result is NAME.json's
+ * text (hamer_free; NULL when there is none). HAMER_OK otherwise (a failed
+ * image is not an error of this call); HAMER_E_ARG for bad arguments or an
+ * image that is not TODO. */
+HAMER_API int hamer_folder_process(hamer_folder *f, int i, hamer_job *job, const hamer_folder_decoded *pre,
+                                   char **result);
+HAMER_API int hamer_folder_get_stats(const hamer_folder *f, hamer_folder_stats *out);
+/* Release the lock and everything the folder holds. */
+HAMER_API void hamer_folder_close(hamer_folder *f);
+/* s in the escaped form folder mode writes names in (well-formed UTF-8
+ * kept but control characters; other bytes \xNN; a backslash \\):
+ * malloc'd (hamer_free), NULL when out of memory. */
+HAMER_API char *hamer_name_escape(const char *s);
+
 /* Hand boxes: a JSON document [{"bbox":[x1,y1,x2,y2],"is_right":true},
  * ...] (is_right optional, default true; what `hamer detect` writes and
  * `hamer run --boxes` reads) into at most max boxes: the count, or a

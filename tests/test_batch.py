@@ -610,11 +610,11 @@ def test_recursive_scan_depth_limit(ckpt, tmp_path, runner):
     out = tmp_path / "out"
     if runner == "cli":
         p = batch(tmp_path / "no-model.ckpt", inp, out, "--boxes-dir", boxes, "--recursive", "--json")
-        assert p.returncode == 1 and "more than 64 folders below --input-dir" in p.stderr, describe(p)
+        assert p.returncode == 1 and "more than 64 folders below the input folder" in p.stderr, describe(p)
         assert len(p.stderr.splitlines()) == 1 and "no-model" not in p.stderr, describe(p)
     else:
         r = predict_folder(ckpt("d1h1"), inp, out, boxes_dir=str(boxes), recursive=True)
-        assert r.get("raised") == "HamerIOError" and "more than 64 folders below input_dir" in r["message"], r
+        assert r.get("raised") == "HamerIOError" and "more than 64 folders below the input folder" in r["message"], r
     assert not list(out.rglob("*.json"))
 
 
