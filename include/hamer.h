@@ -713,7 +713,8 @@ HAMER_API int hamer_folder_image_info(const hamer_folder *f, int i, hamer_folder
  * returns HAMER_E_CANCELLED. With result non-NULL, *result is NAME.json's
  * text (hamer_free; NULL when there is none). HAMER_OK otherwise (a failed
  * image is not an error of this call); HAMER_E_ARG for bad arguments or an
- * image that is not TODO. */
+ * image that is not TODO. job may be NULL when pre says the image did not
+ * decode. */
 HAMER_API int hamer_folder_process(hamer_folder *f, int i, hamer_job *job, const hamer_folder_decoded *pre,
                                    char **result);
 HAMER_API int hamer_folder_get_stats(const hamer_folder *f, hamer_folder_stats *out);

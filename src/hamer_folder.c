@@ -867,7 +867,8 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
 
 int hamer_folder_process(hamer_folder *f, int i, hamer_job *job, const hamer_folder_decoded *pre, char **result) {
     if (result) *result = NULL;
-    if (!f || !job || i < 0 || (size_t)i >= f->n)
+    /* No job is needed to record an image the caller could not decode. */
+    if (!f || (!job && !(pre && !pre->rgb)) || i < 0 || (size_t)i >= f->n)
         return hm_err(HM_E_ARG, "%s: NULL argument or no image %d", __func__, i);
     item *it = &f->v[i];
     if (it->status != HAMER_FOLDER_TODO) return hm_err(HM_E_ARG, "%s: image %d is not to be computed", __func__, i);

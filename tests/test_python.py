@@ -207,6 +207,11 @@ int main(void) {
     F(hamer_job_result, source) F(hamer_job_result, n_hands) F(hamer_job_result, hands)
     F(hamer_job_result, detections) F(hamer_job_result, n_failed) F(hamer_job_result, timings)
     F(hamer_job_result, failed_stage)
+    S(hamer_folder_params) F(hamer_folder_params, globs) F(hamer_folder_params, n_globs)
+    F(hamer_folder_params, vertices) F(hamer_folder_params, cancel) F(hamer_folder_params, cancel_user)
+    S(hamer_folder_image) F(hamer_folder_image, result_path) F(hamer_folder_image, status)
+    F(hamer_folder_image, error_stage) F(hamer_folder_image, error_reason)
+    S(hamer_folder_decoded) F(hamer_folder_decoded, decode_ms) F(hamer_folder_decoded, decode_error)
     return 0;
 }
 """
@@ -232,7 +237,8 @@ def test_struct_layouts_match_the_header(tmp_path):
                "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
                "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams,
                "hamer_job_params": _lib.JobParams, "hamer_job_input": _lib.JobInput,
-               "hamer_job_result": _lib.JobResult}
+               "hamer_job_result": _lib.JobResult, "hamer_folder_params": _lib.FolderParams,
+               "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded}
     for line in out.splitlines():
         name, value = line.split()
         if "." in name:

@@ -298,6 +298,50 @@ class JobResult(_Struct):
     ]
 
 
+class FolderParams(_Struct):
+    _fields_ = [
+        ("input_dir", ctypes.c_char_p),
+        ("out_dir", ctypes.c_char_p),
+        ("boxes_dir", ctypes.c_char_p),
+        ("globs", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_globs", ctypes.c_int),
+        ("recursive", ctypes.c_int),
+        ("force", ctypes.c_int),
+        ("retry_failed", ctypes.c_int),
+        ("render", ctypes.c_int),
+        ("side_view", ctypes.c_int),
+        ("save_mesh", ctypes.c_int),
+        ("vertices", ctypes.c_int),
+        ("cancel", ctypes.c_void_p),
+        ("cancel_user", ctypes.c_void_p),
+    ]
+
+
+class FolderImage(_Struct):
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("rel", ctypes.c_char_p),
+        ("shown", ctypes.c_char_p),
+        ("result_path", ctypes.c_char_p),
+        ("status", ctypes.c_int),  # hamer_folder_status
+        ("error_stage", ctypes.c_char_p),
+        ("error_reason", ctypes.c_char_p),
+    ]
+
+
+class FolderDecoded(_Struct):
+    _fields_ = [
+        ("rgb", c_uint8_p),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("decode_ms", ctypes.c_double),
+        ("decode_error", ctypes.c_char_p),
+    ]
+
+
+FOLDER_TODO, FOLDER_SKIPPED, FOLDER_COMPUTED, FOLDER_FAILED = 0, 1, 2, 3
+
+
 # ---- Prototypes --------------------------------------------------------------
 
 _P = ctypes.c_void_p  # opaque hamer_model * / hamer_state *
@@ -344,6 +388,13 @@ _PROTOTYPES = {
     "hamer_job_result_json": (ctypes.c_void_p, [_P, _INT]),
     "hamer_job_render_png": (_INT, [_P, _INT, ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_job_hand_obj": (_INT, [_P, _INT, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_folder_default_params": (FolderParams, []),
+    "hamer_folder_open": (_INT, [ctypes.POINTER(FolderParams), ctypes.POINTER(_P)]),
+    "hamer_folder_count": (_INT, [_P]),
+    "hamer_folder_image_info": (_INT, [_P, _INT, ctypes.POINTER(FolderImage)]),
+    "hamer_folder_process": (_INT, [_P, _INT, _P, ctypes.POINTER(FolderDecoded), ctypes.POINTER(ctypes.c_void_p)]),
+    "hamer_folder_close": (None, [_P]),
+    "hamer_name_escape": (ctypes.c_void_p, [ctypes.c_char_p]),
     "hamer_free": (None, [ctypes.c_void_p]),
     "hamer_last_error": (ctypes.c_char_p, []),
     "hamer_last_error_code": (_INT, []),
