@@ -12,7 +12,7 @@
   bad MANO indices, ...) are tested in tests/c/test_pack.c.
 * A failed convert leaves no file (and an existing one untouched).
 * Full size: load time of the packed file (printed; asserted only < 5 s, as
-  machines vary: the README has the measurement) and peak RSS, for loading
+  machines vary: docs/models.md has the measurement) and peak RSS, for loading
   the packed file and for loading the checkpoint.
 """
 
