@@ -45,7 +45,7 @@ static void one_job(const redisReply *r) {
 /* hiredis 0.14's reader allocates an array of the count a '*' header
  * declares before any element arrives (it has no maxelements), so a
  * hostile server could make any client allocate gigabytes: the worker
- * trusts its Redis (README "Scaling out"). Inputs declaring more than
+ * trusts its Redis (docs/server.md, "Scaling out"). Inputs declaring more than
  * 2^16 elements or bytes in one header model no server and are skipped. */
 static int plausible(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -67,6 +67,7 @@ SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", 
 FIXTURE_DIR = Path(os.environ.get("HAMER_FIXTURE_DIR") or REPO / "build-fixtures").resolve()
 QUICK = os.environ.get("HAMER_TEST_QUICK", "0").strip().lower() in ("1", "on", "true", "yes")
 HAMER_BIN = BUILD / "hamer"
+HAMER_LIB = BUILD / "libhamer.so"       # what the Python binding loads (HAMER_LIB=...)
 # Sanitizer builds run several times slower.
 TIMEOUT_SMALL = 1200 if SANITIZE else 300
 TIMEOUT_FULL = 900
@@ -282,6 +283,47 @@ def uint8_crops(batch, seed=20):
     normalised 0, not as a black pixel)."""
     rng = np.random.RandomState(seed)
     return rng.randint(0, 256, (batch, 256, 192, 3)).astype(np.uint8)
+
+
+# The textured test picture: horizontal and vertical ramps and a diagonal
+# pattern, with uniform noise over the middle two thirds / three fifths.
+# At the default 400 x 300 it is the picture test_run, test_python,
+# test_serve and test_worker feed `hamer run` and the server.
+W, H = 400, 300
+
+
+def textured_image(w=W, h=H, seed=0):
+    """The deterministic textured RGB picture (uint8, h x w x 3)."""
+    rng = np.random.RandomState(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([x * 255 // w, y * 255 // h, (x * 3 + y * 5) % 256], -1).astype(np.uint8)
+    img[h // 6:h - h // 6, w // 5:w - w // 5] = rng.randint(0, 256, (h - 2 * (h // 6), w - 2 * (w // 5), 3))
+    return img
+
+
+def make_image(path, seed=0, w=W, h=H):
+    """textured_image saved at ``path`` (PNG: lossless); returns the array."""
+    from PIL import Image
+    img = textured_image(w, h, seed)
+    Image.fromarray(img).save(path)
+    return img
+
+
+# ---------------------------------------------------------------------------
+# The build directory's tools
+# ---------------------------------------------------------------------------
+
+def build_tool(name):
+    """Path of test tool ``name`` (tests/c/tool_*.c) in the build directory."""
+    return BUILD / "tests" / name
+
+
+def require_tool(name):
+    """build_tool(name), failing the test when it is not built."""
+    path = build_tool(name)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not built (cmake --build {BUILD}; HAMER_BUILD names the build directory)")
+    return path
 
 
 # ---------------------------------------------------------------------------

@@ -20,9 +20,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import BUILD
+from conftest import build_tool
 
-TOOL = BUILD / "tests" / "tool_attn"
+TOOL = build_tool("tool_attn")
 
 
 def bf16(x):

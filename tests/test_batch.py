@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import BUILD, HAMER_BIN, REPO, SANITIZE, TIMEOUT_SMALL, describe, python_child_env, run_hamer
+from conftest import HAMER_BIN, HAMER_LIB, REPO, SANITIZE, TIMEOUT_SMALL, describe, python_child_env, run_hamer
 from detect.common import shared_images
 
 TEMP = re.compile(r"^\..+\.(json|png|obj|jsonl)\.[A-Za-z0-9]{6}$")
@@ -367,7 +367,7 @@ with hamer.Model(model) as m:
 def predict_folder(model, inp, out, **opts):
     """Model.predict_folder in a child python (under the sanitizers an
     instrumented libhamer.so needs the ASan runtime loaded first)."""
-    env = python_child_env(dict(os.environ, PYTHONPATH=str(REPO / "python"), HAMER_LIB=str(BUILD / "libhamer.so")))
+    env = python_child_env(dict(os.environ, PYTHONPATH=str(REPO / "python"), HAMER_LIB=str(HAMER_LIB)))
     arg = json.dumps([str(model), str(inp), None if out is None else str(out), opts])
     p = subprocess.run([sys.executable, "-c", PY_CHILD, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, env=env, timeout=TIMEOUT_SMALL)

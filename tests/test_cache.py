@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import HAMER_BIN, TIMEOUT_SMALL, checkpoint_path, describe, float_crops, python_child_env, run_hamer
+from conftest import HAMER_BIN, HAMER_LIB, TIMEOUT_SMALL, checkpoint_path, describe, float_crops, python_child_env, run_hamer
 
 WROTE = "model cache: wrote"
 REJECTED = "model cache: entry rejected"
@@ -240,7 +240,7 @@ m = lib.hamer_model_load(sys.argv[2].encode(), ctypes.byref(p))
 assert m
 lib.hamer_model_free(m)
 """
-    lib = HAMER_BIN.parent / "libhamer.so"
+    lib = HAMER_LIB
     for flag, n in ((1, 0), (0, 1)):
         proc = subprocess.run([sys.executable, "-c", code, str(lib), str(small), str(flag)], env=python_child_env(cache_env(cache)),
                               capture_output=True, text=True, timeout=TIMEOUT_SMALL)

@@ -21,8 +21,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-BUILD = os.environ.get("HAMER_BUILD", "/work/main/build")
-TOOL = os.path.join(BUILD, "tests", "tool_ckpt_dump")
+from conftest import build_tool, require_tool  # noqa: E402
+
+TOOL = build_tool("tool_ckpt_dump")
 
 DTYPES = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
@@ -35,7 +36,7 @@ NP_DTYPES = {"float32": "f32", "float64": "f64", "uint8": "u8", "int32": "i32", 
 
 @pytest.fixture(scope="module", autouse=True)
 def tool_exists():
-    assert os.access(TOOL, os.X_OK), f"{TOOL} not built (set HAMER_BUILD to the cmake build dir)"
+    require_tool("tool_ckpt_dump")
 
 
 def run_tool(*args):
@@ -43,7 +44,7 @@ def run_tool(*args):
     # Sanitizer reports must not masquerade as the tool's clean exit code 1.
     env["ASAN_OPTIONS"] = "exitcode=99:detect_leaks=1"
     env["UBSAN_OPTIONS"] = "exitcode=98:halt_on_error=1:print_stacktrace=1"
-    return subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([str(TOOL), *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
 
 
 def parse_dump(out):

@@ -12,7 +12,7 @@
   bad MANO indices, ...) are tested in tests/c/test_pack.c.
 * A failed convert leaves no file (and an existing one untouched).
 * Full size: load time of the packed file (printed; asserted only < 5 s, as
-  machines vary: the README has the measurement) and peak RSS, for loading
+  machines vary: docs/models.md has the measurement) and peak RSS, for loading
   the packed file and for loading the checkpoint.
 """
 
@@ -25,8 +25,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import (BUILD, FULL_SIZE_SKIP_REASON, HAMER_BIN, REPO, SANITIZE, TIMEOUT_FULL, checkpoint_path,
-                      describe, float_crops, full_size_outputs, mano_npz_path, run_hamer, uint8_crops)
+from conftest import (FULL_SIZE_SKIP_REASON, HAMER_BIN, HAMER_LIB, REPO, SANITIZE, TIMEOUT_FULL, checkpoint_path,
+                      describe, float_crops, full_size_outputs, make_image, mano_npz_path, run_hamer, uint8_crops)
 
 HEADER_BYTES, ENTRY_BYTES = 256, 96
 VERSION_OFFSET, ISA_OFFSET = 8, 52
@@ -153,7 +153,7 @@ def test_mano_from_npz(tmp_path, hamer_bin):
 
 
 def test_run_and_bench_take_packed(tmp_path, small):
-    from test_run import RIGHT, box_arg, make_image  # noqa: E402
+    from test_run import RIGHT, box_arg  # noqa: E402
     make_image(tmp_path / "photo.png")
     results = []
     for model in (checkpoint_path("d2h2"), small["d2h2", "fp32"]):
@@ -179,7 +179,7 @@ def test_run_and_bench_take_packed(tmp_path, small):
 @pytest.mark.skipif(SANITIZE, reason="the binding under ASan is covered by test_python.py's child run")
 def test_python_binding(tmp_path, small):
     sys.path.insert(0, str(REPO / "python"))
-    os.environ["HAMER_LIB"] = str(BUILD / "libhamer.so")
+    os.environ["HAMER_LIB"] = str(HAMER_LIB)
     import hamer
     crops = float_crops(2)
     with hamer.Model(str(checkpoint_path("d2h2"))) as m:

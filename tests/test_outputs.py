@@ -209,10 +209,10 @@ def test_convert_and_save_packed_keep_links_and_devices(tmp_path, model, hamer_b
     assert proc.returncode == 0, describe(proc)
     assert link.is_symlink() and real.read_bytes()[:3] != b"old"
     import sys
-    from conftest import BUILD, REPO, SANITIZE
+    from conftest import HAMER_LIB, REPO, SANITIZE
     if SANITIZE:
         return  # a sanitizer libhamer needs the ASan runtime preloaded: test_python.py's child covers the binding
-    env = dict(os.environ, HAMER_LIB=str(BUILD / "libhamer.so"), PYTHONPATH=str(REPO / "python"))
+    env = dict(os.environ, HAMER_LIB=str(HAMER_LIB), PYTHONPATH=str(REPO / "python"))
     dev = device_like_dev_full(tmp_path)
     targets = [str(link)] + ([str(dev)] if dev is not None else [])
     code = ("import sys, hamer\n"

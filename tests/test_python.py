@@ -29,31 +29,20 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import (BUILD, REPO, SANITIZE, TIMEOUT_SMALL, checkpoint_path, describe, float_crops,
-                      mano_npz_path, run_hamer, uint8_crops)
+from conftest import (BUILD, HAMER_LIB, REPO, SANITIZE, TIMEOUT_SMALL, checkpoint_path, describe, float_crops,
+                      make_image, mano_npz_path, run_hamer, uint8_crops)
 
 sys.path.insert(0, str(REPO / "python"))
-os.environ["HAMER_LIB"] = str(BUILD / "libhamer.so")
+os.environ["HAMER_LIB"] = str(HAMER_LIB)
 
 import hamer  # noqa: E402  (the library itself is loaded on first use)
 
 IN_ASAN_CHILD = os.environ.get("HAMER_PY_ASAN_CHILD") == "1"
 DELEGATE_TO_ASAN_CHILD = SANITIZE and not IN_ASAN_CHILD
 
-W, H = 400, 300
 RIGHT = (60.5, 40.25, 170.0, 200.0)
 LEFT = (230.0, 90.0, 330.0, 240.5)
 OUTSIDE = (5000.0, 5000.0, 5100.0, 5100.0)
-
-
-def make_image(path, seed=0):
-    """A deterministic textured RGB picture, saved as PNG (lossless)."""
-    rng = np.random.RandomState(seed)
-    y, x = np.mgrid[0:H, 0:W]
-    img = np.stack([x * 255 // W, y * 255 // H, (x * 3 + y * 5) % 256], -1).astype(np.uint8)
-    img[50:250, 80:320] = rng.randint(0, 256, (200, 240, 3))
-    Image.fromarray(img).save(path)
-    return img
 
 
 def box_arg(b, side):

@@ -5,7 +5,7 @@ single-token self-attention (q, k, v, softmax over one score), a separate
 K/V projection per decoder layer, no constants folded at load (the input
 token, layer 0's self-attention and query are computed per crop), and uint8
 crops normalised before a float patch embedding. The default path replaces
-each by an exact rewrite (see README "Exact reformulations"), so the two
+each by an exact rewrite (see docs/internals.md, "Exact reformulations"), so the two
 differ only by float rounding: we require 2e-6 on parameters (25x below the
 1e-4 parity budget) and both must match the float64 reference.
 """

@@ -12,22 +12,11 @@ import pytest
 from PIL import Image
 from scipy.spatial import Delaunay
 
-from conftest import describe, run_hamer
+from conftest import H, W, describe, make_image, run_hamer
 
-W, H = 400, 300
 RIGHT = (60.5, 40.25, 170.0, 200.0)
 LEFT = (230.0, 90.0, 330.0, 240.5)
 MIRROR = np.array([1, -1, -1, -1, 1, 1, -1, 1, 1], np.float32)
-
-
-def make_image(path, seed=0):
-    """A deterministic textured RGB picture (PNG: lossless)."""
-    rng = np.random.RandomState(seed)
-    y, x = np.mgrid[0:H, 0:W]
-    img = np.stack([x * 255 // W, y * 255 // H, (x * 3 + y * 5) % 256], -1).astype(np.uint8)
-    img[50:250, 80:320] = rng.randint(0, 256, (200, 240, 3))
-    Image.fromarray(img).save(path)
-    return img
 
 
 def box_arg(b, side):

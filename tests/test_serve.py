@@ -36,26 +36,16 @@ import pytest
 import requests
 from PIL import Image
 
-from conftest import HAMER_BIN, SANITIZE, describe, run_hamer
+from conftest import HAMER_BIN, SANITIZE, describe, run_hamer, textured_image
 
 HOST = "127.0.0.1"
 SLOW = 8 if SANITIZE else 1            # client-side time allowance factor
 STARTUP_S = 60 * SLOW
-W, H = 400, 300
 RIGHT = (60.5, 40.25, 170.0, 200.0)
 LEFT = (230.0, 90.0, 330.0, 240.5)
 OUTSIDE = (5000.0, 5000.0, 5100.0, 5100.0)
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "SUMMARY: AddressSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
-
-
-def make_image(seed=0):
-    """The textured picture of test_run.py (RGB uint8, H x W)."""
-    rng = np.random.RandomState(seed)
-    y, x = np.mgrid[0:H, 0:W]
-    img = np.stack([x * 255 // W, y * 255 // H, (x * 3 + y * 5) % 256], -1).astype(np.uint8)
-    img[50:250, 80:320] = rng.randint(0, 256, (200, 240, 3))
-    return img
 
 
 def box_arg(b, side="right"):
@@ -176,7 +166,7 @@ def raw_exchange(port, data, timeout):
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory, hamer_bin, ckpt):
     d = tmp_path_factory.mktemp("serve")
-    img = make_image()
+    img = textured_image()
     Image.fromarray(img).save(d / "photo.png")
     Image.fromarray(img).save(d / "photo.jpg", quality=90)
     return dict(dir=d, img=img, model=ckpt("d2h2"), png=(d / "photo.png").read_bytes(),

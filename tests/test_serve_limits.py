@@ -45,8 +45,8 @@ import pytest
 import requests
 from PIL import Image
 
-from conftest import REPO, SANITIZE, describe, run_hamer
-from test_serve import HOST, RIGHT, SLOW, Server, box_arg, make_image, multipart, post, strip_timings
+from conftest import REPO, SANITIZE, describe, run_hamer, textured_image
+from test_serve import HOST, RIGHT, SLOW, Server, box_arg, multipart, post, strip_timings
 
 
 def fds(srv):
@@ -118,7 +118,7 @@ def long_boxes(n=64):
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory, hamer_bin, ckpt):
     d = tmp_path_factory.mktemp("limits")
-    img = make_image()
+    img = textured_image()
     Image.fromarray(img).save(d / "photo.png")
     Image.fromarray(img).save(d / "photo.jpg", quality=90)
     return dict(dir=d, img=img, model=ckpt("d2h2"), png=(d / "photo.png").read_bytes(),

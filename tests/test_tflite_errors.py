@@ -21,20 +21,16 @@ import pytest
 
 import tflite_fb as fb
 import tflite_ref as tr
+from conftest import SANITIZE, require_tool
 
-BUILD = Path(os.environ.get("HAMER_BUILD") or tr.REPO / "build").resolve()
-TOOL = BUILD / "tests" / "tool_tflite_run"
 E_FORMAT, E_SHAPE, E_UNSUPPORTED = -3, -4, -6
-SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", "true", "yes")
 # A refusal at load comes at once; the slack is for a loaded machine.
 FAST_S = 15 if SANITIZE else 5
 
 
 @pytest.fixture(scope="session")
 def tool():
-    if not TOOL.exists():
-        pytest.fail("%s is missing: build the project first (cmake --build %s)" % (TOOL, BUILD))
-    return TOOL
+    return require_tool("tool_tflite_run")
 
 
 def base(**conv):

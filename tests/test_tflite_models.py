@@ -24,10 +24,8 @@ import numpy as np
 import pytest
 
 import tflite_ref as tr
+from conftest import SANITIZE, require_tool
 
-BUILD = Path(os.environ.get("HAMER_BUILD") or tr.REPO / "build").resolve()
-TOOL = BUILD / "tests" / "tool_tflite_run"
-SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", "true", "yes")
 TOL = 1e-4
 MODELS = {"palm_detection_full": 192, "palm_detection_lite": 192, "hand_landmark_full": 224,
           "hand_landmark_lite": 224}
@@ -35,9 +33,7 @@ MODELS = {"palm_detection_full": 192, "palm_detection_lite": 192, "hand_landmark
 
 @pytest.fixture(scope="session")
 def tool():
-    if not TOOL.exists():
-        pytest.fail("%s is missing: build the project first (cmake --build %s)" % (TOOL, BUILD))
-    return TOOL
+    return require_tool("tool_tflite_run")
 
 
 @pytest.fixture(scope="session")

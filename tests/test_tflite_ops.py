@@ -13,25 +13,19 @@ Needs the built tests/c/tool_tflite_run ($HAMER_BUILD) and the reference
 runtime (cd tests/detect && npm install --ignore-scripts --legacy-peer-deps).
 """
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import tflite_fb as fb
 import tflite_ref as tr
+from conftest import require_tool
 
-BUILD = Path(os.environ.get("HAMER_BUILD") or tr.REPO / "build").resolve()
-TOOL = BUILD / "tests" / "tool_tflite_run"
 TOL = 1e-5
 
 
 @pytest.fixture(scope="session")
 def tool():
-    if not TOOL.exists():
-        pytest.fail("%s is missing: build the project first (cmake --build %s)" % (TOOL, BUILD))
-    return TOOL
+    return require_tool("tool_tflite_run")
 
 
 @pytest.fixture(scope="session")

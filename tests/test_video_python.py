@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 
 import video_fixtures as V
-from conftest import BUILD, REPO, SANITIZE, TIMEOUT_SMALL, checkpoint_path, describe, run_hamer
+from conftest import BUILD, HAMER_LIB, REPO, SANITIZE, TIMEOUT_SMALL, checkpoint_path, describe, run_hamer
 from detect.common import models_dir
 
 sys.path.insert(0, str(REPO / "python"))
-os.environ["HAMER_LIB"] = str(BUILD / "libhamer.so")
+os.environ["HAMER_LIB"] = str(HAMER_LIB)
 import hamer  # noqa: E402
 from hamer import _lib  # noqa: E402
 

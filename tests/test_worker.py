@@ -45,7 +45,7 @@ import pytest
 import requests
 from PIL import Image
 
-from conftest import HAMER_BIN, REPO, SANITIZE, describe, run_hamer
+from conftest import HAMER_BIN, REPO, SANITIZE, describe, run_hamer, textured_image
 
 SLOW = 6 if SANITIZE else 1
 N_BIG = 100 if SANITIZE else 500
@@ -292,14 +292,6 @@ def worker_args(*extra):
 # Inputs and their `hamer run` references
 # ---------------------------------------------------------------------------
 
-def textured(w, h, seed):
-    rng = np.random.RandomState(seed)
-    y, x = np.mgrid[0:h, 0:w]
-    img = np.stack([x * 255 // w, y * 255 // h, (x * 3 + y * 5) % 256], -1).astype(np.uint8)
-    img[h // 6:h - h // 6, w // 5:w - w // 5] = rng.randint(0, 256, (h - 2 * (h // 6), w - 2 * (w // 5), 3))
-    return img
-
-
 def strip_timings(text):
     out, n = re.subn(r',"timings_ms":\{[^{}]*\}', "", text)
     assert n == 1, f"expected one timings_ms object in {text[:200]!r}"
@@ -319,8 +311,8 @@ class Scene:
 
     def __init__(self, d, model):
         self.dir, self.model = d, model
-        small = textured(96, 72, 1)
-        mid = textured(320, 240, 2)
+        small = textured_image(96, 72, 1)
+        mid = textured_image(320, 240, 2)
         Image.fromarray(small).save(d / "small.png")
         Image.fromarray(mid).save(d / "mid.png")
         Image.fromarray(mid).save(d / "mid.jpg", quality=90)
@@ -491,7 +483,7 @@ def test_missing_detector_refuses_to_start(redis_factory, tmp_path, ckpt):
                      timeout=120 * SLOW)
     assert proc.returncode == 1, describe(proc)
     assert str(tmp_path / "none") in proc.stderr and "--no-detect" in proc.stderr
-    Image.fromarray(textured(64, 48, 3)).save(tmp_path / "a.png")
+    Image.fromarray(textured_image(64, 48, 3)).save(tmp_path / "a.png")
     r = red.client()
     r.call("XADD", "hamer:jobs", "*", "id", "nobox", "image", (tmp_path / "a.png").read_bytes())
     w = Worker(tmp_path, ckpt("d1h1"), red.url, "nd", "--no-detect")

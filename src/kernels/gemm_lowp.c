@@ -33,7 +33,7 @@
  * end: bf16 would need > 86% of its peak with nothing else taking time.
  * AVX512-FP16 does not exist on Zen 4. int8 costs accuracy (~1% relative
  * RMS per matmul, against ~0.2% for bf16), which the end-to-end gate
- * still clears (see the README).
+ * still clears (see docs/benchmarks.md, "The fast precision").
  *
  * Scratch: the quantised activations live in the pool's scratch buffer
  * (core/pool.h), which the model state reserves for its largest call

@@ -26,8 +26,7 @@ if str(HERE) not in sys.path:
 import mp_reference as R  # noqa: E402,F401  (re-exported for the tests)
 import tflite_runtime  # noqa: E402
 
-BUILD = Path(os.environ.get('HAMER_BUILD') or REPO / 'build').resolve()
-SANITIZE = os.environ.get('HAMER_SANITIZE', '0').strip().lower() in ('1', 'on', 'true', 'yes')
+from conftest import SANITIZE, require_tool  # noqa: E402
 PHOTOS = ('hamer_example_1.jpg', 'hamer_example_5.jpg')
 
 
@@ -72,10 +71,7 @@ def runtime():
 
 
 def tool(name):
-    p = BUILD / 'tests' / name
-    if not p.exists():
-        pytest.fail(f'{p} not built')
-    return p
+    return require_tool(name)
 
 
 def load_rgb(path):

@@ -47,7 +47,7 @@ void hm_cli_detect_defaults(hm_cli_detect_args *d);
 int hm_cli_detect_option(int argc, char **argv, int *i, hm_cli_detect_args *d, const char *cmd);
 /* hamer_detector_load with those options; NULL with hamer_last_error(). */
 hamer_detector *hm_cli_load_detector(const hm_cli_detect_args *d);
-/* The largest boxes file a command reads (README: threat model and limits). */
+/* The largest boxes file a command reads (docs/limits.md: threat model and limits). */
 #define HM_CLI_BOXES_FILE_MAX ((size_t)64 << 20)
 
 /* The whole file at path (at most max bytes) as a NUL-terminated buffer,

@@ -39,7 +39,7 @@ static const char *USAGE_WORKER =
     "--boxes' reads; without it the built-in detector finds the hands), vertices\n"
     "(0|1), rescale, crop_mode. Each job gets one entry on the results stream:\n"
     "id, entry, status (ok|error), result (RESULT.json of 'hamer run') or error,\n"
-    "worker. See README \"Scaling out\".\n"
+    "worker. See docs/server.md \"Scaling out\".\n"
     "\n"
     "  --redis URL          the Redis server (default: $HAMER_REDIS_URL); no TLS (rediss://)\n"
     "  --consumer NAME      this worker's name in the group (default HOSTNAME-PID)\n"

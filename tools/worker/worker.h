@@ -1,7 +1,7 @@
 /* worker.h - `hamer worker`, `hamer submit`, `hamer results`: HaMeR jobs
  * on Redis Streams (hiredis), shared by many worker processes.
  *
- * The protocol (README "Scaling out" is the reference):
+ * The protocol (docs/server.md, "Scaling out", is the reference):
  *   - jobs: entries of the jobs stream (XADD <stream> * image <bytes>
  *     [id ID] [boxes JSON] [vertices 0|1] [rescale S] [crop_mode warp|pad]),
  *     read by the workers of one consumer group;

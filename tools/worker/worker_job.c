@@ -1,8 +1,8 @@
 /* worker_job.c - a stream entry -> a job -> its outcome.
  *
  * Nothing in a message is trusted: every field is checked here, the image
- * and boxes by the library (the limits of README "Threat model and
- * limits"), and whatever is wrong becomes the text of an error result.
+ * and boxes by the library (the limits of docs/limits.md, "Threat model
+ * and limits"), and whatever is wrong becomes the text of an error result.
  * Only a failure that is the worker's own (out of memory) leaves the job
  * pending for another try.
  */
