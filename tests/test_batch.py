@@ -16,7 +16,7 @@ Model.predict_folder.
   before any work (before the model is even looked at);
 - --boxes-dir, --glob, --jobs (same results), usage errors;
 - Model.predict_folder: the same files and records as the command;
-- the rules both keep (tools/cli/cli_batch.c, python/hamer/_folder.py):
+- the folder-mode rules (src/hamer_folder.c, which both front ends run):
   NAME.json records its input, and the first image of a NAME keeps it
   across runs; a link cycle is scanned once, the scan is bounded and
   stops on SIGTERM; file names that are not UTF-8 or hold control
@@ -456,7 +456,7 @@ def test_empty_folder(tmp_path):
     assert p.returncode == 0 and summary(p)["images"] == 0, describe(p)
 
 
-# ---- the rules both sides keep (cli_batch.c and _folder.py: "The folder-mode rules") ----
+# ---- the folder-mode rules (src/hamer_folder.c), through both front ends ----
 #
 # Tiny images with their boxes given (--boxes-dir): no detector, the
 # smallest model, a few seconds a test.
