@@ -163,8 +163,8 @@ static void fail(hm_wk_outcome *out, int rc, const char *what) {
 void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     memset(out, 0, sizeof *out);
     int n = 0;
-    hamer_box *boxes = calloc(HAMER_MAX_HANDS, sizeof *boxes);
-    if (!boxes || (!e->job && !(e->job = hamer_job_new(e->state, e->dstate, NULL)))) { /* made by load() */
+    hamer_box boxes[HAMER_MAX_HANDS];   /* on the stack: a job allocates nothing for its boxes */
+    if (!e->job && !(e->job = hamer_job_new(e->state, e->dstate, NULL))) { /* made by load() */
         out->kind = HM_WK_RESULT_RETRY;
         snprintf(out->error, sizeof out->error, "out of memory");
         goto done;
@@ -212,5 +212,5 @@ void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     }
     out->kind = HM_WK_RESULT_OK;
 done:
-    free(boxes);
+    return;
 }
