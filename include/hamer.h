@@ -526,6 +526,14 @@ HAMER_API int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int
  * the 14 that close the wrist, winding reversed for left hands). *obj is
  * freed with hamer_free. HAMER_E_ARG for a hand without a result. */
 HAMER_API int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj, size_t *len);
+/* The hands (those with a result; n 0: an empty scene) as one binary glTF
+ * 2.0 file (GLB): per hand a skinned mesh (MANO's 16 joints as nodes with
+ * the predicted rotations, inverse bind matrices of the rest pose, the 4
+ * largest LBS weights per vertex renormalised, the pose correctives as a
+ * morph target at weight 1), the 21 keypoints as named nodes, placed in
+ * the camera frame (the OBJ's axes). *glb is freed with hamer_free.
+ * HAMER_E_NOMANO without MANO buffers, HAMER_E_ARG for bad arguments. */
+HAMER_API int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, uint8_t **glb, size_t *len);
 
 /* ---- The photo job: image in, RESULT.json / overlay / meshes out ----
  *
@@ -617,6 +625,9 @@ HAMER_API char *hamer_job_result_json(const hamer_job *job, int with_vertices);
 /* The last run's overlay (side_view 0) or side view (1) as hamer_render_png
  * draws it. On error a negative code is returned and *png is not set. */
 HAMER_API int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t **png, size_t *len);
+/* The last run's hands as a GLB (hamer_hands_glb). On error a negative code
+ * is returned and *glb is not set. */
+HAMER_API int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len);
 /* Hand i of the last run as an OBJ (hamer_hand_obj). On error (no such
  * hand, a hand without a result) a negative code is returned and *obj is
  * not set. */

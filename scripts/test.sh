@@ -63,11 +63,13 @@ ctest_pass() {
     ctest --test-dir "$dir" --output-on-failure -j"$test_jobs"
 }
 
-# The hand detector's models (installed where the library looks by default)
-# and the real TFLite runtime the detector tests compare against.
+# The hand detector's models (installed where the library looks by default),
+# the real TFLite runtime the detector tests compare against, and the glTF
+# validator the GLB tests run.
 detector_deps() {
     bash scripts/get_detector.sh
     (cd tests/detect && npm ci --ignore-scripts --legacy-peer-deps --no-audit --no-fund >/dev/null)
+    (cd tests/gltf && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
 }
 stage "deps (detector models, npm)" detector_deps
 

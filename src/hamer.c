@@ -20,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
+#include "pipeline/glb.h"
 #include "pipeline/predict.h"
 #include "pipeline/result_json.h"
 #include "render/draw.h"
@@ -360,6 +361,14 @@ int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj,
     int nf = hm_mesh_close_hand(model->m->mano.faces, HM_NF, HM_NV, closed);
     if (nf < 0) return nf;
     return hm_obj_text(hand->vertices, HM_NV, closed, nf, hand->cam_t_full, hand->box.is_right != 0, obj, len);
+}
+
+int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, uint8_t **glb, size_t *len) {
+    if (!model || (n > 0 && !hands) || n < 0 || n > HAMER_MAX_HANDS || !glb || !len)
+        return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    *glb = NULL, *len = 0;
+    if (!model->m->has_mano) return hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
+    return hm_glb_hands(&model->m->mano, hands, n, "hamer.c " HAMER_VERSION_STRING, glb, len);
 }
 
 int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max) {

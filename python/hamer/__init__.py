@@ -335,8 +335,12 @@ def _detection_dict(det):
     }
 
 
-def _hand_structs(hands):
-    """hamer_hand structs back from predict()'s dicts (for render)."""
+_RENDER_NEEDS = ("vertices", "cam_t_full", "focal_length")
+_GLB_NEEDS = ("global_orient", "hand_pose", "betas", "cam_t_full", "keypoints_3d")
+
+
+def _hand_structs(hands, needs=_RENDER_NEEDS, what="rendering"):
+    """hamer_hand structs back from predict()'s dicts (for render, glb)."""
     n = len(hands)
     arr = (_lib.Hand * max(n, 1))()
     for i, d in enumerate(hands):
@@ -350,10 +354,10 @@ def _hand_structs(hands):
             c.ok = 0
             c.error = str(d["error"]).encode()[:255]
             continue
-        missing = [k for k in ("vertices", "cam_t_full", "focal_length") if k not in d]
+        missing = [k for k in needs if k not in d]
         if missing:
-            raise HamerError(f"hand {i}: rendering needs {', '.join(missing)} (call predict(..., vertices=True))",
-                             E_ARG)
+            hint = " (call predict(..., vertices=True))" if "vertices" in missing else ""
+            raise HamerError(f"hand {i}: {what} needs {', '.join(missing)}{hint}", E_ARG)
         c.ok = 1
         for key, shape in _HAND_ARRAYS.items():
             if key not in d:
@@ -362,7 +366,7 @@ def _hand_structs(hands):
             if v.shape != shape:
                 raise HamerError(f"hand {i}: '{key}' must have shape {list(shape)}, got {list(v.shape)}", E_ARG)
             ctypes.memmove(ctypes.addressof(c) + getattr(_lib.Hand, key).offset, v.ctypes.data, v.nbytes)
-        c.focal_length = float(d["focal_length"])
+        c.focal_length = float(d.get("focal_length", 0.0))
         if "crop" in d:
             c.box_center[:] = [float(v) for v in d["crop"]["center"]]
             c.box_size = float(d["crop"]["size"])
@@ -965,6 +969,25 @@ class Model(_Handle):
             return ctypes.string_at(png, size.value)
         finally:
             self._lib.hamer_free(png)
+
+
+    def glb(self, hands):
+        """The hands (predict()'s result; hands with an "error" are left out)
+        as one binary glTF 2.0 file (bytes), as ``hamer run --glb`` writes
+        it: per hand a skinned MANO mesh with its 16 joints and 21 keypoints
+        as nodes, placed in the camera frame. Blender, three.js and Unity
+        import it."""
+        hands = list(hands)
+        chands = _hand_structs(hands, _GLB_NEEDS, "glb")
+        buf, size = _lib.c_uint8_p(), ctypes.c_size_t()
+        with self._use(need_state=False):
+            rc = self._lib.hamer_hands_glb(self._handle, chands, len(hands), ctypes.byref(buf), ctypes.byref(size))
+            if rc < 0:
+                raise _library_error(rc)
+        try:
+            return ctypes.string_at(buf, size.value)
+        finally:
+            self._lib.hamer_free(buf)
 
 
 # ---- Video: hands tracked through frames --------------------------------------

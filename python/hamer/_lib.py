@@ -380,6 +380,8 @@ _PROTOTYPES = {
                                                    ctypes.POINTER(Timings), _INT]),
     "hamer_render_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
                                 ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_hands_glb": (_INT, [_P, ctypes.POINTER(Hand), _INT, ctypes.POINTER(c_uint8_p),
+                               ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_job_default_params": (JobParams, []),
     "hamer_job_new": (_P, [_P, _P, ctypes.POINTER(JobParams)]),
     "hamer_job_free": (None, [_P]),

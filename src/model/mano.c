@@ -26,11 +26,11 @@ static void aff_mul(const double *A, const double *B, double *C) {
     }
 }
 
-void hm_mano_forward(const hm_mano *mn, const float *params, float *verts, float *joints21) {
+void hm_mano_rest(const hm_mano *mn, const float *params, double *vs, double *J, double *vp) {
     static const int nv = HM_NV;
     const float *R = params;               /* 16 x 9 */
     const float *betas = params + 9 * HM_NJ;
-    double vs[HM_NV * 3], J[HM_NJ * 3], feat[(HM_NJ - 1) * 9];
+    double feat[(HM_NJ - 1) * 9];
 
     for (int v = 0; v < nv * 3; v++) {
         double acc = mn->v_template[v];
@@ -47,13 +47,19 @@ void hm_mano_forward(const hm_mano *mn, const float *params, float *verts, float
     }
     for (int j = 1; j < HM_NJ; j++)
         for (int e = 0; e < 9; e++) feat[(j - 1) * 9 + e] = R[9 * j + e] - ((e % 4 == 0) ? 1.0 : 0.0);
-    double vp[HM_NV * 3];
-    memcpy(vp, vs, sizeof vp);
+    memcpy(vp, vs, sizeof(double) * HM_NV * 3);
     for (int f = 0; f < (HM_NJ - 1) * 9; f++) {
         const float *pd = mn->posedirs + (size_t)f * nv * 3;
         double w = feat[f];
         for (int v = 0; v < nv * 3; v++) vp[v] += w * pd[v];
     }
+}
+
+void hm_mano_forward(const hm_mano *mn, const float *params, float *verts, float *joints21) {
+    static const int nv = HM_NV;
+    const float *R = params;               /* 16 x 9 */
+    double vs[HM_NV * 3], J[HM_NJ * 3], vp[HM_NV * 3];
+    hm_mano_rest(mn, params, vs, J, vp);
 
     /* Kinematic chain (parents precede children, checked at load). */
     double G[HM_NJ][12], A[HM_NJ][12];

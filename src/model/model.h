@@ -176,6 +176,9 @@ int hm_vit_forward(hm_state *s, int B);                                /* vit.c 
 int hm_head_forward(hm_state *s, int B, float *params);                /* mano_head.c */
 void hm_rot6d_to_rotmat(const float *x6, float *R);                    /* mano_head.c */
 void hm_mano_forward(const hm_mano *mano, const float *params, float *verts, float *joints21); /* mano.c */
+/* The unposed stages of hm_mano_forward: v_shaped [778*3], the rest joints
+ * J [16*3] and v_posed (v_shaped + the pose correctives) [778*3]. */
+void hm_mano_rest(const hm_mano *mano, const float *params, double *vs, double *J, double *vp); /* mano.c */
 void hm_camera_cam_t(const float *pred_cam, float *cam_t);             /* camera.c */
 /* Focal length of the full image's camera: HM_FOCAL / HM_CROP_PX * max(W, H). */
 float hm_camera_focal_full(int W, int H);

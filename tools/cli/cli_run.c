@@ -22,7 +22,8 @@ static const char *USAGE_RUN =
     "                 [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
     "                 [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--single-pass]\n"
     "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
-    "                 [--render OVERLAY.png] [--side-view SIDE.png] [--obj-dir DIR] [--vertices]\n"
+    "                 [--render OVERLAY.png] [--side-view SIDE.png] [--obj-dir DIR] [--glb HANDS.glb]\n"
+    "                 [--vertices]\n"
     "                 [--mano FILE.npz] [--precision fp32|fast]\n"
     "\n"
     "Finds the hands of a JPEG or PNG photo with the built-in detector (or takes\n"
@@ -42,7 +43,8 @@ static const char *USAGE_RUN =
     "                  --min-score S (0.5), --single-pass (no tile search for small hands)\n"
     "  --rescale S     box scale factor in (0, 16] (default 2.0)\n"
     "  --crop-mode M   warp (official affine warp, default) or pad (square crop, grey padding)\n"
-    "  --render PNG    the image with every hand's mesh drawn over it\n"
+    "  --render PNG    the image with every hand's mesh drawn over it\n"    "  --glb FILE      every hand as a skinned MANO mesh with its skeleton and keypoints,\n"
+    "                  in the camera frame (binary glTF 2.0: Blender, three.js, Unity import it)\n"
     "  --side-view PNG the meshes turned 90 degrees about the vertical axis\n"
     "  --obj-dir DIR   one .obj per hand, as the official demo writes them\n"
     "  --vertices      include the 778 vertices per hand in RESULT.json\n"
@@ -55,7 +57,7 @@ static const char *USAGE_RUN =
     "but the detector found no hand.\n";
 
 typedef struct {
-    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *mano;
+    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
     hm_cli_detect_args det;       /* used when no box is given */
@@ -88,6 +90,7 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--render")) a->render = v;
         else if (!strcmp(o, "--side-view")) a->side = v;
         else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
+        else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
         else if (!strcmp(o, "--box")) {
             if (a->nbox == HAMER_MAX_HANDS) return hm_cli_fail(2, "run: more than 64 --box options%s", "");
@@ -117,7 +120,7 @@ static int parse(int argc, char **argv, run_args *a) {
  * finished before any is renamed into place (RESULT.json last); the exit
  * status of a failure (message printed), else 0. */
 static int write_outputs(const run_args *a, const hamer_job *job, const hamer_job_result *r, const char *json) {
-    enum { MAXOUT = HAMER_MAX_HANDS + 3 };
+    enum { MAXOUT = HAMER_MAX_HANDS + 4 };
     hm_cli_output outs[MAXOUT];
     static char obj_paths[HAMER_MAX_HANDS][4096];
     void *owned[MAXOUT];
@@ -151,6 +154,16 @@ static int write_outputs(const run_args *a, const hamer_job *job, const hamer_jo
         owned[nowned++] = png;
         outs[n++] = (hm_cli_output){pics[k], png, len};
     }
+    if (a->glb) {
+        uint8_t *glb;
+        size_t len;
+        if (hamer_job_glb(job, &glb, &len)) {
+            fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
+            goto done;
+        }
+        owned[nowned++] = glb;
+        outs[n++] = (hm_cli_output){a->glb, glb, len};
+    }
     outs[n++] = (hm_cli_output){a->output, json, strlen(json)};
 
     /* The mesh names are known only now: check them against the inputs
@@ -181,8 +194,9 @@ static int run(run_args *a) {
     char err[1024];
     /* Before any work: no output may overwrite an input or another output,
      * and each must be creatable. */
-    const char *outs[3] = {a->output, a->render, a->side}, *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
-    int bad = hm_cli_check_outputs("run", outs, 3, ins, 4);
+    const char *outs[4] = {a->output, a->render, a->side, a->glb};
+    const char *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
+    int bad = hm_cli_check_outputs("run", outs, 4, ins, 4);
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
