@@ -20,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
+#include "pipeline/boxes.h"
 #include "pipeline/predict.h"
 #include "pipeline/result_json.h"
 #include "render/draw.h"
