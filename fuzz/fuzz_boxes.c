@@ -8,7 +8,7 @@
 #include <string.h>
 #include "hamer.h"
 #include "pipeline/preprocess.h"
-#include "pipeline/result_json.h"
+#include "pipeline/boxes.h"
 #include "core/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

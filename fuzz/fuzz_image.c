@@ -33,10 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(c, data + 2, sizeof c);
     hm_box box = {c[0], c[1], c[2], c[3], !(data[0] & 2)};
     double rescale = (data[1] + 1) / 16.0;
-    float *out = malloc(sizeof(float) * 3 * HM_CROP_SIZE * HM_CROP_OUT_W);
+    float *out = malloc(sizeof(float) * 3 * HAMER_CROP_H * HAMER_CROP_W);
     hm_crop_info info;
     if (out && hm_crop(&img, &box, rescale, (data[0] & 1) ? HM_CROP_PAD : HM_CROP_WARP, out, &info) == HM_OK) {
-        uint8_t *u8 = malloc(3 * HM_CROP_SIZE * HM_CROP_OUT_W);
+        uint8_t *u8 = malloc(3 * HAMER_CROP_H * HAMER_CROP_W);
         if (u8 && hm_crop_to_u8(out, u8)) __builtin_trap();
         free(u8);
     }

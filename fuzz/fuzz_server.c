@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "pipeline/result_json.h"
+#include "pipeline/boxes.h"
 #include "serve/server.h"
 #include "core/util.h"
 

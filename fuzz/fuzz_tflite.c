@@ -1,4 +1,4 @@
-/* fuzz_tflite - the TFLite model reader and executor (src/detect/):
+/* fuzz_tflite - the TFLite model reader and executor (src/tflite/):
  * hm_tfl_load_mem on the input, then, for a model that loaded and is small
  * enough to run in a few milliseconds, a run state and one invoke, so every
  * shape the reader accepts is also one the kernels handle.
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/util.h"
-#include "detect/tflite.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite.h"
+#include "tflite/tflite_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@ Fails (exit 1) when
   * two source files depend on each other, directly or through others
     (a cycle), or
   * a file depends on a layer above its own: the layers, bottom up, are
-      core < kernels < format < model < load < pipeline, render, detect, video
-      < src/hamer.c, src/hamer_job.c (the public API) < tools/cli, tools/serve, tools/worker,
+      core < kernels < format < model < load < tflite < pipeline, render, detect, video
+      < src/hamer.c, src/hamer_job.c, src/hamer_folder.c (the public API) < tools/cli, tools/serve, tools/worker,
     and files of one layer may use each other only without cycles.
   * a file under src/ or tools/ includes a header of a layer above its own
     (include/hamer.h, the public types, may be included anywhere), or
@@ -30,8 +30,9 @@ LAYERS = [
     ["src/format"],
     ["src/model"],
     ["src/load"],
+    ["src/tflite"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],
-    ["src/hamer.c", "src/hamer_job.c", "src/api.h"],
+    ["src/hamer.c", "src/hamer_job.c", "src/hamer_folder.c", "src/api.h"],
     ["tools/cli", "tools/serve", "tools/worker"],
 ]
 

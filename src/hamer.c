@@ -20,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
+#include "pipeline/boxes.h"
 #include "pipeline/glb.h"
 #include "pipeline/predict.h"
 #include "pipeline/result_json.h"
@@ -44,8 +45,6 @@ SAME(HAMER_N_PARAMS, HM_NPARAMS);
 SAME(HAMER_N_VERTS, HM_NV);
 SAME(HAMER_N_FACES, HM_NF);
 SAME(HAMER_N_KP, HM_NKP);
-SAME(HAMER_CROP_H, HM_IMG_H);
-SAME(HAMER_CROP_W, HM_IMG_W);
 SAME(HAMER_FOCAL, HM_FOCAL);
 SAME(HAMER_N_STAGES, HM_ST_COUNT);
 SAME(HAMER_PRECISION_FP32, HM_PREC_FP32);

@@ -149,7 +149,7 @@ def test_model_random_input(model, tool, ref_runtime, detector_dir):
 
 def test_models_far_inside_the_work_limits(tool, detector_dir):
     """The work and folding limits checked at load (HM_TFL_MAX_WORK,
-    _MAX_OP_WORK, _MAX_FOLD_BYTES in src/detect/tflite_impl.h) leave every
+    _MAX_OP_WORK, _MAX_FOLD_BYTES in src/tflite/tflite_impl.h) leave every
     model far inside. Measured: work 0.16-0.39 G of 2^32 (palm_detection_full
     the most, 1/11), largest op 14-23 M of 2^30 (1/46), folded constants
     3.7-10.4 MiB of 256 MiB (hand_landmark_full the most, 1/24)."""

@@ -1,4 +1,4 @@
-"""Per-op tests of the TFLite executor (src/detect/) on small hand-made
+"""Per-op tests of the TFLite executor (src/tflite/) on small hand-made
 models (tests/tflite_fb.py writes them), checked against a float64 numpy
 reference and against the real TFLite runtime (tests/detect/tflite_ref.js).
 

@@ -1,5 +1,5 @@
 """tflite_fb.py - a small FlatBuffer writer and reader for .tflite files, for
-the tests of src/detect/ (Debian has no flatbuffers package for Python 3's
+the tests of src/tflite/ (Debian has no flatbuffers package for Python 3's
 numpy-only test environment, and the tests want byte-level control anyway).
 
 Writer: ModelBuilder assembles tensors, constant buffers and operators and

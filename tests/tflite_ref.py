@@ -1,7 +1,7 @@
 """tflite_ref.py - helpers of the TFLite executor tests: running a model
 with the C executor (tool_tflite_run) and with the real TFLite runtime
 (tests/detect/tflite_ref.js under node), and float64 numpy references of
-every op src/detect/ implements, with TFLite's semantics (SAME padding
+every op src/tflite/ implements, with TFLite's semantics (SAME padding
 split with the extra at the end, max pooling that skips padding,
 RESIZE_BILINEAR's coordinate rules).
 """

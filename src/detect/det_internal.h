@@ -5,7 +5,7 @@
 
 #include "detect/detect.h"
 #include "detect/stages.h"
-#include "detect/tflite.h"
+#include "tflite/tflite.h"
 
 struct hm_det_model {
     hm_tfl_model *palm, *lm;

@@ -1,5 +1,5 @@
 /* detect/detect.h - the built-in hand detector: MediaPipe Hands' palm
- * detector + hand landmark model (TFLite, run by detect/tflite.h), their
+ * detector + hand landmark model (TFLite, run by tflite/tflite.h), their
  * published CPU graphs re-implemented, and a multi-pass scheme for small
  * hands in large photos.
  *

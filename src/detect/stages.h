@@ -86,25 +86,27 @@ hm_det_rect hm_lm_hand_roi(const float lm[HM_DET_LANDMARKS][3]);
 /* Tight box of the landmarks' x, y. */
 void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]);
 
-/* Tile centres along one axis of n pixels for tiles of `side` px
- * overlapping by at least `overlap`: the fewest tiles, evenly spread, the
- * outer ones flush with the edges; one centred tile when n <= side.
- * Returns the count (at most cap). */
-int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
-
 /* Cross-pass palm suppression (detect.h step 2): order gets the indices of
  * c[0..n) best score first (ties: lower seq first), then only those kept;
  * a palm overlapping a kept one by IoU > iou is a repeat and its levels are
  * OR-ed into the keeper's. Returns the kept count. */
 int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order);
 
+/* IoU of two x1,y1,x2,y2 boxes (float, as OverlapSimilarity), 0 if apart. */
+float hm_det_iou(const float a[4], const float b[4]);
+
+/* tiles.c: the tiles of the multi-pass scheme and the merge of their hands. */
+
+/* Tile centres along one axis of n pixels for tiles of `side` px
+ * overlapping by at least `overlap`: the fewest tiles, evenly spread, the
+ * outer ones flush with the edges; one centred tile when n <= side.
+ * Returns the count (at most cap). */
+int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
+
 /* The merge (detect.h step 4): h[0..n) in priority order; a hand whose
  * landmark box overlaps a kept one by IoU > merge_iou, or lies inside it
  * (or contains it) by more than merge_contain of the smaller area, is
  * removed, its levels OR-ed into the keeper's. In place; returns the count. */
 int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain);
-
-/* IoU of two x1,y1,x2,y2 boxes (float, as OverlapSimilarity), 0 if apart. */
-float hm_det_iou(const float a[4], const float b[4]);
 
 #endif

@@ -8,8 +8,8 @@
 #include "core/util.h"
 
 int hm_config_check(const hm_config *c, const char *src, int code) {
-    int gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
-    int gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    int gh = (HAMER_CROP_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    int gw = (HAMER_CROP_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
     if (c->dim <= 0 || c->dim % HM_VIT_HEAD_DIM || c->dim > 65536 || c->heads != c->dim / HM_VIT_HEAD_DIM)
         return hm_err(code, "%s: backbone width %d (heads %d) is not a positive multiple of the head size 80", src,
                       c->dim, c->heads);

@@ -149,8 +149,8 @@ static int read_config(loader *L, hm_config *c) {
         return hm_err(HM_E_SHAPE, "checkpoint: tensor 'backbone.patch_embed.proj.weight' must be [dim,3,16,16]");
     c->dim = dim_of(sh[0]);
     c->heads = c->dim / HM_VIT_HEAD_DIM;
-    c->gh = (HM_IMG_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
-    c->gw = (HM_IMG_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    c->gh = (HAMER_CROP_H + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
+    c->gw = (HAMER_CROP_W + 2 * HM_PATCH_PAD - HM_PATCH) / HM_PATCH + 1;
     c->ntok = c->gh * c->gw;
     c->depth = count_keys(L, "backbone.blocks.%d.norm1.weight");
     if (c->depth < 1) return hm_err(HM_E_SHAPE, "checkpoint: no backbone blocks (missing 'backbone.blocks.0.norm1.weight')");
@@ -211,10 +211,10 @@ static int load_backbone(loader *L) {
                 for (int ch = 0; ch < 3; ch++)
                     for (int kh = 0; kh < HM_PATCH; kh++) {
                         int y = i * HM_PATCH - HM_PATCH_PAD + kh;
-                        if (y < 0 || y >= HM_IMG_H) continue;
+                        if (y < 0 || y >= HAMER_CROP_H) continue;
                         for (int kw = 0; kw < HM_PATCH; kw++) {
                             int x = j * HM_PATCH - HM_PATCH_PAD + kw;
-                            if (x < 0 || x >= HM_IMG_W) continue;
+                            if (x < 0 || x >= HAMER_CROP_W) continue;
                             acc += w[(ch * HM_PATCH + kh) * HM_PATCH + kw] * (mean[ch] / stdv[ch]);
                         }
                     }

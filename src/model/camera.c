@@ -13,11 +13,11 @@
 void hm_camera_cam_t(const float *pred_cam, float *cam_t) {
     cam_t[0] = pred_cam[1];
     cam_t[1] = pred_cam[2];
-    cam_t[2] = 2.0f * HM_FOCAL / (HM_CROP_PX * pred_cam[0] + 1e-9f);
+    cam_t[2] = 2.0f * HM_FOCAL / ((float)HAMER_CROP_H * pred_cam[0] + 1e-9f);
 }
 
 void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d) {
-    const float f = HM_FOCAL / HM_CROP_PX;
+    const float f = HM_FOCAL / (float)HAMER_CROP_H;
     for (int k = 0; k < HM_NKP; k++) {
         float x = kp3d[3 * k] + cam_t[0], y = kp3d[3 * k + 1] + cam_t[1], z = kp3d[3 * k + 2] + cam_t[2];
         kp2d[2 * k] = f * (x / z);
@@ -25,7 +25,7 @@ void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d) {
     }
 }
 
-float hm_camera_focal_full(int W, int H) { return HM_FOCAL / HM_CROP_PX * (float)(W > H ? W : H); }
+float hm_camera_focal_full(int W, int H) { return HM_FOCAL / (float)HAMER_CROP_H * (float)(W > H ? W : H); }
 
 /* Crop camera -> full-image camera, as HaMeR's demo (cam_crop_to_full):
  * the crop's weak-perspective camera (s, tx, ty) seen through a focal length

@@ -43,7 +43,7 @@ static int pass(hm_state *s, const void *crops, int is_u8, int b0, int nb, const
     int rc;
     HM_TIC(s);
     if (is_u8) {
-        const uint8_t *c = (const uint8_t *)crops + (size_t)b0 * HM_IMG_H * HM_IMG_W * 3;
+        const uint8_t *c = (const uint8_t *)crops + (size_t)b0 * HAMER_CROP_H * HAMER_CROP_W * 3;
         if (s->plain) {
             hm_u8_to_normalised(c, s->img, nb);
             rc = hm_patch_embed_f32(s, s->img, nb);
@@ -51,7 +51,7 @@ static int pass(hm_state *s, const void *crops, int is_u8, int b0, int nb, const
             rc = hm_patch_embed_u8(s, c, nb);
         }
     } else {
-        rc = hm_patch_embed_f32(s, (const unsigned char *)crops + (size_t)b0 * 3 * HM_IMG_H * HM_IMG_W * sizeof(float), nb);
+        rc = hm_patch_embed_f32(s, (const unsigned char *)crops + (size_t)b0 * 3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float), nb);
     }
     if (rc) return rc;
     HM_TOC(s, HM_ST_PATCH);

@@ -18,11 +18,10 @@
 #include "kernels/norm.h"
 #include "core/pool.h"
 #include "core/util.h"
+#include "hamer.h"
 
 #define HM_PATCH 16
 #define HM_PATCH_PAD 2
-#define HM_IMG_H 256
-#define HM_IMG_W 192
 #define HM_VIT_HEAD_DIM 80   /* ViT-H: heads = dim / 80 (not stored in the checkpoint) */
 #define HM_DEC_HEAD_DIM 64   /* decoder: heads = inner / 64 */
 #define HM_NJ 16             /* MANO joints (incl. global orient) */
@@ -31,8 +30,7 @@
 #define HM_NB 10             /* betas */
 #define HM_NKP 21
 #define HM_NPARAMS (9 * HM_NJ + HM_NB + 3)  /* 16 rotations, betas, pred_cam = 157 */
-#define HM_FOCAL 5000.0f     /* pixels, for a crop of HM_CROP_PX */
-#define HM_CROP_PX 256.0f
+#define HM_FOCAL 5000.0f     /* pixels, for a crop of HAMER_CROP_H */
 
 /* The crops' normalisation (x/255 - mean) / std, RGB (patch_embed.c). */
 extern const double hm_norm_mean[3], hm_norm_std[3];
@@ -180,7 +178,7 @@ void hm_mano_forward(const hm_mano *mano, const float *params, float *verts, flo
  * J [16*3] and v_posed (v_shaped + the pose correctives) [778*3]. */
 void hm_mano_rest(const hm_mano *mano, const float *params, double *vs, double *J, double *vp); /* mano.c */
 void hm_camera_cam_t(const float *pred_cam, float *cam_t);             /* camera.c */
-/* Focal length of the full image's camera: HM_FOCAL / HM_CROP_PX * max(W, H). */
+/* Focal length of the full image's camera: HM_FOCAL / HAMER_CROP_H * max(W, H). */
 float hm_camera_focal_full(int W, int H);
 void hm_camera_project(const float *kp3d, const float *cam_t, float *kp2d);
 void hm_camera_full(const float *pred_cam, int is_right, float cx, float cy, float box_size, int W, int H,

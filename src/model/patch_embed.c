@@ -26,14 +26,14 @@ static void im2col_f32(const unsigned char *img, float *cols, int gh, int gw) {
         for (int j = 0; j < gw; j++) {
             float *row = cols + (size_t)(i * gw + j) * K_PATCH;
             int x0 = j * HM_PATCH - HM_PATCH_PAD, lo = x0 < 0 ? -x0 : 0;
-            int hi = x0 + HM_PATCH > HM_IMG_W ? HM_IMG_W - x0 : HM_PATCH;
+            int hi = x0 + HM_PATCH > HAMER_CROP_W ? HAMER_CROP_W - x0 : HM_PATCH;
             for (int c = 0; c < 3; c++)
                 for (int kh = 0; kh < HM_PATCH; kh++) {
                     int y = i * HM_PATCH - HM_PATCH_PAD + kh;
                     float *dst = row + (c * HM_PATCH + kh) * HM_PATCH;
                     memset(dst, 0, HM_PATCH * sizeof(float));
-                    if (y < 0 || y >= HM_IMG_H) continue;
-                    size_t off = (((size_t)c * HM_IMG_H + y) * HM_IMG_W + x0 + lo) * sizeof(float);
+                    if (y < 0 || y >= HAMER_CROP_H) continue;
+                    size_t off = (((size_t)c * HAMER_CROP_H + y) * HAMER_CROP_W + x0 + lo) * sizeof(float);
                     memcpy(dst + lo, img + off, (size_t)(hi - lo) * sizeof(float));
                 }
         }
@@ -50,8 +50,8 @@ static void im2col_u8(const uint8_t *img, float *cols, int gh, int gw) {
                     float *dst = row + (c * HM_PATCH + kh) * HM_PATCH;
                     for (int kw = 0; kw < HM_PATCH; kw++) {
                         int xx = j * HM_PATCH - HM_PATCH_PAD + kw;
-                        int in = y >= 0 && y < HM_IMG_H && xx >= 0 && xx < HM_IMG_W;
-                        dst[kw] = in ? (float)img[((size_t)y * HM_IMG_W + xx) * 3 + c] : 0.0f;
+                        int in = y >= 0 && y < HAMER_CROP_H && xx >= 0 && xx < HAMER_CROP_W;
+                        dst[kw] = in ? (float)img[((size_t)y * HAMER_CROP_W + xx) * 3 + c] : 0.0f;
                     }
                 }
         }
@@ -66,7 +66,7 @@ static int embed(hm_state *s, int B, const hm_packed *w, const float *tok_bias) 
 
 int hm_patch_embed_f32(hm_state *s, const void *crops, int B) {
     const hm_config *c = &s->m->cfg;
-    const size_t bytes = (size_t)3 * HM_IMG_H * HM_IMG_W * sizeof(float);
+    const size_t bytes = (size_t)3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float);
     for (int b = 0; b < B; b++)
         im2col_f32((const unsigned char *)crops + (size_t)b * bytes, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
     return embed(s, B, &s->m->patch, s->m->pos);
@@ -75,7 +75,7 @@ int hm_patch_embed_f32(hm_state *s, const void *crops, int B) {
 int hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B) {
     const hm_config *c = &s->m->cfg;
     for (int b = 0; b < B; b++)
-        im2col_u8(crops + (size_t)b * HM_IMG_H * HM_IMG_W * 3, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
+        im2col_u8(crops + (size_t)b * HAMER_CROP_H * HAMER_CROP_W * 3, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
     return embed(s, B, &s->m->patch_u8, s->m->u8_tok_bias);
 }
 
@@ -85,7 +85,7 @@ const double hm_norm_std[3] = {0.229, 0.224, 0.225};
 void hm_u8_to_normalised(const uint8_t *crops, float *out, int B) {
     const float mean[3] = {(float)hm_norm_mean[0], (float)hm_norm_mean[1], (float)hm_norm_mean[2]};
     const float stdv[3] = {(float)hm_norm_std[0], (float)hm_norm_std[1], (float)hm_norm_std[2]};
-    const size_t hw = (size_t)HM_IMG_H * HM_IMG_W;
+    const size_t hw = (size_t)HAMER_CROP_H * HAMER_CROP_W;
     for (int b = 0; b < B; b++)
         for (size_t p = 0; p < hw; p++)
             for (int c = 0; c < 3; c++)

@@ -37,7 +37,7 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
         {&s->hkv1, T * 2 * c->hinner},
         {&s->hsa, B * 3 * c->hinner},
         {&s->pose6d, B * (HM_NJ * 6 + HM_NB + 3)},
-        {&s->img, B * 3 * HM_IMG_H * HM_IMG_W},
+        {&s->img, B * 3 * HAMER_CROP_H * HAMER_CROP_W},
         {&s->params, B * HM_NPARAMS},
         {&s->verts, (size_t)HM_NV * 3},
     };

@@ -47,7 +47,7 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
         hm_errclear();
         if (hm_box_check(&b, w, h) ||
             hm_crop(&img, &b, p.rescale, p.crop_mode == HAMER_CROP_PAD ? HM_CROP_PAD : HM_CROP_WARP,
-                    ws->crops + (size_t)nv * 3 * HM_IMG_H * HM_IMG_W, &info)) {
+                    ws->crops + (size_t)nv * 3 * HAMER_CROP_H * HAMER_CROP_W, &info)) {
             snprintf(H->error, sizeof H->error, "hand %d: %s", i, hm_errmsg());
             continue;
         }
@@ -102,7 +102,7 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
 int hm_predict_ws_reserve(hm_predict_ws *ws, int n) {
     hm_predict_ws_free(ws);
     if (n < 1) n = 1;
-    ws->crops = hm_alloc((size_t)n * 3 * HM_IMG_H * HM_IMG_W * sizeof(float));
+    ws->crops = hm_alloc((size_t)n * 3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float));
     ws->params = hm_alloc((size_t)n * HM_NPARAMS * sizeof(float));
     ws->verts = hm_alloc((size_t)n * HM_NV * 3 * sizeof(float));
     ws->kp3d = hm_alloc((size_t)n * HM_NKP * 3 * sizeof(float));

@@ -23,8 +23,8 @@
 #include "core/util.h"
 #include "model/model.h"
 
-#define N HM_CROP_SIZE
-#define OW HM_CROP_OUT_W
+#define N HAMER_CROP_H  /* side of the square patch */
+#define OW HAMER_CROP_W /* its centre columns, the crop */
 #define X_OFF ((N - OW) / 2) /* first kept column of the square patch */
 
 /* The demo's per-channel float32 constants: 255*mean and 255*std computed
@@ -71,12 +71,12 @@ static double official_box_size(const hm_box *b, double rescale) {
     h = h / 200.0f;
     w = w * 200.0f;
     h = h * 200.0f;
-    if ((double)(h / w) < 256.0 / 192.0) {
-        double hn = (double)w * 256.0 / 192.0;
+    if ((double)(h / w) < (double)N / OW) {
+        double hn = (double)w * N / OW;
         if (h > hn) hn = h;
         return hn > w ? hn : w;
     }
-    double wn = (double)h * 192.0 / 256.0;
+    double wn = (double)h * OW / N;
     if (w > wn) wn = w;
     return h > wn ? h : wn;
 }
@@ -126,7 +126,7 @@ static int cv_lu(double *A, int m, double *b) {
 static int official_inverse_map(double cx, float cy, double bb, double M[6]) {
     const float half = (float)(bb * 0.5);
     const float src[3][2] = {{(float)cx, cy}, {(float)cx, (float)((double)cy + half)}, {(float)(cx + half), cy}};
-    const float dst[3][2] = {{128, 128}, {128, 256}, {256, 128}};
+    const float dst[3][2] = {{N / 2, N / 2}, {N / 2, N}, {N, N / 2}};
     double A[36] = {0};
     for (int i = 0; i < 3; i++) {
         double *r0 = A + 12 * i, *r1 = r0 + 6;
@@ -338,7 +338,7 @@ static int crop_warp(const hm_image *img, const hm_box *box, double rescale, flo
     const int W = img->w, H = img->h, left = !box->is_right;
     const float cx = (box->x2 + box->x1) / 2.0f, cy = (box->y2 + box->y1) / 2.0f;
     const double bb = official_box_size(box, rescale);
-    const double df = bb / 256.0 / 2.0;
+    const double df = bb / N / 2.0;
     /* the mirrored image's centre: img_width - c_x - 1 in float64 */
     const double cxm = left ? (double)W - (double)cx - 1.0 : (double)cx;
     double M[6];

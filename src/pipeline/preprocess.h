@@ -48,8 +48,8 @@
 #include "format/image.h"
 #include "hamer.h"
 
-#define HM_CROP_SIZE 256        /* side of the square patch */
-#define HM_CROP_OUT_W 192       /* its centre columns 32..223 */
+/* The square patch is HAMER_CROP_H on a side; the crop is its centre
+ * HAMER_CROP_W columns (32..223). */
 #define HM_CROP_RESCALE_MAX HAMER_MAX_RESCALE
 #define HM_CROP_PAD_GREY_R 124  /* round(255*mean): normalises to about 0 */
 #define HM_CROP_PAD_GREY_G 116

@@ -21,7 +21,7 @@
 #include "hamer.h"
 #include "format/image.h"
 #include "format/pickle.h"
-#include "pipeline/result_json.h"
+#include "pipeline/boxes.h"
 #include "core/util.h"
 
 static int npass, nfail;

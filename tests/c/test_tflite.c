@@ -1,4 +1,4 @@
-/* test_tflite - the TFLite reader and executor (src/detect/) in-process, on
+/* test_tflite - the TFLite reader and executor (src/tflite/) in-process, on
  * the tiny models of fuzz/corpus/tflite/:
  *
  *   - argument checks of the API, a missing file;
@@ -20,8 +20,8 @@
 
 #include "check.h"
 #include "core/pool.h"
-#include "detect/tflite.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite.h"
+#include "tflite/tflite_impl.h"
 
 static char corpus[4200];
 

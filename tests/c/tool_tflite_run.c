@@ -28,8 +28,8 @@
 
 #include "core/pool.h"
 #include "core/util.h"
-#include "detect/tflite.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite.h"
+#include "tflite/tflite_impl.h"
 #include "format/npy.h"
 
 static int usage(const char *msg) {

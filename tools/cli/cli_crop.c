@@ -101,8 +101,8 @@ static int parse(int argc, char **argv, crop_args *a) {
 
 /* The crops as one .npy at output (core/fileio: temp file, renamed). */
 static int write_crops(const char *output, int u8, int nbox, const float *crops, const uint8_t *bytes, size_t per) {
-    const int64_t shape_f[4] = {nbox, 3, HM_CROP_SIZE, HM_CROP_OUT_W};
-    const int64_t shape_u[4] = {nbox, HM_CROP_SIZE, HM_CROP_OUT_W, 3};
+    const int64_t shape_f[4] = {nbox, 3, HAMER_CROP_H, HAMER_CROP_W};
+    const int64_t shape_u[4] = {nbox, HAMER_CROP_H, HAMER_CROP_W, 3};
     char hdr[HM_NPY_HEADER_MAX];
     size_t hlen, dlen = u8 ? per * nbox : sizeof(float) * per * nbox;
     hm_npy_header(u8 ? HM_DT_U8 : HM_DT_F32, 4, u8 ? shape_u : shape_f, hdr, &hlen);
@@ -128,7 +128,7 @@ static int run(const crop_args *a) {
             hm_image_free(&img);
             return 1;
         }
-    const size_t per = (size_t)3 * HM_CROP_SIZE * HM_CROP_OUT_W;
+    const size_t per = (size_t)3 * HAMER_CROP_H * HAMER_CROP_W;
     float *crops = malloc(sizeof(float) * per * nbox);
     uint8_t *bytes = a->u8 ? malloc(per * nbox) : NULL;
     int rc = 0;

@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "format/image.h"
-#include "pipeline/result_json.h"
+#include "pipeline/boxes.h"
 #include "serve/server.h"
 #include "core/cpu.h"
 #include "core/util.h"

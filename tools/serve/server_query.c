@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "pipeline/result_json.h"
+#include "pipeline/boxes.h"
 #include "serve/server.h"
 #include "core/util.h"
 

@@ -1,4 +1,4 @@
-/* detect/tflite_fb.h - bounds-checked reading of a FlatBuffer (internal to
+/* tflite/tflite_fb.h - bounds-checked reading of a FlatBuffer (internal to
  * the TFLite reader).
  *
  * Every accessor validates what it touches against the buffer: a table's
@@ -10,8 +10,8 @@
  * e.g. "Model.subgraphs[0].tensors[3]") and the byte offset, and returns
  * HM_E_FORMAT; out-parameters are then untouched.
  */
-#ifndef HM_DETECT_TFLITE_FB_H
-#define HM_DETECT_TFLITE_FB_H
+#ifndef HM_TFLITE_FB_H
+#define HM_TFLITE_FB_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,12 +1,12 @@
-/* detect/tflite.c - loading a .tflite model (read, prepare, plan) and the
- * model's accessors. See detect/tflite.h.
+/* tflite/tflite.c - loading a .tflite model (read, prepare, plan) and the
+ * model's accessors. See tflite/tflite.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 /* Largest file read (the MediaPipe models are 2-6 MB). */
 #define HM_TFL_MAX_FILE ((size_t)1 << 30)

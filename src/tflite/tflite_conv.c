@@ -1,4 +1,4 @@
-/* detect/tflite_conv.c - CONV_2D, FULLY_CONNECTED (packed GEMM) and
+/* tflite/tflite_conv.c - CONV_2D, FULLY_CONNECTED (packed GEMM) and
  * DEPTHWISE_CONV_2D, NHWC fp32.
  *
  * CONV_2D is a GEMM of the (im2col'd) input [N*OH*OW, KH*KW*C] with the
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 /* Rows of one chunk task. */
 #define CHUNK_ROWS 192

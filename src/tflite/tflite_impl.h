@@ -1,15 +1,15 @@
-/* detect/tflite_impl.h - the loaded TFLite graph, shared by the reader
+/* tflite/tflite_impl.h - the loaded TFLite graph, shared by the reader
  * (tflite_read.c), the load-time preparation (tflite_prep.c), the memory
  * plan (tflite_plan.c), the executor (tflite_exec.c) and the kernels
- * (tflite_ops*.c). Internal: nothing here is part of detect/tflite.h.
+ * (tflite_ops*.c). Internal: nothing here is part of tflite/tflite.h.
  */
-#ifndef HM_DETECT_TFLITE_IMPL_H
-#define HM_DETECT_TFLITE_IMPL_H
+#ifndef HM_TFLITE_IMPL_H
+#define HM_TFLITE_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "detect/tflite.h"
+#include "tflite/tflite.h"
 #include "kernels/gemm.h"
 
 /* TensorType values (schema.fbs). */

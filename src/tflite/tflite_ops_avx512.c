@@ -1,4 +1,4 @@
-/* detect/tflite_ops_avx512.c - AVX-512 twins of the depthwise and
+/* tflite/tflite_ops_avx512.c - AVX-512 twins of the depthwise and
  * elementwise kernels (compiled with -mavx512f ...; called only when the
  * model was loaded with the AVX-512 GEMM active, see tflite_impl.h).
  *
@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 static inline __mmask16 tail_mask(int rem) { return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1); }
 

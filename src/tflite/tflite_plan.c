@@ -1,4 +1,4 @@
-/* detect/tflite_plan.c - the static memory plan: one arena per state, every
+/* tflite/tflite_plan.c - the static memory plan: one arena per state, every
  * activation at a fixed offset chosen at load.
  *
  * Each storage (a tensor, with the RESHAPE outputs that alias it) lives from
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 #define ALIGN_FLOATS 16
 

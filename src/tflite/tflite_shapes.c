@@ -1,4 +1,4 @@
-/* detect/tflite_shapes.c - per-op checks and output shapes, at load.
+/* tflite/tflite_shapes.c - per-op checks and output shapes, at load.
  *
  * For each op: the input count, each input's type, rank and constness
  * where the kernel needs it, the options' values (strides, padding,
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 #define OPNAME(op) hm_tfl_op_name((op)->code)
 

@@ -1,10 +1,10 @@
-/* detect/tflite_fb.c - bounds-checked FlatBuffer access (see tflite_fb.h).
+/* tflite/tflite_fb.c - bounds-checked FlatBuffer access (see tflite_fb.h).
  *
  * All position arithmetic is done in uint64_t on values that are at most
  * the buffer length plus a 32-bit quantity, so it cannot wrap; a range is
  * inside the buffer when pos <= n and len <= n - pos.
  */
-#include "detect/tflite_fb.h"
+#include "tflite/tflite_fb.h"
 
 #include <string.h>
 

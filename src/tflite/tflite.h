@@ -1,4 +1,4 @@
-/* detect/tflite.h - TFLite model files: a bounds-checked FlatBuffer reader
+/* tflite/tflite.h - TFLite model files: a bounds-checked FlatBuffer reader
  * and an fp32 NHWC executor for the ops MediaPipe's hand models use.
  *
  * A hm_tfl_model is read-only once loaded (weights decoded to fp32, fp16
@@ -11,8 +11,8 @@
  * after recording a one-line message with hm_err(); on error nothing is
  * returned through out-parameters and nothing leaks.
  */
-#ifndef HM_DETECT_TFLITE_H
-#define HM_DETECT_TFLITE_H
+#ifndef HM_TFLITE_H
+#define HM_TFLITE_H
 
 #include <stddef.h>
 

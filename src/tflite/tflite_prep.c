@@ -1,4 +1,4 @@
-/* detect/tflite_prep.c - load-time preparation of a read graph.
+/* tflite/tflite_prep.c - load-time preparation of a read graph.
  *
  * In op order: every input must exist already (a constant, a graph input or
  * the output of an earlier op), so the file's order is a valid schedule and
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 #define OPNAME(op) hm_tfl_op_name((op)->code)
 

@@ -1,4 +1,4 @@
-/* detect/tflite_exec.c - per-thread run states and invoke.
+/* tflite/tflite_exec.c - per-thread run states and invoke.
  *
  * A state owns one arena: the activations at the offsets the plan chose,
  * then the scratch the largest op needs, and the input / output pointer
@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 /* See tflite_impl.h. Only the GEMM can fail at run time; its code is
  * returned and the output is then undefined. */

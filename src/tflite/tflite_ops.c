@@ -1,4 +1,4 @@
-/* detect/tflite_ops.c - the data-movement and elementwise kernels: MAX_POOL_2D,
+/* tflite/tflite_ops.c - the data-movement and elementwise kernels: MAX_POOL_2D,
  * ADD / PRELU (numpy broadcasting), PAD, RESIZE_BILINEAR, CONCATENATION,
  * MEAN, LOGISTIC. NHWC fp32; shapes were checked at load (tflite_prep.c).
  */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_impl.h"
 
 /* Elements per elementwise task: below this a job runs on the caller. */
 #define ELEMS_PER_TASK 32768

@@ -1,4 +1,4 @@
-/* detect/tflite_read.c - the .tflite FlatBuffer -> hm_tfl_model (tensors with
+/* tflite/tflite_read.c - the .tflite FlatBuffer -> hm_tfl_model (tensors with
  * their constant data decoded to fp32 / int32, operators with their options).
  *
  * Only what the executor needs is read: Model.version, operator_codes,
@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "detect/tflite_fb.h"
-#include "detect/tflite_impl.h"
+#include "tflite/tflite_fb.h"
+#include "tflite/tflite_impl.h"
 
 /* Field ids. A union takes two ids: its type (ubyte), then its value. */
 enum { MODEL_VERSION = 0, MODEL_OPCODES = 1, MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4 };
