@@ -640,7 +640,7 @@ HAMER_API int hamer_job_hand_obj(const hamer_job *job, int hand, char **obj, siz
  * followed, each folder once, at most HAMER_FOLDER_MAX_DEPTH deep and
  * HAMER_FOLDER_MAX_ENTRIES names), the naming of the outputs (per image
  * NAME.EXT in OUT's mirror of its subfolder: NAME.json, NAME_all.png,
- * NAME_side.png, NAME_N.obj), the skip rule (NAME.json records its input
+ * NAME_side.png, NAME_N.obj, NAME.glb), the skip rule (NAME.json records its input
  * by path, size and mtime; the first owner of a NAME keeps it), OUT's
  * errors.jsonl (one fsync'd line per failure) and the lock that keeps two
  * runs off one output folder. src/hamer_folder.c lists the rules.
@@ -663,6 +663,7 @@ typedef struct {
     int n_globs;
     int recursive, force, retry_failed;
     int render, side_view, save_mesh, vertices;     /* the outputs */
+    int glb;                        /* NAME.glb: the hands as a skinned binary glTF (hamer_hands_glb) */
     int (*cancel)(void *user);      /* polled by the scan (NULL: never stop) */
     void *cancel_user;
 } hamer_folder_params;

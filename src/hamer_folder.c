@@ -33,7 +33,7 @@
  *    (retry_failed does); every other failure is retried.
  *
  * Files: per image NAME.json (RESULT.json with the "input" record first),
- * NAME_all.png, NAME_side.png, NAME_N.obj, each written to a temporary
+ * NAME_all.png, NAME_side.png, NAME_N.obj, NAME.glb, each written to a temporary
  * file, fsync'd and renamed (core/fileio.h), NAME.json last: an image is
  * complete exactly when its NAME.json is there. OUT/errors.jsonl: one line
  * {"path","stage","reason","size","mtime_ns"} per failure, appended with
@@ -384,6 +384,7 @@ static int complete(const hamer_folder *f, const item *it, json_t *doc) {
     if (ok && f->p.render) ok = (pic = str_printf("%s_all.png", it->stem)) && fresh(pic, it->mtime, also), free(pic);
     if (ok && f->p.side_view)
         ok = (pic = str_printf("%s_side.png", it->stem)) && fresh(pic, it->mtime, also), free(pic);
+    if (ok && f->p.glb) ok = (pic = str_printf("%s.glb", it->stem)) && fresh(pic, it->mtime, also), free(pic);
     json_t *hands = json_object_get(doc, "hands");
     if (ok) ok = json_is_array(hands);
     for (size_t i = 0; ok && i < json_array_size(hands); i++) {
@@ -851,6 +852,22 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
         }
         int bad = write_out(path, obj, len, err, sizeof err);
         hamer_free(obj);
+        free(path);
+        if (bad) {
+            record_error(f, it, "write", err);
+            return -1;
+        }
+    }
+    if (f->p.glb) {
+        uint8_t *glb;
+        size_t len;
+        if (hamer_job_glb(job, &glb, &len)) {
+            record_error(f, it, "write", hamer_last_error());
+            return -1;
+        }
+        char *path = str_printf("%s.glb", it->stem);
+        int bad = write_out(path, glb, len, err, sizeof err);
+        hamer_free(glb);
         free(path);
         if (bad) {
             record_error(f, it, "write", err);

@@ -144,3 +144,24 @@ def test_python_glb_is_the_same_file(scene, tmp_path):
     assert proc.returncode == 0, describe(proc)
     assert "refused: hand 0: glb needs global_orient, hand_pose, betas, keypoints_3d" in proc.stdout, proc.stdout
     assert (tmp_path / "py.glb").read_bytes() == scene["glb"].read_bytes()
+
+
+def test_batch_glb_per_image_and_resume(scene, tmp_path):
+    """hamer batch --glb: NAME.glb is `hamer run --glb`'s file for that
+    image; a rerun skips it; without NAME.glb the image is redone."""
+    inp, boxes, out = tmp_path / "in", tmp_path / "boxes", tmp_path / "out"
+    inp.mkdir(), boxes.mkdir()
+    shutil.copy(scene["dir"] / "photo.png", inp / "p.png")
+    (boxes / "p.json").write_text(json.dumps([{"bbox": [60, 40, 170, 200], "is_right": True},
+                                              {"bbox": [230, 90, 330, 240], "is_right": False},
+                                              {"bbox": [900, 900, 950, 950], "is_right": True}]))
+    args = ["batch", "--model", scene["model"], "--input-dir", inp, "--out-dir", out, "--boxes-dir", boxes,
+            "--glb", "--json"]
+    proc = run_hamer(args)
+    assert proc.returncode == 3, describe(proc)   # the third box fails its hand, as in the scene
+    assert (out / "p.glb").read_bytes() == scene["glb"].read_bytes()
+    proc = run_hamer(args)
+    assert json.loads(proc.stdout)["skipped"] == 1, describe(proc)
+    (out / "p.glb").unlink()
+    proc = run_hamer(args)
+    assert json.loads(proc.stdout)["computed"] == 1 and (out / "p.glb").is_file(), describe(proc)

@@ -197,7 +197,7 @@ int main(void) {
     F(hamer_job_result, detections) F(hamer_job_result, n_failed) F(hamer_job_result, timings)
     F(hamer_job_result, failed_stage)
     S(hamer_folder_params) F(hamer_folder_params, globs) F(hamer_folder_params, n_globs)
-    F(hamer_folder_params, vertices) F(hamer_folder_params, cancel) F(hamer_folder_params, cancel_user)
+    F(hamer_folder_params, vertices) F(hamer_folder_params, glb) F(hamer_folder_params, cancel) F(hamer_folder_params, cancel_user)
     S(hamer_folder_image) F(hamer_folder_image, result_path) F(hamer_folder_image, status)
     F(hamer_folder_image, error_stage) F(hamer_folder_image, error_reason)
     S(hamer_folder_decoded) F(hamer_folder_decoded, decode_ms) F(hamer_folder_decoded, decode_error)

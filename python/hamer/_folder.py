@@ -52,7 +52,8 @@ def _load_result(path):
 
 
 def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, boxes_dir=None, vertices=False,
-                   render=False, side_view=False, save_mesh=False, force=False, retry_failed=False, detector=None,
+                   render=False, side_view=False, save_mesh=False, glb=False, force=False, retry_failed=False,
+                   detector=None,
                    lite=False, max_hands=8, min_score=0.5, tiles=True, rescale=2.0, crop_mode="warp"):
     """Every image of a folder, as ``hamer batch``: a generator of one dict
     per image, in the command's order (sorted by name, subfolders where
@@ -69,7 +70,8 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     out_dir     None: nothing is written, every image computed. Otherwise
                 the files of ``hamer batch --out-dir``: NAME.json,
                 NAME_all.png (render), NAME_side.png (side_view),
-                NAME_N.obj (save_mesh), OUT/errors.jsonl; an image whose
+                NAME_N.obj (save_mesh), NAME.glb (glb), OUT/errors.jsonl;
+                an image whose
                 NAME.json records it as it is now and whose outputs are
                 complete and newer than it is "skipped" (its result read
                 back, with the error an earlier run recorded for it, if
@@ -109,7 +111,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     fp.globs, fp.n_globs = glob_arr, len(enc)
     fp.recursive, fp.force, fp.retry_failed = int(bool(recursive)), int(bool(force)), int(bool(retry_failed))
     fp.render, fp.side_view = int(bool(render)), int(bool(side_view))
-    fp.save_mesh, fp.vertices = int(bool(save_mesh)), int(bool(vertices))
+    fp.save_mesh, fp.vertices, fp.glb = int(bool(save_mesh)), int(bool(vertices)), int(bool(glb))
     folder = ctypes.c_void_p()
     rc = lib.hamer_folder_open(ctypes.byref(fp), ctypes.byref(folder))
     if rc < 0:

@@ -312,6 +312,7 @@ class FolderParams(_Struct):
         ("side_view", ctypes.c_int),
         ("save_mesh", ctypes.c_int),
         ("vertices", ctypes.c_int),
+        ("glb", ctypes.c_int),
         ("cancel", ctypes.c_void_p),
         ("cancel_user", ctypes.c_void_p),
     ]

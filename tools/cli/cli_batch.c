@@ -19,6 +19,7 @@
  *   NAME_side.png    --side-view
  *   NAME_N.obj       --save-mesh: hand N of NAME.json (0-based; not for a
  *                    hand that failed)
+ *   NAME.glb         --glb: its hands as a skinned binary glTF
  * Every file is written to a temporary file, fsync'd and renamed
  * (core/fileio.h), NAME.json last: an image is complete exactly when its
  * NAME.json is there, so an interrupted run leaves no partial file and the
@@ -50,14 +51,15 @@
 static const char *USAGE_BATCH =
     "usage: hamer batch --model M --input-dir DIR --out-dir OUT\n"
     "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N] [--prefetch N]\n"
-    "                   [--force] [--retry-failed] [--save-mesh] [--render] [--side-view] [--vertices]\n"
+    "                   [--force] [--retry-failed] [--save-mesh] [--render] [--side-view] [--glb] [--vertices]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                   [--single-pass] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
     "                   [--precision fp32|fast] [--json]\n"
     "\n"
     "Every image of DIR through `hamer run` with one model load: per image NAME\n"
     "OUT/NAME.json (RESULT.json), and NAME_all.png (--render), NAME_side.png\n"
-    "(--side-view), NAME_N.obj per hand (--save-mesh). Boxes from D/NAME.json\n"
+    "(--side-view), NAME_N.obj per hand (--save-mesh), NAME.glb (--glb: the hands as\n"
+    "a skinned binary glTF). Boxes from D/NAME.json\n"
     "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
     "\n"
     "  --recursive     also the subfolders (mirrored in OUT; links followed, each\n"
@@ -91,7 +93,7 @@ typedef struct {
     const char *model, *input_dir, *out_dir, *boxes_dir, *mano;
     const char *globs[MAX_GLOBS];
     int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
-    int save_mesh, render, side, with_vertices, precision;
+    int save_mesh, render, side, glb, with_vertices, precision;
     hm_cli_detect_args det;
     hamer_predict_params pp;
 } batch_args;
@@ -118,6 +120,7 @@ static int parse(int argc, char **argv, batch_args *a) {
                     : !strcmp(o, "--save-mesh")    ? &a->save_mesh
                     : !strcmp(o, "--render")       ? &a->render
                     : !strcmp(o, "--side-view")    ? &a->side
+                    : !strcmp(o, "--glb")          ? &a->glb
                     : !strcmp(o, "--vertices")     ? &a->with_vertices
                     : !strcmp(o, "--json")         ? &a->json
                                                    : NULL;
@@ -439,6 +442,7 @@ static int batch_main(batch_args *a) {
     fp.globs = a->globs, fp.n_globs = a->nglob;
     fp.recursive = a->recursive, fp.force = a->force, fp.retry_failed = a->retry_failed;
     fp.render = a->render, fp.side_view = a->side, fp.save_mesh = a->save_mesh, fp.vertices = a->with_vertices;
+    fp.glb = a->glb;
     fp.cancel = cancel_cb;
     batch b = {.a = a};
     int rc = hamer_folder_open(&fp, &b.folder);
