@@ -449,6 +449,22 @@ typedef struct {
     hamer_timings predict;  /* the regression of the frame's hands (hamer_tracker_frame) */
 } hamer_track_stats;
 
+/* An animated GLB of a video's tracked hands: hamer_glb_anim_add after each
+ * frame with the tracker's results (the smoothed hands where there are),
+ * hamer_glb_anim_write at the end. One skinned hand per track (its bind
+ * shape from the track's first frame; no pose correctives), one animation
+ * with each joint's rotation and each hand's place per frame at the
+ * frames' times, the hand hidden (scale 0) before and after its track.
+ * The samples wait in a temporary file, so memory stays flat while a long
+ * video runs. On error NULL / a negative code with the message set. */
+typedef struct hamer_glb_anim hamer_glb_anim;
+HAMER_API hamer_glb_anim *hamer_glb_anim_new(const hamer_model *model);
+HAMER_API int hamer_glb_anim_add(hamer_glb_anim *anim, double time_s, const hamer_track *tracks,
+                                 const hamer_hand *hands, int n);
+/* The file written atomically (temporary file + rename). */
+HAMER_API int hamer_glb_anim_write(hamer_glb_anim *anim, const char *path);
+HAMER_API void hamer_glb_anim_free(hamer_glb_anim *anim);
+
 HAMER_API hamer_tracker_params hamer_tracker_default_params(void);
 /* NULL on bad parameters (the message names the field) or no memory. */
 HAMER_API hamer_tracker *hamer_tracker_new(const hamer_detector *detector, const hamer_tracker_params *params,

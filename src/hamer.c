@@ -370,6 +370,61 @@ int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, ui
     return hm_glb_hands(&model->m->mano, hands, n, "hamer.c " HAMER_VERSION_STRING, glb, len);
 }
 
+struct hamer_glb_anim {
+    const hamer_model *model;
+    hm_glb_anim *a;
+};
+
+hamer_glb_anim *hamer_glb_anim_new(const hamer_model *model) {
+    if (!model) {
+        hm_err(HM_E_ARG, "%s: model is NULL", __func__);
+        return NULL;
+    }
+    if (!model->m->has_mano) {
+        hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
+        return NULL;
+    }
+    hamer_glb_anim *g = calloc(1, sizeof *g);
+    if (!g) {
+        hm_err(HM_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    g->model = model;
+    if (!(g->a = hm_glb_anim_new())) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+int hamer_glb_anim_add(hamer_glb_anim *anim, double time_s, const hamer_track *tracks, const hamer_hand *hands,
+                       int n) {
+    if (!anim || n < 0 || (n > 0 && (!tracks || !hands)) || !isfinite(time_s))
+        return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    for (int i = 0; i < n; i++) {
+        int rc = hm_glb_anim_add(anim->a, time_s, tracks[i].track_id, &hands[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int hamer_glb_anim_write(hamer_glb_anim *anim, const char *path) {
+    if (!anim || !path) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    uint8_t *glb;
+    size_t len;
+    int rc = hm_glb_anim_write(anim->a, &anim->model->m->mano, "hamer.c " HAMER_VERSION_STRING, &glb, &len);
+    if (rc) return rc;
+    rc = hm_file_write_atomic(path, glb, len);
+    free(glb);
+    return rc;
+}
+
+void hamer_glb_anim_free(hamer_glb_anim *anim) {
+    if (!anim) return;
+    hm_glb_anim_free(anim->a);
+    free(anim);
+}
+
 int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max) {
     if (!json || (max > 0 && !boxes) || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
     return hm_boxes_parse_json(json, len, boxes, max);

@@ -26,8 +26,10 @@
  * then gives RESULT.json's vertices (up to that truncation) in the camera
  * frame, so that two hands stand where they are in the photo.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,9 +127,12 @@ static const char *const KP_NAMES[HM_NKP] = {
     "wrist",   "thumb1", "thumb2", "thumb3", "thumb4", "index1", "index2", "index3", "index4", "middle1", "middle2",
     "middle3", "middle4", "ring1", "ring2", "ring3",  "ring4",  "pinky1", "pinky2", "pinky3", "pinky4"};
 
-/* One hand: its nodes, mesh and skin appended to doc and b. */
+/* One hand: its nodes, mesh and skin appended to doc and b; *root_node
+ * (when given) is its hand node, the joints the 16 nodes after it.
+ * correctives 0: no morph target (an animation, whose correctives would
+ * change with every pose). */
 static int add_hand(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *faces, int nf, const hamer_hand *h,
-                    int k) {
+                    int k, int correctives, int *root_node) {
     int right = h->box.is_right != 0;
     double sx = right ? 1 : -1;  /* left hands: the mirror image, x negated */
     /* MANO runs on a right hand: a left hand's rotations mirrored back */
@@ -191,7 +196,7 @@ static int add_hand(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *fac
         }
     }
     int a_pos = vec3_accessor(doc, b, bind, HM_NV, 1), a_nrm = vec3_accessor(doc, b, nrm, HM_NV, 0);
-    int a_delta = vec3_accessor(doc, b, delta, HM_NV, 1);
+    int a_delta = correctives ? vec3_accessor(doc, b, delta, HM_NV, 1) : -1;
     int a_jts = accessor(doc, b, jts, 4 * HM_NV, 5121, "VEC4", HM_NV, 34962, NULL, NULL);
     int a_wts = accessor(doc, b, wts, sizeof(float) * 4 * HM_NV, 5126, "VEC4", HM_NV, 34962, NULL, NULL);
     int a_idx = accessor(doc, b, idx, sizeof(uint16_t) * 3 * (size_t)nf, 5123, "SCALAR", 3 * nf, 34963, NULL, NULL);
@@ -271,11 +276,18 @@ static int add_hand(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *fac
     json_array_append_new(skins, json_pack("{s:i,s:i,s:o}", "inverseBindMatrices", a_ibm, "skeleton", base, "joints",
                                            joints));
     snprintf(name, sizeof name, "hand_%d_mesh", k);
-    json_array_append_new(
-        meshes, json_pack("{s:s,s:[{s:{s:i,s:i,s:i,s:i},s:i,s:i,s:[{s:i}]}],s:[f],s:{s:[s]}}", "name", name,
-                          "primitives", "attributes", "POSITION", a_pos, "NORMAL", a_nrm, "JOINTS_0", a_jts,
-                          "WEIGHTS_0", a_wts, "indices", a_idx, "material", 0, "targets", "POSITION", a_delta,
-                          "weights", 1.0, "extras", "targetNames", "pose_correctives"));
+    if (correctives)
+        json_array_append_new(
+            meshes, json_pack("{s:s,s:[{s:{s:i,s:i,s:i,s:i},s:i,s:i,s:[{s:i}]}],s:[f],s:{s:[s]}}", "name", name,
+                              "primitives", "attributes", "POSITION", a_pos, "NORMAL", a_nrm, "JOINTS_0", a_jts,
+                              "WEIGHTS_0", a_wts, "indices", a_idx, "material", 0, "targets", "POSITION",
+                              a_delta, "weights", 1.0, "extras", "targetNames", "pose_correctives"));
+    else
+        json_array_append_new(
+            meshes, json_pack("{s:s,s:[{s:{s:i,s:i,s:i,s:i},s:i,s:i}]}", "name", name, "primitives", "attributes",
+                              "POSITION", a_pos, "NORMAL", a_nrm, "JOINTS_0", a_jts, "WEIGHTS_0", a_wts,
+                              "indices", a_idx, "material", 0));
+    if (root_node) *root_node = base;
     json_array_append_new(nodes, json_pack("{s:s,s:I,s:I}", "name", name, "mesh",
                                            (json_int_t)json_array_size(meshes) - 1, "skin",
                                            (json_int_t)json_array_size(skins) - 1));
@@ -288,55 +300,239 @@ done:
     return rc;
 }
 
-int hm_glb_hands(const hm_mano *mn, const hamer_hand *hands, int n, const char *generator, uint8_t **out,
-                 size_t *out_len) {
-    *out = NULL, *out_len = 0;
-    int32_t faces[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
-    int nf = hm_mesh_close_hand(mn->faces, HM_NF, HM_NV, faces);
-    if (nf < 0) return nf;
-    json_t *doc = json_pack("{s:{s:s,s:s},s:i,s:[{s:s,s:[]}],s:[],s:[],s:[],s:[],s:[],s:[],s:[{s:s,s:{s:[f,f,f,f],"
-                            "s:f,s:f}}]}",
-                            "asset", "version", "2.0", "generator", generator, "scene", 0, "scenes", "name", "hands",
-                            "nodes", "nodes", "meshes", "skins", "accessors", "bufferViews", "buffers", "materials",
-                            "name", "hand", "pbrMetallicRoughness", "baseColorFactor", 166 / 255.0, 189 / 255.0,
-                            219 / 255.0, 1.0, "metallicFactor", 0.0, "roughnessFactor", 0.6);
-    if (!doc) return hm_err(HM_E_NOMEM, "out of memory writing a GLB");
-    bytes b = {0};
-    int rc = 0, k = 0;
-    for (int i = 0; i < n && !rc; i++)
-        if (hands[i].ok) rc = add_hand(doc, &b, mn, faces, nf, &hands[i], k++);
-    if (!k) {
+/* The document every file starts from: the asset, one scene, one material. */
+static json_t *doc_new(const char *generator) {
+    return json_pack("{s:{s:s,s:s},s:i,s:[{s:s,s:[]}],s:[],s:[],s:[],s:[],s:[],s:[],s:[{s:s,s:{s:[f,f,f,f],"
+                     "s:f,s:f}}]}",
+                     "asset", "version", "2.0", "generator", generator, "scene", 0, "scenes", "name", "hands", "nodes",
+                     "nodes", "meshes", "skins", "accessors", "bufferViews", "buffers", "materials", "name", "hand",
+                     "pbrMetallicRoughness", "baseColorFactor", 166 / 255.0, 189 / 255.0, 219 / 255.0, 1.0,
+                     "metallicFactor", 0.0, "roughnessFactor", 0.6);
+}
+
+/* doc and b as the GLB's two chunks (doc and b.p consumed). 0 or HM_E_NOMEM. */
+static int pack(json_t *doc, bytes *b, int empty, uint8_t **out, size_t *out_len) {
+    if (empty) {
         /* no hand: a valid file with an empty scene, no buffer */
         json_object_del(doc, "buffers"), json_object_del(doc, "bufferViews"), json_object_del(doc, "accessors");
         json_object_del(doc, "meshes"), json_object_del(doc, "skins"), json_object_del(doc, "materials");
         json_object_del(doc, "nodes");
         json_object_del(json_array_get(json_object_get(doc, "scenes"), 0), "nodes");
     } else {
-        json_array_append_new(json_object_get(doc, "buffers"), json_pack("{s:I}", "byteLength", (json_int_t)b.n));
+        json_array_append_new(json_object_get(doc, "buffers"), json_pack("{s:I}", "byteLength", (json_int_t)b->n));
     }
-    char *text = rc ? NULL : json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    char *text = b->oom ? NULL : json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(doc);
-    if (!rc && !text) rc = hm_err(HM_E_NOMEM, "out of memory writing a GLB");
-    if (rc) {
-        free(b.p), free(text);
-        return rc;
-    }
-    size_t jl = strlen(text), jpad = (jl + 3) & ~(size_t)3, total = 12 + 8 + jpad + (b.n ? 8 + b.n : 0);
-    uint8_t *g = malloc(total);
+    size_t jl = text ? strlen(text) : 0, jpad = (jl + 3) & ~(size_t)3;
+    size_t total = 12 + 8 + jpad + (b->n ? 8 + b->n : 0);
+    uint8_t *g = text ? malloc(total) : NULL;
     if (!g) {
-        free(b.p), free(text);
+        free(b->p), free(text);
         return hm_err(HM_E_NOMEM, "out of memory writing a GLB");
     }
     uint32_t hdr[5] = {0x46546C67u, 2, (uint32_t)total, (uint32_t)jpad, 0x4E4F534Au};  /* "glTF", v2; "JSON" */
     memcpy(g, hdr, sizeof hdr);
     memcpy(g + 20, text, jl);
     memset(g + 20 + jl, ' ', jpad - jl);
-    if (b.n) {
-        uint32_t bh[2] = {(uint32_t)b.n, 0x004E4942u};  /* "BIN\0" */
+    if (b->n) {
+        uint32_t bh[2] = {(uint32_t)b->n, 0x004E4942u};  /* "BIN\0" */
         memcpy(g + 20 + jpad, bh, sizeof bh);
-        memcpy(g + 28 + jpad, b.p, b.n);
+        memcpy(g + 28 + jpad, b->p, b->n);
     }
-    free(b.p), free(text);
+    free(b->p), free(text);
     *out = g, *out_len = total;
     return 0;
+}
+
+int hm_glb_hands(const hm_mano *mn, const hamer_hand *hands, int n, const char *generator, uint8_t **out,
+                 size_t *out_len) {
+    *out = NULL, *out_len = 0;
+    int32_t faces[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
+    int nf = hm_mesh_close_hand(mn->faces, HM_NF, HM_NV, faces);
+    if (nf < 0) return nf;
+    json_t *doc = doc_new(generator);
+    if (!doc) return hm_err(HM_E_NOMEM, "out of memory writing a GLB");
+    bytes b = {0};
+    int rc = 0, k = 0;
+    for (int i = 0; i < n && !rc; i++)
+        if (hands[i].ok) rc = add_hand(doc, &b, mn, faces, nf, &hands[i], k++, 1, NULL);
+    if (rc) {
+        json_decref(doc);
+        free(b.p);
+        return rc;
+    }
+    return pack(doc, &b, k == 0, out, out_len);
+}
+
+/* ---- animation: one skinned hand per track, its joints' rotations and its
+ * place over the frames it was tracked ----
+ *
+ * Samples go to a temporary file as they come (one record per hand and
+ * frame), so that a long video holds no more than one frame's hands in
+ * memory while it runs; hm_glb_anim_write reads them back track by track. */
+
+typedef struct {
+    int32_t track, is_right;
+    double time;
+    float R[HM_NJ * 9];          /* as hamer_hand: global orient, then hand pose */
+    float betas[HM_NB];
+    float cam_t[3];
+    float kp[HM_NKP * 3];
+} anim_rec;
+
+struct hm_glb_anim {
+    FILE *tmp;
+    long n;
+    int tracks;                  /* largest track id + 1 */
+};
+
+hm_glb_anim *hm_glb_anim_new(void) {
+    hm_glb_anim *a = calloc(1, sizeof *a);
+    if (a && !(a->tmp = tmpfile())) {
+        hm_err(HM_E_IO, "cannot create a temporary file for the animation: %s", strerror(errno));
+        free(a);
+        return NULL;
+    }
+    if (!a) hm_err(HM_E_NOMEM, "out of memory");
+    return a;
+}
+
+void hm_glb_anim_free(hm_glb_anim *a) {
+    if (!a) return;
+    if (a->tmp) fclose(a->tmp);
+    free(a);
+}
+
+int hm_glb_anim_add(hm_glb_anim *a, double time_s, int track, const hamer_hand *h) {
+    if (!h->ok || track < 0) return 0;
+    anim_rec r;
+    memset(&r, 0, sizeof r);
+    r.track = track, r.is_right = h->box.is_right != 0, r.time = time_s;
+    memcpy(r.R, h->global_orient, sizeof h->global_orient);
+    memcpy(r.R + 9, h->hand_pose, sizeof h->hand_pose);
+    memcpy(r.betas, h->betas, sizeof r.betas);
+    memcpy(r.cam_t, h->cam_t_full, sizeof r.cam_t);
+    memcpy(r.kp, h->keypoints_3d, sizeof r.kp);
+    if (fwrite(&r, sizeof r, 1, a->tmp) != 1)
+        return hm_err(HM_E_IO, "cannot write the animation's temporary file: %s", strerror(errno));
+    a->n++;
+    if (track + 1 > a->tracks) a->tracks = track + 1;
+    return 0;
+}
+
+/* Track k's channels (its nodes named hand_K_...): a hand built from its first sample (its betas give
+ * the bind shape), then a LINEAR sampler per joint rotation and for the
+ * hand node's translation over the track's times, and a STEP sampler of
+ * the hand node's scale (1 while tracked, 0 before and after). */
+static int add_track(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *faces, int nf, const anim_rec *s,
+                     int n, int k, json_t *samplers, json_t *channels, double t_end) {
+    hamer_hand h;
+    memset(&h, 0, sizeof h);
+    h.ok = 1, h.box.is_right = s[0].is_right;
+    memcpy(h.global_orient, s[0].R, sizeof h.global_orient);
+    memcpy(h.hand_pose, s[0].R + 9, sizeof h.hand_pose);
+    memcpy(h.betas, s[0].betas, sizeof h.betas);
+    memcpy(h.cam_t_full, s[0].cam_t, sizeof h.cam_t_full);
+    memcpy(h.keypoints_3d, s[0].kp, sizeof h.keypoints_3d);
+    int root, rc = add_hand(doc, b, mn, faces, nf, &h, k, 0, &root);
+    if (rc) return rc;
+    float *t = malloc(sizeof(float) * (size_t)n), *q = malloc(sizeof(float) * 4 * (size_t)n);
+    float *tr = malloc(sizeof(float) * 3 * (size_t)n);
+    if (!t || !q || !tr) {
+        free(t), free(q), free(tr);
+        return hm_err(HM_E_NOMEM, "out of memory writing a GLB");
+    }
+    for (int i = 0; i < n; i++) {
+        t[i] = (float)s[i].time;
+        tr[3 * i] = s[i].cam_t[0], tr[3 * i + 1] = -s[i].cam_t[1], tr[3 * i + 2] = -s[i].cam_t[2];
+    }
+    float tmin = t[0], tmax = t[n - 1];
+    json_t *accs = json_object_get(doc, "accessors");
+    int a_t = accessor(doc, b, t, sizeof(float) * (size_t)n, 5126, "SCALAR", n, 0, NULL, NULL);
+    json_t *ta = json_array_get(accs, (size_t)a_t);
+    json_object_set_new(ta, "min", json_pack("[f]", (double)tmin));
+    json_object_set_new(ta, "max", json_pack("[f]", (double)tmax));
+    /* channel: sampler over a_t with output `out`, on node's `path` */
+#define CHANNEL(out_acc, node, path, interp)                                                                       \
+    do {                                                                                                          \
+        json_array_append_new(samplers, json_pack("{s:i,s:i,s:s}", "input", a_t, "output", (out_acc),             \
+                                                  "interpolation", (interp)));                                   \
+        json_array_append_new(channels, json_pack("{s:I,s:{s:i,s:s}}", "sampler",                                 \
+                                                  (json_int_t)json_array_size(samplers) - 1, "target", "node",   \
+                                                  (node), "path", (path)));                                      \
+    } while (0)
+    for (int j = 0; j < HM_NJ; j++) {
+        double prev[4] = {0, 0, 0, 1};
+        for (int i = 0; i < n; i++) {
+            double R[9], qq[4];
+            for (int e = 0; e < 9; e++) R[e] = s[i].R[9 * j + e];
+            quat_of(R, qq);
+            /* the shorter way between samples: q and -q are one rotation */
+            if (i && qq[0] * prev[0] + qq[1] * prev[1] + qq[2] * prev[2] + qq[3] * prev[3] < 0)
+                for (int c = 0; c < 4; c++) qq[c] = -qq[c];
+            for (int c = 0; c < 4; c++) q[4 * i + c] = (float)qq[c], prev[c] = qq[c];
+        }
+        int a_q = accessor(doc, b, q, sizeof(float) * 4 * (size_t)n, 5126, "VEC4", n, 0, NULL, NULL);
+        CHANNEL(a_q, root + 1 + j, "rotation", "LINEAR");
+    }
+    int a_tr = accessor(doc, b, tr, sizeof(float) * 3 * (size_t)n, 5126, "VEC3", n, 0, NULL, NULL);
+    CHANNEL(a_tr, root, "translation", "LINEAR");
+    /* visibility: scale 0 outside [tmin, tmax] (STEP keys at 0, tmin, just after tmax) */
+    float vt[3], vs[9] = {0, 0, 0, 1, 1, 1, 0, 0, 0};
+    int nv = 0, off = 0;
+    if (tmin > 0) vt[nv++] = 0;
+    else off = 3;
+    vt[nv++] = tmin;
+    if (t_end > tmax) vt[nv++] = (float)t_end;
+    int a_vt = accessor(doc, b, vt, sizeof(float) * (size_t)nv, 5126, "SCALAR", nv, 0, NULL, NULL);
+    json_t *va = json_array_get(accs, (size_t)a_vt);
+    json_object_set_new(va, "min", json_pack("[f]", (double)vt[0]));
+    json_object_set_new(va, "max", json_pack("[f]", (double)vt[nv - 1]));
+    int a_vs = accessor(doc, b, vs + off, sizeof(float) * 3 * (size_t)nv, 5126, "VEC3", nv, 0, NULL, NULL);
+    json_array_append_new(samplers, json_pack("{s:i,s:i,s:s}", "input", a_vt, "output", a_vs, "interpolation", "STEP"));
+    json_array_append_new(channels, json_pack("{s:I,s:{s:i,s:s}}", "sampler", (json_int_t)json_array_size(samplers) - 1,
+                                              "target", "node", root, "path", "scale"));
+#undef CHANNEL
+    free(t), free(q), free(tr);
+    return b->oom ? hm_err(HM_E_NOMEM, "out of memory writing a GLB") : 0;
+}
+
+int hm_glb_anim_write(hm_glb_anim *a, const hm_mano *mn, const char *generator, uint8_t **out, size_t *out_len) {
+    *out = NULL, *out_len = 0;
+    int32_t faces[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
+    int nf = hm_mesh_close_hand(mn->faces, HM_NF, HM_NV, faces);
+    if (nf < 0) return nf;
+    json_t *doc = doc_new(generator);
+    json_t *samplers = json_array(), *channels = json_array();
+    anim_rec *s = a->n ? malloc(sizeof *s * (size_t)a->n) : NULL;
+    bytes b = {0};
+    int rc = 0, k = 0;
+    if (!doc || !samplers || !channels || (a->n && !s)) rc = hm_err(HM_E_NOMEM, "out of memory writing a GLB");
+    /* the end, where every hand goes: a frame (1/30 s) after the last sample */
+    double t_end = 0;
+    anim_rec r;
+    if (!rc && fseek(a->tmp, 0, SEEK_SET) != 0) rc = hm_err(HM_E_IO, "cannot read the animation's temporary file");
+    while (!rc && fread(&r, sizeof r, 1, a->tmp) == 1)
+        if (r.time > t_end) t_end = r.time;
+    t_end += 1.0 / 30;
+    /* one track at a time: its samples in time order, one pass over the file each */
+    for (int tr = 0; tr < a->tracks && !rc; tr++) {
+        int n = 0;
+        if (fseek(a->tmp, 0, SEEK_SET) != 0) rc = hm_err(HM_E_IO, "cannot read the animation's temporary file");
+        while (!rc && fread(&r, sizeof r, 1, a->tmp) == 1)
+            if (r.track == tr && (n == 0 || r.time > s[n - 1].time)) s[n++] = r;
+        if (!rc && n) rc = add_track(doc, &b, mn, faces, nf, s, n, tr, samplers, channels, t_end), k++;
+    }
+    free(s);
+    if (!rc && k)
+        json_object_set_new(doc, "animations",
+                            json_pack("[{s:s,s:o,s:o}]", "name", "video", "channels", channels, "samplers", samplers));
+    else
+        json_decref(samplers), json_decref(channels);
+    if (rc) {
+        json_decref(doc);
+        free(b.p);
+        return rc;
+    }
+    return pack(doc, &b, k == 0, out, out_len);
 }

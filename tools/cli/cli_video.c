@@ -28,6 +28,7 @@
 
 static const char *USAGE_VIDEO =
     "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
+    "                   [--glb ANIM.glb]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles]\n"
     "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
     "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast]\n"
@@ -52,6 +53,9 @@ static const char *USAGE_VIDEO =
     "  --render OUT      the overlay video (frame rate, size and timestamps of the\n"
     "                    input; H.264 with libx264, else MPEG-4 part 2); needs --model\n"
     "  --render-dir DIR  the overlay of every processed frame as DIR/frame_NNNNNN.png\n"
+    "  --glb FILE        one skinned hand per track, animated over the frames it was\n"
+    "                    tracked (its joints, its place; the frames' times): binary glTF\n"
+    "                    2.0 for Blender, three.js, Unity; needs --model\n"
     "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
     "  --tiles           palm detection also on tiles (small hands; slower)\n"
     "  --smooth MODE     one-euro (default) or none\n"
@@ -123,6 +127,7 @@ static int parse(int argc, char **argv, hm_video_args *a) {
         else if (!strcmp(o, "--output")) a->output = v;
         else if (!strcmp(o, "--render")) a->render = v;
         else if (!strcmp(o, "--render-dir")) a->render_dir = v;
+        else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
         else if (!strcmp(o, "--smooth")) {
             if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
@@ -161,6 +166,7 @@ static int parse(int argc, char **argv, hm_video_args *a) {
         }
     }
     if (!a->video || !a->output) return hm_cli_fail(2, "video: --video and --output are required%s", "");
+    if (a->glb && !a->model) return hm_cli_fail(2, "video: --glb animates the meshes: it needs --model%s", "");
     if ((a->render || a->render_dir) && !a->model)
         return hm_cli_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
     a->tp.max_hands = a->det.params.max_hands;
@@ -325,6 +331,11 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
             status = 1;
             break;
         }
+        if (r->anim && hamer_glb_anim_add(r->anim, f.time_s, tracks, smoothed ? smoothed : raw, smoothed || raw ? n : 0)) {
+            snprintf(error, sizeof error, "frame %lld: %s", f.index, hamer_last_error());
+            status = 1;
+            break;
+        }
         r->sum.write_ms += 1e3 * (hm_cli_now() - t0);
         sum_add(&r->sum, &f, &st, tracks, n);
         char why[1024];
@@ -403,8 +414,8 @@ static int run(hm_video_args *a) {
     FILE *out = NULL;
     hm_outfile of = {0};
     hamer_video_info vi;
-    const char *outs[2] = {a->output, a->render}, *ins[3] = {a->video, a->model, a->mano};
-    if ((status = hm_cli_check_outputs("video", outs, 2, ins, 3))) return status;
+    const char *outs[3] = {a->output, a->render, a->glb}, *ins[3] = {a->video, a->model, a->mano};
+    if ((status = hm_cli_check_outputs("video", outs, 3, ins, 3))) return status;
     status = 1;
     if (!(r.video = hamer_video_open(a->video, &a->vp)) || hamer_video_get_info(r.video, &vi)) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
@@ -419,6 +430,10 @@ static int run(hm_video_args *a) {
     }
     if (a->model && (!(r.model = hm_cli_load_model(a->model, a->mano, a->precision)) ||
                      !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        goto done;
+    }
+    if (a->glb && !(r.anim = hamer_glb_anim_new(r.model))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
@@ -465,6 +480,12 @@ done:
                               : "the PNGs of the frames before the failure are in place");
         }
     }
+    /* The animation of the frames done (also after an interrupt), as the lines. */
+    if (r.anim && (status == 0 || status == 130) && hamer_glb_anim_write(r.anim, a->glb)) {
+        fprintf(stderr, "hamer: %s\n", hamer_last_error());
+        status = 1;
+    }
+    hamer_glb_anim_free(r.anim);
     hm_outfile_abort(&of);
     free(r.overlay);
     hamer_state_free(r.state);

@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 
 typedef struct {
-    const char *model, *video, *output, *render, *render_dir, *mano;
+    const char *model, *video, *output, *render, *render_dir, *glb, *mano;
     int threads, precision, with_vertices;
     hm_cli_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */
     hamer_video_params vp;      /* --start, --duration, --stride, --queue */
@@ -28,6 +28,7 @@ typedef struct {
     hamer_model *model;
     hamer_state *state;
     hamer_video_writer *writer;
+    hamer_glb_anim *anim;       /* --glb: the tracks' animation, written at the end */
     const char *writer_codec;
     uint8_t *overlay;           /* the overlay frame for --render */
     int render_failed;          /* a frame could not be rendered, or the overlay video finished */
