@@ -446,6 +446,9 @@ def bad_requests(scene):
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
         ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
         ("bad_timeout", "/v1/predict" + box + "&timeout_s=inf", "image/png", png, 400, "timeout_s"),
+        ("bad_format", "/v1/predict" + box + "&format=obj", "image/png", png, 400, "format must be json or glb"),
+        ("glb_vertices", "/v1/predict" + box + "&format=glb&vertices=1", "image/png", png, 400, "format=json"),
+        ("render_format", "/v1/render" + box + "&format=glb", "image/png", png, 400, "format"),
         ("zero_timeout", "/v1/render" + box + "&timeout_s=0", "image/png", png, 400, "timeout_s"),
         ("bad_crop_mode", "/v1/predict" + box + "&crop_mode=diag", "image/png", png, 400, "crop_mode"),
         ("bad_vertices", "/v1/predict" + box + "&vertices=2", "image/png", png, 400, "vertices"),
@@ -712,3 +715,13 @@ def test_cache_then_sigterm_drains_in_flight(scene):
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()
+
+
+def test_predict_glb_is_the_run_file(main_server, scene, tmp_path):
+    """/v1/predict?format=glb: the bytes of `hamer run --glb` with the same boxes."""
+    boxes = [box_arg(RIGHT), box_arg(LEFT, "left")]
+    r = post(main_server.url + "/v1/predict", scene["png"], "image/png", "?format=glb&boxes=" + ";".join(boxes))
+    assert r.status_code == 200 and r.headers["Content-Type"] == "model/gltf-binary", r.text[:200]
+    glb = tmp_path / "run.glb"
+    run_cli(scene, boxes, "--glb", glb, name="glbrun")
+    assert r.content == glb.read_bytes()

@@ -140,7 +140,7 @@ int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 6
+#define HM_SRV_QUERY_NKEYS 7
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -158,6 +158,7 @@ typedef struct {
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
     double timeout_s;               /* ?timeout_s=: the client's own deadline, 0: none given */
+    int glb;                        /* /v1/predict?format=glb: the hands as a GLB, not RESULT.json */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -186,6 +187,7 @@ typedef struct hm_srv_job {
     int nbox;
     hamer_predict_params pp;
     int with_vertices, side_view;
+    int glb;                        /* answer the GLB (hamer_job_glb) */
     int detect;                     /* no boxes given: the detector finds them */
     size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
@@ -344,7 +346,7 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
  * RESULT.json of nhands hands (with their vertices or not). An upper bound
  * (the answer then holds its real size), so that answers in flight never
  * exceed the budget. */
-size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices);
+size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int glb);
 
 /* Monotonic seconds. */
 double hm_srv_now(void);

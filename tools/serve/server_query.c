@@ -1,6 +1,6 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
- * crop_mode, vertices, side_view, timeout_s).
+ * crop_mode, vertices, side_view, timeout_s, format).
  *
  * Separate from server_http.c so that it takes plain strings and can be
  * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
@@ -19,9 +19,9 @@
 #include "serve/server.h"
 #include "core/util.h"
 
-enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT };
-const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale",
-                                                           "crop_mode", "side_view", "timeout_s"};
+enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT };
+const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale", "crop_mode",
+                                                           "side_view", "timeout_s", "format"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -32,8 +32,8 @@ int hm_srv_query_add(hm_srv_query_args *a, const char *key, const char *value) {
     int k = -1;
     for (int i = 0; i < HM_SRV_QUERY_NKEYS; i++)
         if (!strcmp(key, hm_srv_query_keys[i])) k = i;
-    /* vertices only makes sense for JSON answers, side_view only for pictures */
-    if (k == QUERY_VERTICES && a->endpoint != HM_SRV_EP_PREDICT) k = -1;
+    /* vertices and format only make sense for /v1/predict, side_view only for pictures */
+    if ((k == QUERY_VERTICES || k == QUERY_FORMAT) && a->endpoint != HM_SRV_EP_PREDICT) k = -1;
     if (k == QUERY_SIDE_VIEW && a->endpoint != HM_SRV_EP_RENDER) k = -1;
     if (k < 0 || a->value[k] || !value) {
         if (!a->bad) a->bad = key;
@@ -136,6 +136,17 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     if ((v = a->value[QUERY_SIDE_VIEW]) && (q->side_view = query_flag(v)) < 0) {
         snprintf(msg, msglen, "side_view must be 0 or 1, got '%.40s'", v);
         return 400;
+    }
+    if ((v = a->value[QUERY_FORMAT])) {
+        if (!strcmp(v, "glb")) q->glb = 1;
+        else if (strcmp(v, "json")) {
+            snprintf(msg, msglen, "format must be json or glb, got '%.40s'", v);
+            return 400;
+        }
+        if (q->glb && q->with_vertices) {
+            snprintf(msg, msglen, "vertices=1 is for format=json (a GLB holds the meshes)");
+            return 400;
+        }
     }
     /* The server's --timeout-s still bounds it (hm_srv_work_submit): a
      * client may shorten its deadline, not lengthen it. */

@@ -161,7 +161,20 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     job->nbox = r.n_hands;
     atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)(r.n_hands - r.n_failed));
     atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)r.n_failed);
-    if (job->kind == HM_SRV_JOB_PREDICT) {
+    if (job->kind == HM_SRV_JOB_PREDICT && job->glb) {
+        uint8_t *glb = NULL;
+        size_t len = 0;
+        rc = hamer_job_glb(pj, &glb, &len);
+        if (rc) {
+            snprintf(msg, sizeof msg, "glb: %s", hamer_last_error());
+            goto fail;
+        }
+        *out_len = len;
+        *out = malloc(len ? len : 1);
+        if (*out) memcpy(*out, glb, len);
+        hamer_free(glb);
+        *out_type = "model/gltf-binary";
+    } else if (job->kind == HM_SRV_JOB_PREDICT) {
         char *json = hamer_job_result_json(pj, job->with_vertices);
         if (!json) {
             rc = HAMER_E_NOMEM;
