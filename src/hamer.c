@@ -17,6 +17,7 @@
 #include "format/image.h"
 #include "format/mesh_io.h"
 #include "hamer.h"
+#include "kernels/attn.h"
 #include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
@@ -86,9 +87,15 @@ static char hm_sysinfo[512];
 static pthread_once_t hm_sysinfo_once = PTHREAD_ONCE_INIT;
 
 static void sysinfo_init(void) {
-    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s%s; precision fp32: %s; fast: %s; cpu: %s",
+    /* the fast precision's attention as a full-size model's state chooses it */
+    const int ntok = (HAMER_CROP_H / HM_PATCH) * (HAMER_CROP_W / HM_PATCH);
+    int bf16 = 0;
+    const char *attn = hm_attention_bf16_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &bf16)
+                           ? "unavailable (HAMER_ATTN)"
+                           : bf16 ? "bf16 dot products, fp32 softmax" : "fp32";
+    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s%s; precision fp32: %s; fast: %s; fast attention: %s; cpu: %s",
              hm_isa_name(hm_isa_active()), hm_lowp_amx_in_use() ? " (int8 on amx tiles)" : "", hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
-             hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");
+             attn, hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");
 }
 
 const char *hamer_system_info(void) {

@@ -374,10 +374,10 @@ class Regressor:
         np.save(inp, crops)
         return inp, out
 
-    def __call__(self, ckpt, crops, *extra, timeout=None):
+    def __call__(self, ckpt, crops, *extra, timeout=None, env=None):
         inp, out = self.paths(crops)
         proc = run_hamer(["regress", "--model", ckpt, "--input", inp, "--output", out, *extra],
-                         timeout=timeout)
+                         timeout=timeout, env=env)
         assert proc.returncode == 0, "hamer regress failed: " + describe(proc)
         assert out.exists(), "hamer regress exited 0 but wrote no output"
         with np.load(out) as z:

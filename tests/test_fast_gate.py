@@ -7,6 +7,8 @@ with a x20 gain in every block, as real ViTs have (those channels dominate
 the inputs of qkv and fc1 and break naive per-token int8).
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -38,12 +40,34 @@ def gate(fast, ref):
     return pcc, v_mm
 
 
+def attn_env(attn):
+    """The environment with HAMER_ATTN set to attn (None: unset, the CPU's default)."""
+    env = {k: v for k, v in os.environ.items() if k != "HAMER_ATTN"}
+    if attn:
+        env["HAMER_ATTN"] = attn
+    return env
+
+
+def cpu_runs_bf16_attention_by_default():
+    """AMD with AVX-512 BF16 (kernels/attn.h: bf16 at twice fp32's rate there),
+    read from /proc/cpuinfo, independently of the library's CPUID code."""
+    info = open("/proc/cpuinfo").read()
+    return "AuthenticAMD" in info and " avx512_bf16" in info and " avx512bw" in info
+
+
+def cpu_has_bf16():
+    info = open("/proc/cpuinfo").read()
+    return " avx512_bf16" in info and " avx512bw" in info
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["float", "uint8"])
-def test_fast_gate_with_outlier_channels(regress, kind):
+@pytest.mark.parametrize("kind,attn", [("float", None), ("uint8", None), ("float", "fp32")])
+def test_fast_gate_with_outlier_channels(regress, kind, attn):
+    # attn None: the attention kernel this CPU gets by default (bf16 on
+    # AMD with AVX-512 BF16); "fp32": the other one, gated as well.
     ckpt = outlier_checkpoint(4, 2, 7)
     crops = float_crops(2) if kind == "float" else uint8_crops(2)
-    fast = regress(ckpt, crops, "--precision", "fast")
+    fast = regress(ckpt, crops, "--precision", "fast", env=attn_env(attn))
     ref = regress(ckpt, crops, "--precision", "fp32")
     gate(fast, ref)
     # the gate is not vacuous: the fast path really is a different computation
@@ -68,3 +92,43 @@ def test_version_names_the_scheme(hamer_bin):
     proc = run_hamer(["--version"])
     assert proc.returncode == 0
     assert "fast:" in proc.stdout and "int8" in proc.stdout, proc.stdout
+
+
+def test_attention_kernel_choice(regress, ckpt):
+    """HAMER_ATTN: the default follows the CPU (bf16 on AMD with AVX-512
+    BF16, fp32 elsewhere), fp32|bf16 decide, anything else (or bf16 where
+    the CPU cannot) is a one-line error and nothing is written; the two
+    kernels really differ and fp32 precision never uses bf16."""
+    from conftest import run_hamer
+    crops = float_crops(1)
+    want_default = "bf16" if cpu_runs_bf16_attention_by_default() else "fp32"
+    proc = run_hamer(["--version"], env=attn_env(None))
+    assert proc.returncode == 0
+    assert ("fast attention: bf16" if want_default == "bf16" else "fast attention: fp32") in proc.stdout, proc.stdout
+    assert "fast attention: fp32" in run_hamer(["--version"], env=attn_env("fp32")).stdout
+
+    model = ckpt("d2h2")
+    dflt = regress(model, crops, "--precision", "fast", env=attn_env(None))
+    f32 = regress(model, crops, "--precision", "fast", env=attn_env("fp32"))
+    if cpu_has_bf16():
+        b16 = regress(model, crops, "--precision", "fast", env=attn_env("bf16"))
+        assert not np.array_equal(b16["params"], f32["params"])   # a different computation
+        np.testing.assert_allclose(b16["vertices"], f32["vertices"], atol=2e-4)
+    same = b16 if want_default == "bf16" else f32
+    for k in dflt:
+        assert np.array_equal(dflt[k], same[k]), k
+    # the exact precision ignores the choice
+    e1 = regress(model, crops, "--precision", "fp32", env=attn_env("bf16" if cpu_has_bf16() else "fp32"))
+    e2 = regress(model, crops, "--precision", "fp32", env=attn_env("fp32"))
+    assert all(np.array_equal(e1[k], e2[k]) for k in e1)
+
+    out = regress.tmp / "bad.npz"
+    inp, _ = regress.paths(crops)
+    for bad in ["fp16", "BF-16"] + ([] if cpu_has_bf16() else ["bf16"]):
+        proc = run_hamer(["regress", "--model", model, "--input", inp, "--output", out, "--precision", "fast"],
+                         env=attn_env(bad))
+        if "fast: unavailable" in run_hamer(["--version"]).stdout:
+            break
+        assert proc.returncode != 0
+        assert "HAMER_ATTN" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert not out.exists()

@@ -77,6 +77,7 @@ static int hm_detect(void) { return 0; }
 
 static pthread_once_t hm_once = PTHREAD_ONCE_INIT;
 static int hm_bits;            /* written once under hm_once */
+static int hm_amd;             /* likewise: vendor AuthenticAMD */
 static atomic_int hm_hidden;
 static atomic_int hm_active;   /* the ISA new packings and kernels use */
 static atomic_int hm_env_bad;  /* HAMER_ISA asked for something we lack */
@@ -97,8 +98,20 @@ static int hm_isa_from_name(const char *s) {
 
 /* Detect, then apply HAMER_ISA once; a bad value is remembered and reported
  * by hm_isa_status rather than silently replaced. */
+static int hm_detect_amd(void) {
+#ifdef HM_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    /* the vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD" */
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+#else
+    return 0;
+#endif
+}
+
 static void hm_init(void) {
     hm_bits = hm_detect();
+    hm_amd = hm_detect_amd();
     hm_isa cpu = hm_isa_of(hm_bits);
     atomic_store(&hm_active, (int)cpu);
     static const struct { int bit; const char *name; } names[] = {
@@ -132,6 +145,11 @@ int hm_cpu_features(void) {
 hm_isa hm_cpu_isa(void) {
     pthread_once(&hm_once, hm_init);
     return hm_isa_of(hm_bits);
+}
+
+int hm_cpu_vendor_amd(void) {
+    pthread_once(&hm_once, hm_init);
+    return hm_amd;
 }
 
 const char *hm_cpu_feature_names(void) {

@@ -2,7 +2,8 @@
  * the process uses (the one place HAMER_ISA is read).
  *
  * Features are CPUID bits AND the OS's XSAVE state (XGETBV): AVX-512 code
- * needs both. Nothing here looks at a vendor or model name.
+ * needs both. The vendor is read for one choice only, where no CPUID bit
+ * tells what was measured: hm_cpu_vendor_amd.
  */
 #ifndef HM_CORE_CPU_H
 #define HM_CORE_CPU_H
@@ -49,6 +50,12 @@ int hm_isa_status(void);
  * are the same for both, so it may change between calls; results do not. */
 int hm_amx_active(void);
 int hm_amx_force(int on);
+
+/* 1 on an AMD CPU (CPUID vendor "AuthenticAMD"). Used where a unit's
+ * throughput, which no feature bit gives, decides between two kernels that
+ * both run (kernels/attn.h: bf16 dot products run at twice the fp32 FMA
+ * rate on Zen 4, at half of it on the Intel Xeons measured). */
+int hm_cpu_vendor_amd(void);
 
 /* Tests: make this CPU look as if it lacked the given feature bits
  * (HM_CPU_VNNI / HM_CPU_BF16 / HM_CPU_AMX); 0 restores the truth. */

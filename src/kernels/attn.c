@@ -1,9 +1,12 @@
-/* attn.c - when the bf16 attention head (attn_avx512vnni.c) may run. */
+/* attn.c - when the bf16 attention head (attn_avx512vnni.c) may run and
+ * when it does by default. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/cpu.h"
+#include "core/util.h"
 #include "kernels/attn.h"
 
 size_t hm_attention_bf16_scratch(int n, int hd) {
@@ -11,15 +14,33 @@ size_t hm_attention_bf16_scratch(int n, int hd) {
     return (size_t)n * hd / 2 * 2 + (size_t)n / 2 * hd + 4 * ((size_t)n / 2 + n);
 }
 
-int hm_attention_bf16_enabled(void) {
-    static atomic_int on = -1;
-    int v = atomic_load(&on);
-    if (v < 0) {
-        const char *e = getenv("HAMER_ATTN");
-        v = e && !strcmp(e, "bf16");
-        atomic_store(&on, v);
+/* HAMER_ATTN, read once: -1 unset/auto, 0 fp32, 1 bf16, 2 unknown. */
+static int attn_env(void) {
+    static atomic_int v = -2;
+    int e = atomic_load(&v);
+    if (e == -2) {
+        const char *s = getenv("HAMER_ATTN");
+        if (!s || !*s || !strcasecmp(s, "auto")) e = -1;
+        else if (!strcasecmp(s, "fp32")) e = 0;
+        else if (!strcasecmp(s, "bf16")) e = 1;
+        else e = 2;
+        atomic_store(&v, e);
     }
-    return v;
+    return e;
+}
+
+int hm_attention_bf16_choose(int n, int hd, size_t avail, int *use_bf16) {
+    *use_bf16 = 0;
+    const int env = attn_env();
+    if (env == 2) return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=%s: not one of auto|fp32|bf16", getenv("HAMER_ATTN"));
+    const int ok = hm_attention_bf16_usable(n, hd, avail);
+    if (env == 1 && !ok)
+        return hm_err(HM_E_UNSUPPORTED,
+                      "HAMER_ATTN=bf16 needs AVX-512 BF16 with the AVX-512 kernels active (this CPU: %s, kernels %s)",
+                      hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64",
+                      hm_isa_name(hm_isa_active()));
+    *use_bf16 = env == 1 || (env == -1 && ok && hm_cpu_vendor_amd());
+    return HM_OK;
 }
 
 int hm_attention_bf16_usable(int n, int hd, size_t avail) {

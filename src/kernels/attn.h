@@ -3,14 +3,19 @@
  * (vit.c: two unpacked GEMMs around hm_softmax) stays the portable one and
  * fp32's only one.
  *
- * hm_attention_bf16_enabled: 1 when HAMER_ATTN=bf16 (read once). The
- * kernel is opt-in: whether it wins depends on the bf16 unit's throughput,
- * which no CPUID bit tells. On the Intel Xeon (AMX/FP16 generation) these
- * numbers were measured on, vdpbf16ps zmm issues at a quarter of the FMA
- * rate (0.86 against 0.21 ns per instruction, 24 independent chains), i.e.
- * half fp32's FLOP rate, and one head took 172 us against fp32's 113 us
- * (tests/c/tool_attn time). Where the bf16 rate is twice fp32's (Zen 4,
- * bench/cpu_peak.c: 464 against 230 GFLOP/s) it is worth measuring.
+ * hm_attention_bf16_choose: whether the fast precision's attention uses it,
+ * into *use_bf16. HAMER_ATTN=fp32|bf16 decides when set (bf16 where the
+ * CPU cannot run it is an error, as is any other value); unset or "auto",
+ * it is on where usable on AMD CPUs and off elsewhere. Why by vendor: the
+ * choice depends on the bf16 unit's throughput, which no CPUID bit tells.
+ * On the Intel Xeon (AMX/FP16 generation) measured, vdpbf16ps zmm issues at
+ * a quarter of the FMA rate (0.86 against 0.21 ns per instruction, 24
+ * independent chains), i.e. half fp32's FLOP rate, and one head took 172 us
+ * against fp32's 113 us (tests/c/tool_attn time). On AMD Zen 4 the bf16 rate
+ * is twice fp32's (bench/cpu_peak.c: 464 against 230 GFLOP/s on 2 cores)
+ * and a full-size crop's attention takes 25 ms against 46 ms, with the
+ * accuracy against fp32 unchanged (docs/benchmarks.md). Returns HM_OK or
+ * HM_E_UNSUPPORTED with a message.
  *
  * hm_attention_bf16_usable: 1 when this CPU has AVX-512 BF16, the active
  * ISA is AVX-512, and the shape is one the kernel handles: n a multiple of
@@ -28,7 +33,7 @@
 #define HM_ATTN_MAX_HD 256
 
 size_t hm_attention_bf16_scratch(int n, int hd);
-int hm_attention_bf16_enabled(void);
+int hm_attention_bf16_choose(int n, int hd, size_t avail, int *use_bf16);
 int hm_attention_bf16_usable(int n, int hd, size_t avail);
 void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
                             float *o, size_t ldo, float *scratch);

@@ -4,6 +4,7 @@
 #include <time.h>
 #include "model/model.h"
 #include "core/util.h"
+#include "kernels/attn.h"
 
 int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
     memset(s, 0, sizeof *s);
@@ -47,6 +48,16 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
             return HM_E_NOMEM;
         }
         memset(*bufs[i].p, 0, bufs[i].n * sizeof(float));
+    }
+    /* The attention kernel is chosen once per state (an error here, e.g. a
+     * bad HAMER_ATTN, is the caller's before any forward runs). The exact
+     * precision keeps its only path. */
+    if (m->precision == HM_PREC_FAST) {
+        int rc = hm_attention_bf16_choose(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok, &s->attn_bf16);
+        if (rc) {
+            hm_state_release(s);
+            return rc;
+        }
     }
     if (!(s->pool = hm_pool_create(nthreads))) {
         hm_state_release(s);

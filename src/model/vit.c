@@ -66,11 +66,10 @@ int hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, rc;
-    /* Opt-in for the fast precision (HAMER_ATTN=bf16): bf16 dot products,
-     * fp32 softmax (kernels/attn.h says when it wins), inside the
+    /* bf16 dot products and an fp32 softmax where the state chose them
+     * (fast precision; kernels/attn.h says where and why), inside the
      * per-thread scores buffer. */
-    int bf16 = m->precision == HM_PREC_FAST && hm_attention_bf16_enabled() &&
-               hm_attention_bf16_usable(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok);
+    const int bf16 = s->attn_bf16;
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
