@@ -227,3 +227,27 @@ def test_errors(tmp_path):
         assert proc.returncode == 2 and what in proc.stderr, (args, describe(proc))
     proc = run_hamer(["video", "--help"])
     assert proc.returncode == 0 and "--smooth" in proc.stdout and "--min-cutoff" in proc.stdout
+
+
+def test_lists_of_other_files_are_refused(tmp_path, e5):
+    """A "video" that names other files (an HLS playlist and its segments,
+    an ffconcat list, a playlist renamed .mp4) is refused with one line
+    before any of them is read: the reader opens only the file it is given,
+    and only through the file protocol (src/video/reader.c)."""
+    V.need_ffmpeg()
+    real = V.encode(V.still(e5, 6), tmp_path / "real.mp4")
+    subprocess.run([V.FFMPEG, "-v", "error", "-i", str(real), "-c", "copy", "-f", "hls", "-hls_time", "0.1",
+                    str(tmp_path / "list.m3u8")], check=True, timeout=120)
+    (tmp_path / "rel.ffconcat").write_text("ffconcat version 1.0\nfile real.mp4\n")
+    (tmp_path / "abs.ffconcat").write_text(f"ffconcat version 1.0\nfile {real}\n")
+    (tmp_path / "playlist.mp4").write_text((tmp_path / "list.m3u8").read_text())
+    (tmp_path / "remote.m3u8").write_text("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\n"
+                                          "http://127.0.0.1:9/segment.ts\n#EXT-X-ENDLIST\n")
+    for name in ["list.m3u8", "rel.ffconcat", "abs.ffconcat", "playlist.mp4", "remote.m3u8"]:
+        proc, out = video(tmp_path, tmp_path / name, name=name + ".jsonl")
+        assert proc.returncode == 1, (name, describe(proc))
+        assert "refers to other files or URLs" in proc.stderr and len(proc.stderr.splitlines()) == 1, describe(proc)
+        assert not out.exists()
+    # the file itself still reads (the guard is not a refusal of everything)
+    proc, out = video(tmp_path, real)
+    assert proc.returncode == 0 and V.read_lines(out), describe(proc)

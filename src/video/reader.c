@@ -2,6 +2,7 @@
  * converted to RGB (and rotated upright) into a bounded ring (video.h). */
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/avstring.h>
 #include <libavutil/display.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
@@ -47,6 +48,9 @@ struct hamer_video {
     int finished, status, stop;
     char msg[2048];
     hm_ff_sink sink;           /* the decode thread's FFmpeg messages */
+    /* FFmpeg's own opener, used for the file itself only (open_only_self) */
+    int (*ff_open)(AVFormatContext *, AVIOContext **, const char *, int, AVDictionary **);
+    int refused;               /* a demuxer asked to open another file or URL */
 };
 
 static double now_ms(void) {
@@ -257,13 +261,67 @@ static void *decode_main(void *arg) {
     return NULL;
 }
 
+/* A video is one self-contained file. Demuxers that open further
+ * resources named inside the file (HLS playlists' segments, concat lists'
+ * entries, DASH manifests) would let a hostile "video" read other local
+ * files or reach the network, so every open but that of the file itself is
+ * refused, and only the file protocol is allowed. */
+static int open_only_self(AVFormatContext *s, AVIOContext **pb, const char *url, int flags, AVDictionary **opts) {
+    hamer_video *v = s->opaque;
+    if (!url || strcmp(url, v->path) != 0) {
+        v->refused = 1;
+        return AVERROR(EPERM);
+    }
+    return v->ff_open(s, pb, url, flags, opts);
+}
+
+/* Demuxers whose files are lists of other files. The concat demuxer opens
+ * its entries in contexts of its own, out of open_only_self's reach, so
+ * these are told apart by their content before anything is opened. */
+static int names_list_format(const AVInputFormat *fmt) {
+    static const char *const lists[] = {"concat", "hls", "dash", "imf"};
+    for (size_t i = 0; fmt && i < sizeof lists / sizeof lists[0]; i++)
+        if (av_match_name(lists[i], fmt->name)) return 1;
+    return 0;
+}
+
+static int names_other_files(const char *path) {
+    uint8_t buf[4096 + AVPROBE_PADDING_SIZE];
+    memset(buf, 0, sizeof buf);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0; /* avformat_open_input reports it */
+    size_t n = fread(buf, 1, 4096, f);
+    fclose(f);
+    AVProbeData pd = {.filename = path, .buf = buf, .buf_size = (int)n};
+    int score = 0;
+    return names_list_format(av_probe_input_format2(&pd, 1, &score));
+}
+
+static int refuse_lists(const hamer_video *v) {
+    return hm_err(HM_E_FORMAT, "%s: refers to other files or URLs (a playlist or list); only self-contained video files are read",
+                  v->path);
+}
+
 static int open_stream(hamer_video *v) {
     char e[128];
-    int r = avformat_open_input(&v->fmt, v->path, NULL, NULL);
+    if (names_other_files(v->path)) return refuse_lists(v);
+    if (!(v->fmt = avformat_alloc_context())) return hm_err(HM_E_NOMEM, "%s: out of memory", v->path);
+    v->ff_open = v->fmt->io_open;
+    v->fmt->opaque = v;
+    v->fmt->io_open = open_only_self;
+    AVDictionary *opt = NULL;
+    av_dict_set(&opt, "protocol_whitelist", "file", 0);
+    int r = avformat_open_input(&v->fmt, v->path, NULL, &opt);
+    av_dict_free(&opt);
+    if (r < 0 && v->refused) return refuse_lists(v);
     if (r < 0) return hm_err(r == AVERROR(ENOENT) ? HM_E_IO : HM_E_FORMAT, "%s: cannot open as a video: %s", v->path,
                              averr(r, e, sizeof e));
-    if ((r = avformat_find_stream_info(v->fmt, NULL)) < 0)
+    if ((r = avformat_find_stream_info(v->fmt, NULL)) < 0) {
+        if (v->refused) return refuse_lists(v);
         return hm_err(HM_E_FORMAT, "%s: cannot read the stream information: %s", v->path, averr(r, e, sizeof e));
+    }
+    /* a list the content probe above did not recognise */
+    if (names_list_format(v->fmt->iformat)) return refuse_lists(v);
     const AVCodec *codec = NULL;
     v->si = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (v->si == AVERROR_STREAM_NOT_FOUND) return hm_err(HM_E_FORMAT, "%s: no video stream", v->path);
