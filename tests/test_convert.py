@@ -222,8 +222,10 @@ def test_truncated(tmp_path, small):
 
 
 def test_unsupported_version(tmp_path, small):
-    bad = edited(small["d1h1", "fp32"], tmp_path / "v2.hpk", VERSION_OFFSET, struct.pack("<I", 2))
-    expect_refusal(tmp_path, bad, "version 2 is not supported")
+    # 1: the format before the head's kv_all followed the model's precision
+    for v in (1, 3):
+        bad = edited(small["d1h1", "fp32"], tmp_path / f"v{v}.hpk", VERSION_OFFSET, struct.pack("<I", v))
+        expect_refusal(tmp_path, bad, f"version {v} is not supported")
 
 
 def test_bad_magic(tmp_path, small):

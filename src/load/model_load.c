@@ -311,7 +311,11 @@ static int load_head(loader *L) {
         rc = HM_OK;
 #undef HK
     }
-    if (rc == HM_OK) rc = hm_pack_weights(&m->kv_all, kv, c->dim, NULL, c->hdepth * 2 * in, c->dim);
+    /* The context's K/V projection is most of the head's FLOPs (one
+     * [T, dim] x [dim, hdepth*2*inner] GEMM): in the model's precision, as
+     * the blocks' matmuls are; the rest of the head works on one token. */
+    if (rc == HM_OK)
+        rc = hm_pack_weights_prec(&m->kv_all, kv, c->dim, NULL, c->hdepth * 2 * in, c->dim, L->prec);
     hm_free(kv);
     if (rc) {
         hm_free(tmp);

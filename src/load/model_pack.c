@@ -73,7 +73,7 @@ int hm_pack_visit_model(hm_model *m, visitor *v) {
     ARR(m->token0, c->hdim * F, "token0");
     ARR(m->x1, c->hdim * F, "x1");
     ARR(m->q1, c->hinner * F, "q1");
-    MAT(&m->kv_all, c->hdepth * 2 * c->hinner, c->dim, 0, SLOT_FP32, "kv_all");
+    MAT(&m->kv_all, c->hdepth * 2 * c->hinner, c->dim, 0, SLOT_MODEL, "kv_all");
     for (int l = 0; m->layers && l < c->hdepth; l++) {
         hm_head_layer *H = &m->layers[l];
         ARR(H->sa_norm_w, c->hdim * F, "layers.%d.sa_norm_w", l);

@@ -15,7 +15,7 @@
 #include "model/model.h"
 
 #define PACK_MAGIC "HAMERPK"     /* + NUL: 8 bytes */
-#define PACK_VERSION 1u
+#define PACK_VERSION 2u   /* 2: the head's kv_all in the model's precision */
 #define PACK_ALIGN 64
 
 typedef struct {

@@ -73,6 +73,10 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
             scratch = n > scratch ? n : scratch;
         }
     }
+    {
+        size_t n = hm_gemm_scratch_bytes(&m->kv_all, (int)T);
+        scratch = n > scratch ? n : scratch;
+    }
     if (hm_pool_reserve(s->pool, scratch)) {
         hm_state_release(s);
         return HM_E_NOMEM;
