@@ -9,7 +9,8 @@ Fails (exit 1) when
     (a cycle), or
   * a file depends on a layer above its own: the layers, bottom up, are
       core < kernels < format < model < load < tflite < pipeline, render, detect, video
-      < src/hamer.c, src/hamer_job.c, src/hamer_folder.c (the public API) < tools/cli, tools/serve, tools/worker,
+      < src/hamer.c, src/hamer_job.c, src/hamer_folder.c (the public API) < tools/common
+      < tools/cli, tools/serve, tools/worker < tools/hamer_main.c (the command table),
     and files of one layer may use each other only without cycles.
   * a file under src/ or tools/ includes a header of a layer above its own
     (include/hamer.h, the public types, may be included anywhere), or
@@ -33,7 +34,9 @@ LAYERS = [
     ["src/tflite"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],
     ["src/hamer.c", "src/hamer_job.c", "src/hamer_folder.c", "src/api.h"],
+    ["tools/common"],
     ["tools/cli", "tools/serve", "tools/worker"],
+    ["tools/hamer_main.c"],
 ]
 
 
