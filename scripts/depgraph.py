@@ -2,19 +2,25 @@
 """Link-level dependency graph of the library and the CLI, from the object
 files of a build (nm: which file defines and which uses each symbol).
 
-    python3 scripts/depgraph.py [BUILD_DIR] [--dot]
+    python3 scripts/depgraph.py [BUILD_DIR] [--dot] [--repo DIR]
 
 Fails (exit 1) when
   * two source files depend on each other, directly or through others
     (a cycle), or
   * a file depends on a layer above its own: the layers, bottom up, are
       core < kernels < format < model < load < tflite < pipeline, render, detect, video
-      < src/hamer.c, src/hamer_job.c, src/hamer_folder.c (the public API) < tools/cli, tools/serve, tools/worker,
-    and files of one layer may use each other only without cycles.
+      < src/hamer.c, src/hamer_job.c, src/hamer_folder.c (the public API) < tools/common
+      < tools/cli, tools/serve, tools/worker < tools/hamer_main.c (the command table),
+    and files of one layer may use each other only without cycles, or
+  * two folders depend on each other, directly or through others (a cycle
+    in the folder graph: folder A -> folder B when a file in A uses a
+    symbol defined in B or includes a header of B), or
   * a file under src/ or tools/ includes a header of a layer above its own
     (include/hamer.h, the public types, may be included anywhere), or
   * libhamer.so (when built) exports a symbol not named hamer_*.
-With --dot it prints the file graph in Graphviz format instead.
+With --dot it prints the file graph in Graphviz format instead. --repo
+names the source tree the objects were built from (default: this one; the
+tests plant a cycle in a small tree of their own).
 """
 import re
 import subprocess
@@ -33,7 +39,9 @@ LAYERS = [
     ["src/tflite"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],
     ["src/hamer.c", "src/hamer_job.c", "src/hamer_folder.c", "src/api.h"],
+    ["tools/common"],
     ["tools/cli", "tools/serve", "tools/worker"],
+    ["tools/hamer_main.c"],
 ]
 
 
@@ -45,13 +53,41 @@ def layer_of(src):
     return None
 
 
-def objects(build):
+def folder_of(path):
+    """The folder a file is in: "src/core" for src/core/util.c, "src" for src/hamer.c."""
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def folder_cycles(edges):
+    """Cycles of the folder graph of file edges (a, b, why): a's folder ->
+    b's folder whenever they differ. One problem line per cycle naming its
+    folders, then one indented line per edge inside it (the first file edge
+    that makes it)."""
+    graph, why = defaultdict(set), {}
+    for a, b, w in edges:
+        fa, fb = folder_of(a), folder_of(b)
+        graph[fa]
+        graph[fb]
+        if fa != fb:
+            graph[fa].add(fb)
+            why.setdefault((fa, fb), f"{a} {w} {b}")
+    out = []
+    for comp in sccs(graph):
+        out.append("folder cycle: " + " <-> ".join(comp))
+        for fa in comp:
+            for fb in sorted(graph[fa]):
+                if fb in comp:
+                    out.append(f"    {fa} -> {fb}: {why[(fa, fb)]}")
+    return out
+
+
+def objects(build, repo=REPO):
     dirs = [build / "CMakeFiles" / "hamer_obj.dir", build / "CMakeFiles" / "hamer.dir"]
     out = {}
     for d in dirs:
         for o in sorted(d.rglob("*.o")):
             rel = o.relative_to(d).as_posix()[:-2]  # "src/kernels/gemm.c"
-            if (REPO / rel).exists():  # not a stale object of a moved file
+            if (repo / rel).exists():  # not a stale object of a moved file
                 out[rel] = o
     return out
 
@@ -105,9 +141,17 @@ def sccs(graph):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    argv = sys.argv[1:]
+    repo = REPO
+    if "--repo" in argv:
+        i = argv.index("--repo")
+        if i + 1 >= len(argv):
+            sys.exit("depgraph: --repo needs a directory")
+        repo = Path(argv[i + 1]).resolve()
+        del argv[i:i + 2]
+    args = [a for a in argv if not a.startswith("--")]
     build = Path(args[0] if args else "build")
-    objs = objects(build)
+    objs = objects(build, repo)
     if not objs:
         sys.exit(f"depgraph: no object files under {build} (build first)")
     defs, uses = {}, {}
@@ -150,19 +194,24 @@ def main():
             elif lb > la:
                 print(f"upward: {a} (layer {la}) uses {why[(a, b)]} from {b} (layer {lb})")
                 bad += 1
-    for path in sorted(list(REPO.glob("src/**/*.[ch]")) + list(REPO.glob("tools/**/*.[ch]"))):
-        rel = path.relative_to(REPO).as_posix()
+    folder_edges = [(a, b, f"uses {why[(a, b)]} from") for a in graph for b in graph[a]]
+    for path in sorted(list(repo.glob("src/**/*.[ch]")) + list(repo.glob("tools/**/*.[ch]"))):
+        rel = path.relative_to(repo).as_posix()
         lf = layer_of(rel)
         for m in re.finditer(r'^#include "([^"]+)"', path.read_text(), re.M):
             inc = m.group(1)
-            cand = [f"src/{inc}", f"tools/{inc}", str(path.parent.relative_to(REPO) / inc)]
-            hit = next((c for c in cand if (REPO / c).exists()), None)
+            cand = [f"src/{inc}", f"tools/{inc}", (path.parent.relative_to(repo) / inc).as_posix()]
+            hit = next((c for c in cand if (repo / c).exists()), None)
             if hit is None or hit.startswith("include/"):
                 continue
+            folder_edges.append((rel, hit, "includes"))
             lh = layer_of(hit)
             if lf is not None and lh is not None and lh > lf:
                 print(f"upward include: {rel} (layer {lf}) includes {inc} (layer {lh})")
                 bad += 1
+    for line in folder_cycles(folder_edges):
+        print(line)
+        bad += not line.startswith(" ")
     so = build / "libhamer.so"
     if so.exists():
         res = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True)

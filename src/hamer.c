@@ -197,10 +197,7 @@ hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_thre
                max_batch, n_threads);
         return NULL;
     }
-    if (n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    if (n_threads == 0) n_threads = hm_cpu_online();
     hamer_state *st = calloc(1, sizeof *st);
     if (!st) {
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
@@ -502,10 +499,7 @@ hamer_detect_state *hamer_detect_state_new(const hamer_detector *d, int n_thread
         hm_err(HM_E_ARG, "%s: bad arguments (detector %p, n_threads %d)", __func__, (const void *)d, n_threads);
         return NULL;
     }
-    if (n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    if (n_threads == 0) n_threads = hm_cpu_online();
     hamer_detect_state *st = calloc(1, sizeof *st);
     if (!st) {
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
@@ -651,10 +645,7 @@ hamer_tracker *hamer_tracker_new(const hamer_detector *d, const hamer_tracker_pa
         hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
         return NULL;
     }
-    if (n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    if (n_threads == 0) n_threads = hm_cpu_online();
     return hm_tracker_new(d->m, p, n_threads);
 }
 

@@ -133,12 +133,6 @@ static int ts_ge(struct timespec a, struct timespec b) {
 
 static long long ns_of(struct timespec t) { return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* An error whose message quotes a name (escaped, rule 1). */
 static int fail_named(int code, const char *fmt, const char *name, const char *extra) {
     char *t = hm_name_text(name);
@@ -819,7 +813,7 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
         record_error(f, it, "write", err);
         return -1;
     }
-    double t0 = now_s();
+    double t0 = hm_now();
     for (int k = 0; k < 2; k++) {
         if (!(k ? f->p.side_view : f->p.render)) continue;
         uint8_t *png;
@@ -828,13 +822,13 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
             record_error(f, it, "render", hamer_last_error());
             return -1;
         }
-        double t1 = now_s();
+        double t1 = hm_now();
         *t_render += t1 - t0;
         char *path = str_printf("%s_%s.png", it->stem, k ? "side" : "all");
         int bad = write_out(path, png, len, err, sizeof err);
         hamer_free(png);
         free(path);
-        t0 = now_s();
+        t0 = hm_now();
         *t_write += t0 - t1;
         if (bad) {
             record_error(f, it, "write", err);
@@ -878,7 +872,7 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
         record_error(f, it, "write", err);
         return -1;
     }
-    *t_write += now_s() - t0;
+    *t_write += hm_now() - t0;
     return 0;
 }
 
@@ -904,9 +898,9 @@ int hamer_folder_process(hamer_folder *f, int i, hamer_job *job, const hamer_fol
             goto account;
         }
     } else {
-        double t0 = now_s();
+        double t0 = hm_now();
         int bad = hamer_image_load(it->path, &rgb, &w, &h);
-        decode_ms = 1e3 * (now_s() - t0);
+        decode_ms = 1e3 * (hm_now() - t0);
         if (bad) {
             record_error(f, it, "decode", hamer_last_error());
             goto account;

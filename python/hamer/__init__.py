@@ -198,6 +198,16 @@ def _num_arg(name, value):
         raise HamerError(f"{name} must be a number, got {value!r} ({e})", E_ARG) from None
 
 
+def _threads_arg(threads):
+    """A ``threads`` argument as the library takes it: None is 0, the
+    library's "one per online CPU" (the CLI's default); else 1..1024."""
+    if threads is None:
+        return 0
+    if not (isinstance(threads, int) and 1 <= threads <= 1024):
+        raise HamerError(f"threads must be None or an integer in 1..1024, got {threads!r}", E_ARG)
+    return threads
+
+
 # ---- Inputs ------------------------------------------------------------------
 
 def _decoded(rc, buf, w, h):
@@ -493,10 +503,7 @@ class Detector(_Handle):
     def __init__(self, dir=None, lite=False, threads=None):
         self._handle = None
         self._closed = True
-        if threads is None:
-            threads = 0
-        elif not (isinstance(threads, int) and 1 <= threads <= 1024):
-            raise HamerError(f"threads must be None or an integer in 1..1024, got {threads!r}", E_ARG)
+        threads = _threads_arg(threads)
         lib = _lib.load()
         params = lib.hamer_detector_default_params()
         dir_b = None if dir is None else os.fsencode(dir)
@@ -664,10 +671,7 @@ class Model(_Handle):
         mano_b = None if mano is None else os.fsencode(mano)
         if precision not in _PRECISIONS:
             raise HamerError(f"precision must be 'fp32' or 'fast', got {precision!r}", E_ARG)
-        if threads is None:
-            threads = 0  # the library's "number of online CPUs"
-        elif not (isinstance(threads, int) and 1 <= threads <= 1024):
-            raise HamerError(f"threads must be None or an integer in 1..1024, got {threads!r}", E_ARG)
+        threads = _threads_arg(threads)
         if not (isinstance(max_batch, int) and 1 <= max_batch <= 4096):
             raise HamerError(f"max_batch must be an integer in 1..4096, got {max_batch!r}", E_ARG)
         if max_states is not None and not (isinstance(max_states, int) and max_states >= 1):

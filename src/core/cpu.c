@@ -3,12 +3,14 @@
 #include "core/cpu.h"
 
 #include <pthread.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/util.h"
 
@@ -204,4 +206,9 @@ int hm_isa_status(void) {
     if (!atomic_load(&hm_env_bad)) return HM_OK;
     return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of amx|avx512|avx2|scalar that this CPU (%s%s) supports",
                   hm_env_val, hm_isa_name(cpu), hm_bits & HM_CPU_AMX ? " + amx" : "");
+}
+
+int hm_cpu_online(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > INT_MAX ? INT_MAX : (int)n;
 }

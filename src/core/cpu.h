@@ -64,4 +64,8 @@ void hm_cpu_test_hide(int mask);
 /* Space-separated names of the features present ("avx2 avx512 vnni bf16"). */
 const char *hm_cpu_feature_names(void);
 
+/* Online CPUs (sysconf(_SC_NPROCESSORS_ONLN)), at least 1: what a thread
+ * count of 0 ("all CPUs") means everywhere. */
+int hm_cpu_online(void);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static _Thread_local char hm_msg[512];
 static _Thread_local int hm_code;
@@ -54,3 +55,9 @@ void *hm_alloc(size_t bytes) {
 }
 
 void hm_free(void *p) { free(p); }
+
+double hm_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -39,4 +39,8 @@ void hm_free(void *p);
  * out of memory); after < 0 disarms. */
 void hm_alloc_test_fail(int after);
 
+/* Seconds on CLOCK_MONOTONIC: the one clock for timings, timeouts and
+ * latencies (they must not follow wall-clock jumps). */
+double hm_now(void);
+
 #endif

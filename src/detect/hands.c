@@ -8,12 +8,6 @@
 #include "detect/det_internal.h"
 #include "format/image.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 /* Candidates arrive pass by pass; past the cap the worst one gives way. */
 static void add_cand(hm_det_state *s, const hm_palm_px *p) {
     const int seq = s->seq++;
@@ -37,11 +31,11 @@ static int palm_pass(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb
                      int level, const hm_det_opts *o, hm_pool *pool, hm_palm_px *out, int cap) {
     float pad[4];
     const hm_det_rect lroi = hm_det_pad_roi(roi, HM_PALM_SIZE, HM_PALM_SIZE, pad);
-    double t0 = now_ms();
+    double t0 = 1e3 * hm_now();
     hm_det_warp(rgb, iw, ih, &lroi, HM_PALM_SIZE, HM_PALM_SIZE, 0, hm_tfl_input(w->palm, 0));
-    double t1 = now_ms();
+    double t1 = 1e3 * hm_now();
     int rc = hm_tfl_invoke(w->palm, pool);
-    double t2 = now_ms();
+    double t2 = 1e3 * hm_now();
     if (rc) return rc;
     const int nd = hm_palm_decode(hm_tfl_output(w->palm, m->palm_boxes), hm_tfl_output(w->palm, m->palm_scores),
                                   m->anchors, o->min_palm, w->dec);
@@ -55,7 +49,7 @@ static int palm_pass(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb
     w->st.palm_calls++;
     w->st.warp_ms += t1 - t0;
     w->st.palm_ms += t2 - t1;
-    w->st.post_ms += now_ms() - t2;
+    w->st.post_ms += 1e3 * hm_now() - t2;
     return nk;
 }
 
@@ -68,11 +62,11 @@ static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb,
     if (!(rect.w > 0) || !(rect.h > 0) || !isfinite(rect.cx) || !isfinite(rect.cy) || !isfinite(rect.rot))
         return HM_OK;
     const hm_det_rect lroi = hm_det_pad_roi(rect, HM_LM_SIZE, HM_LM_SIZE, pad);
-    double t0 = now_ms();
+    double t0 = 1e3 * hm_now();
     hm_det_warp(rgb, iw, ih, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(w->lm, 0));
-    double t1 = now_ms();
+    double t1 = 1e3 * hm_now();
     int rc = hm_tfl_invoke(w->lm, pool);
-    double t2 = now_ms();
+    double t2 = 1e3 * hm_now();
     if (rc) return rc;
     w->st.landmark_calls++;
     w->st.warp_ms += t1 - t0;
@@ -93,7 +87,7 @@ static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb,
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
-    w->st.post_ms += now_ms() - t2;
+    w->st.post_ms += 1e3 * hm_now() - t2;
     return HM_OK;
 }
 
@@ -200,7 +194,7 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     }
     int rc = hm_det_opts_check(opts);
     if (rc) return rc;
-    const double t_start = now_ms();
+    const double t_start = 1e3 * hm_now();
     s->ncand = 0;
     s->seq = 0;
     for (int i = 0; i < s->nworkers; i++) memset(&s->w[i]->st, 0, sizeof s->w[i]->st);
@@ -218,9 +212,9 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     st.candidates = s->ncand;
 
     /* 2. cross-pass palm suppression, best score first */
-    double t0 = now_ms();
+    double t0 = 1e3 * hm_now();
     const int nkept = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
-    st.post_ms += now_ms() - t0;
+    st.post_ms += 1e3 * hm_now() - t0;
 
     /* 3. landmarks of each kept palm (one palm: the pool inside the call) */
     if (nkept == 1) {
@@ -235,15 +229,15 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
 
     /* 4. merge repeats (kept is in palm-score order) */
-    t0 = now_ms();
+    t0 = 1e3 * hm_now();
     const int nout = hm_det_merge(s->hands, nh, opts->merge_iou, opts->merge_contain);
     int lim = opts->max_hands < cap ? opts->max_hands : cap;
     if (nout < lim) lim = nout;
     for (int i = 0; i < lim; i++) out[i] = s->hands[i];
     *n = lim;
     st.hands = lim;
-    st.post_ms += now_ms() - t0;
-    st.total_ms = now_ms() - t_start;
+    st.post_ms += 1e3 * hm_now() - t0;
+    st.total_ms = 1e3 * hm_now() - t_start;
     if (stats) *stats = st;
     return HM_OK;
 }

@@ -18,12 +18,6 @@ static hm_tfl_state *lm_state(hm_det_state *s) { return s->w[0]->lm; }
 static hm_tfl_state *lm_state(hm_det_state *s) { return s->lm; }
 #endif
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 /* The landmarks that move least with the fingers: the palm and the bases
  * of the fingers. Their rectangle is steadier than one over the tips. */
 static const int steady[12] = {0, 1, 2, 3, 5, 6, 9, 10, 13, 14, 17, 18};
@@ -82,11 +76,11 @@ static int landmark_on(hm_det_state *s, const uint8_t *rgb, int w, int h, const 
     if (!(rect->w > 0) || !(rect->h > 0) || !isfinite(rect->cx) || !isfinite(rect->cy) || !isfinite(rect->rot))
         return HM_OK;
     const hm_det_rect lroi = hm_det_pad_roi(*rect, HM_LM_SIZE, HM_LM_SIZE, pad);
-    const double t0 = now_ms();
+    const double t0 = 1e3 * hm_now();
     hm_det_warp(rgb, w, h, &lroi, HM_LM_SIZE, HM_LM_SIZE, 1, hm_tfl_input(lm, 0));
-    const double t1 = now_ms();
+    const double t1 = 1e3 * hm_now();
     int rc = hm_tfl_invoke(lm, pool);
-    const double t2 = now_ms();
+    const double t2 = 1e3 * hm_now();
     if (rc) return rc;
     st->landmark_calls++;
     st->warp_ms += t1 - t0;
@@ -101,7 +95,7 @@ static int landmark_on(hm_det_state *s, const uint8_t *rgb, int w, int h, const 
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
-    st->post_ms += now_ms() - t2;
+    st->post_ms += 1e3 * hm_now() - t2;
     return HM_OK;
 }
 

@@ -3,16 +3,11 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "core/util.h"
 #include "kernels/peak.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     double seconds;
@@ -60,9 +55,9 @@ __attribute__((target("avx2,fma"))) static float peak_loop256(long n) {
 
 static void *peak_thread(void *p) {
     peak_arg *a = p;
-    double t0 = now();
+    double t0 = hm_now();
     a->sink = a->avx512 ? peak_loop512(a->iters) : peak_loop256(a->iters);
-    a->seconds = now() - t0;
+    a->seconds = hm_now() - t0;
     return NULL;
 }
 
@@ -80,14 +75,14 @@ double hm_peak_fp32_gflops(int nthreads) {
         pthread_t th[64];
         peak_arg arg[64];
         int started = 0;
-        double t0 = now();
+        double t0 = hm_now();
         for (int i = 0; i < nthreads; i++) {
             arg[i] = (peak_arg){0, iters, avx512, 0};
             if (pthread_create(&th[i], NULL, peak_thread, &arg[i]) == 0) started++;
             else break;
         }
         for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-        double dt = now() - t0;
+        double dt = hm_now() - t0;
         double g = (double)iters * 12 * lanes * 2 * started / dt / 1e9;
         if (g > best) best = g;
     }

@@ -28,6 +28,7 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "core/cpu.h"
 #include "load/load.h"
 #include "model/model.h"
 #include "load/model_pack.h"
@@ -186,8 +187,8 @@ int hm_pack_hash_sections(section *s, int n) {
     for (int i = 0; i < n; i++) total += s[i].bytes;
     hm_pool *pool = NULL;
     if (total >= PACK_PARALLEL_BYTES) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        int nt = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (int)ncpu;
+        int ncpu = hm_cpu_online();
+        int nt = ncpu > 16 ? 16 : ncpu;
         if (nt > 1 && !(pool = hm_pool_create(nt))) return HM_E_NOMEM;
     }
     hm_pool_run(pool, hash_task, s, n);

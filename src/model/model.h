@@ -111,7 +111,6 @@ typedef enum {
     HM_ST_HEAD, HM_ST_MANO, HM_ST_FINALISE, HM_ST_COUNT
 } hm_stage;
 extern const char *const hm_stage_names[HM_ST_COUNT];
-double hm_now(void);   /* monotonic seconds */
 #define HM_TIC(s) double hm_tic_ = (s)->profile ? hm_now() : 0
 #define HM_TOC(s, st) do { if ((s)->profile) { double t_ = hm_now(); (s)->stage_s[st] += t_ - hm_tic_; hm_tic_ = t_; } } while (0)
 

@@ -96,8 +96,3 @@ const char *const hm_stage_names[HM_ST_COUNT] = {
     "patch_embed", "layernorm", "qkv", "attention", "proj", "fc1_gelu", "fc2", "head", "mano", "finalise",
 };
 
-double hm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}

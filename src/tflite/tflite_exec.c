@@ -119,12 +119,6 @@ const float *hm_tfl_output(const hm_tfl_state *s, int i) {
     return tensor_ptr(s->m, s->arena, s->m->outputs[i]);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Stops at the first failing op and returns its code (outputs undefined). */
 int hm_tfl_invoke_timed(hm_tfl_state *st, hm_pool *pool, double *seconds) {
     if (!st) return hm_err(HM_E_ARG, "hm_tfl_invoke: NULL state");
@@ -132,10 +126,10 @@ int hm_tfl_invoke_timed(hm_tfl_state *st, hm_pool *pool, double *seconds) {
     const hm_tfl_model *m = st->m;
     float *scratch = st->arena + m->arena;
     for (int r = 0; r < m->nrun; r++) {
-        double t0 = seconds ? now_s() : 0.0;
+        double t0 = seconds ? hm_now() : 0.0;
         int rc = hm_tfl_run_op(m, &m->ops[m->run[r]], s->ops[r].in, s->ops[r].out, scratch, pool);
         if (rc) return rc;
-        if (seconds) seconds[r] += now_s() - t0;
+        if (seconds) seconds[r] += hm_now() - t0;
     }
     return HM_OK;
 }

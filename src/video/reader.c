@@ -53,12 +53,6 @@ struct hamer_video {
     int refused;               /* a demuxer asked to open another file or URL */
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 static const char *averr(int e, char *buf, size_t n) {
     av_strerror(e, buf, n);
     return buf;
@@ -135,10 +129,10 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
         return HM_E_UNSUPPORTED;
     }
     /* a free slot: the ring minus the filled ones and the one lent out */
-    const double w0 = now_ms();
+    const double w0 = 1e3 * hm_now();
     pthread_mutex_lock(&v->mu);
     while (!v->stop && v->count + (v->held >= 0) >= v->nslots) pthread_cond_wait(&v->cv, &v->mu);
-    t0 += now_ms() - w0; /* waiting for the caller is not decoding */
+    t0 += 1e3 * hm_now() - w0; /* waiting for the caller is not decoding */
     const int stop = v->stop;
     int at = (v->head + v->count) % v->nslots;
     if (at == v->held) at = (at + 1) % v->nslots; /* cannot happen with the bound above; kept for safety */
@@ -164,7 +158,7 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
     s->index = idx;
     s->pts = rel;
     s->time_s = t;
-    s->decode_ms = now_ms() - t0;
+    s->decode_ms = 1e3 * hm_now() - t0;
     pthread_mutex_lock(&v->mu);
     v->count++;
     pthread_cond_broadcast(&v->cv);
@@ -184,7 +178,7 @@ static int drain(hamer_video *v, double *t0, char *msg, size_t msglen) {
         }
         r = take_frame(v, v->frm, *t0, msg, msglen);
         av_frame_unref(v->frm);
-        *t0 = now_ms();
+        *t0 = 1e3 * hm_now();
         if (r) return r;
     }
 }
@@ -212,7 +206,7 @@ static void *decode_main(void *arg) {
     hamer_video *v = arg;
     char msg[2048] = "", e[128];
     int rc = 0, eof = 0;
-    double t0 = now_ms();
+    double t0 = 1e3 * hm_now();
     v->sink.demuxer = v->fmt;
     hm_ff_log_enter(&v->sink);
     while (!rc) {

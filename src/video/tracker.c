@@ -13,12 +13,6 @@
 
 #define THUMB 16
 
-static double hm_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct {
     int live, id, frames, is_right;
     int detected_now;     /* this frame's landmarks came from palm detection */
@@ -219,9 +213,9 @@ static int free_slot(const hamer_tracker *t, int nended) {
 static int detect(hamer_tracker *t, const uint8_t *rgb, int w, int h, int nended, hamer_track_stats *st) {
     int n = 0;
     hm_det_stats ds;
-    double t0 = hm_now_s();
+    double t0 = hm_now();
     int rc = hm_det_run(t->ds, rgb, w, h, &t->dopts, t->pool, t->det, HM_DET_MAX_HANDS, &n, &ds);
-    st->detect_ms += 1e3 * (hm_now_s() - t0);
+    st->detect_ms += 1e3 * (hm_now() - t0);
     if (rc) return rc;
     st->detected = 1;
     t->since_detect = 0;
@@ -272,7 +266,7 @@ int hm_tracker_push(hamer_tracker *t, const uint8_t *rgb, int w, int h, double t
         return hm_err(HM_E_ARG, "hamer_tracker_push: time %.6f s does not increase (previous frame %.6f s)", time_s,
                       t->time_s);
     if (t->pushed && (w != t->fr.w || h != t->fr.h)) hm_tracker_reset(t); /* another stream */
-    const double t0 = hm_now_s();
+    const double t0 = hm_now();
 
     /* 1. scene cut */
     thumbnail(rgb, w, h, t->thumb);
@@ -315,7 +309,7 @@ int hm_tracker_push(hamer_tracker *t, const uint8_t *rgb, int w, int h, double t
                 st.lost++;
             }
         }
-    st.track_ms = 1e3 * (hm_now_s() - t0);
+    st.track_ms = 1e3 * (hm_now() - t0);
 
     /* 3. palm detection when needed */
     int nlive = 0;

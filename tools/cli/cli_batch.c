@@ -94,7 +94,7 @@ typedef struct {
     const char *globs[MAX_GLOBS];
     int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
     int save_mesh, render, side, glb, with_vertices, precision;
-    hm_cli_detect_args det;
+    hm_tool_detect_args det;
     hamer_predict_params pp;
 } batch_args;
 
@@ -104,14 +104,14 @@ static int parse(int argc, char **argv, batch_args *a) {
     a->pp = hamer_predict_default_params();
     a->jobs = 1;
     a->prefetch = 2;
-    hm_cli_detect_defaults(&a->det);
+    hm_tool_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_BATCH, stdout);
             return -1;
         }
-        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "batch");
+        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "batch");
         if (used > 0) return used;
         if (used == 0) continue;
         int *flag = !strcmp(o, "--recursive")      ? &a->recursive
@@ -128,8 +128,8 @@ static int parse(int argc, char **argv, batch_args *a) {
             *flag = 1;
             continue;
         }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "batch: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "batch: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "batch: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "batch: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--input-dir")) a->input_dir = v;
@@ -137,30 +137,30 @@ static int parse(int argc, char **argv, batch_args *a) {
         else if (!strcmp(o, "--boxes-dir")) a->boxes_dir = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
         else if (!strcmp(o, "--glob")) {
-            if (a->nglob == MAX_GLOBS) return hm_cli_fail(2, "batch: more than 16 --glob options%s", "");
+            if (a->nglob == MAX_GLOBS) return hm_tool_fail(2, "batch: more than 16 --glob options%s", "");
             a->globs[a->nglob++] = v;
         } else if (!strcmp(o, "--jobs")) {
-            if (hm_cli_parse_int(v, 1, 64, &a->jobs)) return hm_cli_fail(2, "batch: --jobs must be an integer in 1..64, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 64, &a->jobs)) return hm_tool_fail(2, "batch: --jobs must be an integer in 1..64, got '%s'", v);
         } else if (!strcmp(o, "--prefetch")) {
-            if (hm_cli_parse_int(v, 0, 64, &a->prefetch))
-                return hm_cli_fail(2, "batch: --prefetch must be an integer in 0..64, got '%s'", v);
+            if (hm_tool_parse_int(v, 0, 64, &a->prefetch))
+                return hm_tool_fail(2, "batch: --prefetch must be an integer in 0..64, got '%s'", v);
         } else if (!strcmp(o, "--threads")) {
-            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "batch: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "batch: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(o, "--rescale")) {
-            if (hm_cli_parse_rescale(v, &a->pp.rescale))
-                return hm_cli_fail(2, "batch: --rescale must be a number in (0, 16], got '%s'", v);
+            if (hm_tool_parse_rescale(v, &a->pp.rescale))
+                return hm_tool_fail(2, "batch: --rescale must be a number in (0, 16], got '%s'", v);
         } else if (!strcmp(o, "--crop-mode")) {
             if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
             else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
-            else return hm_cli_fail(2, "batch: --crop-mode must be warp or pad, got '%s'", v);
+            else return hm_tool_fail(2, "batch: --crop-mode must be warp or pad, got '%s'", v);
         } else if (!strcmp(o, "--precision")) {
-            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "batch: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "batch: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "batch: unknown option '%s' (see 'hamer batch --help')", o);
+            return hm_tool_fail(2, "batch: unknown option '%s' (see 'hamer batch --help')", o);
         }
     }
     if (!a->model || !a->input_dir || !a->out_dir)
-        return hm_cli_fail(2, "batch: --model, --input-dir and --out-dir are required%s", "");
+        return hm_tool_fail(2, "batch: --model, --input-dir and --out-dir are required%s", "");
     return 0;
 }
 
@@ -214,9 +214,9 @@ static void decode_into(batch *b, int idx, slot *s) {
     s->idx = idx;
     hamer_folder_image im;
     hamer_folder_image_info(b->folder, idx, &im);
-    double t0 = hm_cli_now();
+    double t0 = hm_now();
     if (hamer_image_load(im.path, &s->rgb, &s->w, &s->h)) snprintf(s->err, sizeof s->err, "%s", hamer_last_error());
-    s->decode_ms = 1e3 * (hm_cli_now() - t0);
+    s->decode_ms = 1e3 * (hm_now() - t0);
 }
 
 /* The prefetch thread: decodes the images in order, at most qcap ahead of
@@ -330,7 +330,7 @@ static void progress(batch *b, double t_start, int final) {
     }
     hamer_folder_stats fs;
     hamer_folder_get_stats(b->folder, &fs);
-    double el = hm_cli_now() - t_start, rate = el > 0 ? b->started / el : 0;
+    double el = hm_now() - t_start, rate = el > 0 ? b->started / el : 0;
     int left = b->ntodo - b->started;
     fprintf(stderr, "\rhamer: batch: %d/%d images, %d hands, %.2f images/s", b->started, b->ntodo, fs.hands, rate);
     if (rate > 0 && left > 0) fprintf(stderr, ", ETA %.0f s", left / rate);
@@ -342,15 +342,14 @@ static void progress(batch *b, double t_start, int final) {
  * and the workers started and joined. 0, or -1 with b->fatal set. */
 static int compute(batch *b, double *t_load) {
     const batch_args *a = b->a;
-    double t0 = hm_cli_now();
-    b->model = hm_cli_load_model(a->model, a->mano, a->precision);
-    if (!b->model || (!a->boxes_dir && !(b->det = hm_cli_load_detector(&a->det)))) {
+    double t0 = hm_now();
+    b->model = hm_tool_load_model(a->model, a->mano, a->precision);
+    if (!b->model || (!a->boxes_dir && !(b->det = hm_tool_load_detector(&a->det)))) {
         snprintf(b->fatal, sizeof b->fatal, "%s", hamer_last_error());
         return -1;
     }
-    *t_load = hm_cli_now() - t0;
-    int total = a->threads ? a->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (total < 1) total = 1;
+    *t_load = hm_now() - t0;
+    int total = hm_tool_threads(a->threads);
     int jobs = a->jobs < b->ntodo ? a->jobs : b->ntodo;
     b->threads_per_job = total / jobs > 0 ? total / jobs : 1;
     b->qcap = a->prefetch;
@@ -360,7 +359,7 @@ static int compute(batch *b, double *t_load) {
         snprintf(b->fatal, sizeof b->fatal, "out of memory");
         return -1;
     }
-    double t_run = hm_cli_now();
+    double t_run = hm_now();
     int npre = b->qcap && pthread_create(&pre, NULL, prefetcher, b) == 0, nth = 0;
     if (b->qcap && !npre) {
         snprintf(b->fatal, sizeof b->fatal, "cannot start the decoding thread");
@@ -426,7 +425,7 @@ static void summary(const batch_args *a, const batch *b, double wall, double t_l
 }
 
 static int batch_main(batch_args *a) {
-    double t_start = hm_cli_now();
+    double t_start = hm_now();
     /* From here on Ctrl-C / SIGTERM stop the run cleanly: the scan and
      * the look at earlier outputs end at the next name, the images in
      * flight are cancelled (temporary files removed, the summary printed). */
@@ -471,7 +470,7 @@ static int batch_main(batch_args *a) {
         goto done;
     }
     int interrupted = g_stop != 0;
-    summary(a, &b, hm_cli_now() - t_start, t_load, interrupted);
+    summary(a, &b, hm_now() - t_start, t_load, interrupted);
     hamer_folder_stats s;
     hamer_folder_get_stats(b.folder, &s);
     status = interrupted ? 130 : s.failed + s.failed_earlier ? 3 : 0;

@@ -23,6 +23,7 @@
 #include "load/load.h"
 #include "model/model.h"
 #include "cli/synthetic.h"
+#include "core/cpu.h"
 #include "core/util.h"
 #include "kernels/peak.h"
 
@@ -165,7 +166,7 @@ typedef struct {
     double peak;
     const char *image;        /* --image: the photo-to-hands job instead */
     const char *video;        /* --video: hamer video's per-frame job instead */
-    hm_cli_detect_args det;
+    hm_tool_detect_args det;
 } bench_args;
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
@@ -175,8 +176,8 @@ static int parse(int argc, char **argv, bench_args *args) {
     double peak = 0;
     const char *image = NULL, *video = NULL;
     int iters_given = 0;
-    hm_cli_detect_args det;
-    hm_cli_detect_defaults(&det);
+    hm_tool_detect_args det;
+    hm_tool_detect_defaults(&det);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -185,7 +186,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         }
         if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
-        int used = hm_cli_detect_option(argc, argv, &i, &det, "bench");
+        int used = hm_tool_detect_option(argc, argv, &i, &det, "bench");
         if (used > 0) return used; /* a usage error, already printed */
         if (used == 0) continue;
         static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
@@ -193,8 +194,8 @@ static int parse(int argc, char **argv, bench_args *args) {
                                              "--image", "--video"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
-        if (!known) return hm_cli_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
-        if (i + 1 >= argc) return hm_cli_fail(2, "bench: option '%s' needs a value", a);
+        if (!known) return hm_tool_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
+        if (i + 1 >= argc) return hm_tool_fail(2, "bench: option '%s' needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) src.model_path = v;
         else if (!strcmp(a, "--image")) image = v;
@@ -202,36 +203,36 @@ static int parse(int argc, char **argv, bench_args *args) {
         else if (!strcmp(a, "--mano")) src.mano = v;
         else if (!strcmp(a, "--reference")) src.reference_path = v;
         else if (!strcmp(a, "--precision")) {
-            if (hm_cli_parse_precision(v, &precision))
-                return hm_cli_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_tool_parse_precision(v, &precision))
+                return hm_tool_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
         } else if (!strcmp(a, "--batch")) {
-            if (hm_cli_parse_int(v, 1, 4096, &B)) return hm_cli_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 4096, &B)) return hm_tool_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
         } else if (!strcmp(a, "--iters")) {
-            if (hm_cli_parse_int(v, 1, 1000000, &iters)) return hm_cli_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 1000000, &iters)) return hm_tool_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
             iters_given = 1;
         } else if (!strcmp(a, "--warmup")) {
-            if (hm_cli_parse_int(v, 0, 1000000, &warmup)) return hm_cli_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
+            if (hm_tool_parse_int(v, 0, 1000000, &warmup)) return hm_tool_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
-            if (hm_cli_parse_threads(v, &threads)) return hm_cli_fail(2, "bench: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &threads)) return hm_tool_fail(2, "bench: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(a, "--depth")) {
-            if (hm_cli_parse_int(v, 1, 256, &src.depth)) return hm_cli_fail(2, "bench: --depth must be an integer in 1..256, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 256, &src.depth)) return hm_tool_fail(2, "bench: --depth must be an integer in 1..256, got '%s'", v);
         } else if (!strcmp(a, "--head-depth")) {
-            if (hm_cli_parse_int(v, 1, 64, &src.head_depth)) return hm_cli_fail(2, "bench: --head-depth must be an integer in 1..64, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 64, &src.head_depth)) return hm_tool_fail(2, "bench: --head-depth must be an integer in 1..64, got '%s'", v);
         } else if (!strcmp(a, "--seed")) {
             char *end;
             src.seed = strtoull(v, &end, 10);
-            if (*v == 0 || *end || *v == '-') return hm_cli_fail(2, "bench: --seed must be a non-negative integer, got '%s'", v);
+            if (*v == 0 || *end || *v == '-') return hm_tool_fail(2, "bench: --seed must be a non-negative integer, got '%s'", v);
         } else { /* --peak */
             char *end;
             peak = strtod(v, &end);
-            if (*v == 0 || *end || !(peak > 0) || !isfinite(peak)) return hm_cli_fail(2, "bench: --peak must be a positive number (GFLOP/s), got '%s'", v);
+            if (*v == 0 || *end || !(peak > 0) || !isfinite(peak)) return hm_tool_fail(2, "bench: --peak must be a positive number (GFLOP/s), got '%s'", v);
         }
     }
     if (!!src.model_path == src.synthetic)
-        return hm_cli_fail(2, "bench: give exactly one of --model CKPT and --synthetic%s", "");
+        return hm_tool_fail(2, "bench: give exactly one of --model CKPT and --synthetic%s", "");
     if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 && n <= 1024 ? (int)n : 1;
+        int n = hm_cpu_online();
+        threads = n <= 1024 ? n : 1;
     }
     src.nthreads = threads;
 
@@ -246,10 +247,10 @@ static int run(bench_args *args) {
     int threads = args->threads, json = args->json;
     double peak = args->peak;
     /* The requested precision first: an unavailable one fails here, at once. */
-    double t0 = hm_cli_now();
+    double t0 = hm_now();
     hamer_model *model = load_model(&src, precision, 0);
-    double load_s = hm_cli_now() - t0;
-    if (!model) return hm_cli_fail(1, "%s", hamer_last_error());
+    double load_s = hm_now() - t0;
+    if (!model) return hm_tool_fail(1, "%s", hamer_last_error());
     if (args->video) {
         int r = hm_cli_bench_video(model, args->video, &args->det, threads, iters, json);
         hamer_model_free(model);
@@ -271,7 +272,7 @@ static int run(bench_args *args) {
     double *stage_s = malloc((size_t)iters * HAMER_N_STAGES * sizeof *stage_s);
     int rc = 0;
     if (!st || !crops || !params || (info.has_mano && !verts) || !iter_s || !stage_s) {
-        rc = hm_cli_fail(1, "%s", st ? "out of memory" : hamer_last_error());
+        rc = hm_tool_fail(1, "%s", st ? "out of memory" : hamer_last_error());
         goto done;
     }
     make_crops(crops, ncrop, src.seed);
@@ -280,7 +281,7 @@ static int run(bench_args *args) {
 
     for (int it = 0; it < warmup; it++)
         if (run_once(st, crops, B, params, verts)) {
-            rc = hm_cli_fail(1, "%s", hamer_last_error());
+            rc = hm_tool_fail(1, "%s", hamer_last_error());
             goto done;
         }
     const char *stage_names[HAMER_N_STAGES] = {0};
@@ -288,11 +289,11 @@ static int run(bench_args *args) {
     for (int it = 0; it < iters; it++) {
         double st_s[HAMER_N_STAGES] = {0};
         hamer_state_set_profile(st, 1); /* zeroes the counters */
-        double a = hm_cli_now();
+        double a = hm_now();
         int r = run_once(st, crops, B, params, verts);
-        iter_s[it] = hm_cli_now() - a;
+        iter_s[it] = hm_now() - a;
         if (r) {
-            rc = hm_cli_fail(1, "%s", hamer_last_error());
+            rc = hm_tool_fail(1, "%s", hamer_last_error());
             goto done;
         }
         nst = hamer_state_profile(st, st_s, stage_names, HAMER_N_STAGES);
@@ -317,11 +318,11 @@ static int run(bench_args *args) {
         float *rv = info.has_mano ? malloc((size_t)B * HAMER_N_VERTS * 3 * sizeof *rv) : NULL;
         int ok = rst && rp && (!info.has_mano || rv) && run_once(rst, crops, B, rp, rv) == 0;
         if (!ok && !ref && src.model_path && !src.reference_path && hm_pack_sniff(src.model_path) == 1)
-            rc = hm_cli_fail(1, "fp32 reference: %s (a packed model file loads only in its precision: give the checkpoint with --reference)",
+            rc = hm_tool_fail(1, "fp32 reference: %s (a packed model file loads only in its precision: give the checkpoint with --reference)",
                              hamer_last_error());
-        else if (!ok) rc = hm_cli_fail(1, "fp32 reference: %s", hamer_last_error());
+        else if (!ok) rc = hm_tool_fail(1, "fp32 reference: %s", hamer_last_error());
         if (ok) {
-            params_pcc = hm_cli_pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
+            params_pcc = hm_tool_pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
             if (info.has_mano) {
                 double s = 0, mx = 0;
                 size_t n = (size_t)B * HAMER_N_VERTS * 3;
@@ -378,7 +379,7 @@ static int run(bench_args *args) {
         char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!s) {
-            rc = hm_cli_fail(1, "bench: cannot format the JSON output%s", "");
+            rc = hm_tool_fail(1, "bench: cannot format the JSON output%s", "");
             goto done;
         }
         puts(s);

@@ -48,7 +48,7 @@ static double run_child(char **argv, char **out, const char *errpath) {
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     }
     posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    double t0 = hm_cli_now();
+    double t0 = hm_now();
     pid_t pid;
     int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -70,7 +70,7 @@ static double run_child(char **argv, char **out, const char *errpath) {
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    double wall = hm_cli_now() - t0;
+    double wall = hm_now() - t0;
     /* batch exits 3 when an image failed: still a timed run of the folder. */
     int ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 4);
     if (!ok) {
@@ -106,7 +106,7 @@ int hm_cli_bench_folder(int argc, char **argv) {
             if (npass < 16) pass[npass++] = argv[i];
             continue;
         }
-        if (i + 1 >= argc) return hm_cli_fail(2, "bench: option '%s' needs a value (or is unknown)", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "bench: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--folder")) folder = v;
         else if (!strcmp(o, "--model")) model = v;
@@ -114,11 +114,11 @@ int hm_cli_bench_folder(int argc, char **argv) {
         else if (!strcmp(o, "--threads")) threads = v;
         else if (!strcmp(o, "--detector") || !strcmp(o, "--max-hands") || !strcmp(o, "--min-score")) {
             if (npass < 15) pass[npass++] = argv[i - 1], pass[npass++] = argv[i];
-        } else return hm_cli_fail(2, "bench: --folder: unknown option '%s'", o);
+        } else return hm_tool_fail(2, "bench: --folder: unknown option '%s'", o);
     }
     int prec;
-    if (!folder || !model) return hm_cli_fail(2, "bench: --folder needs --model (a file `hamer run` can load)%s", "");
-    if (hm_cli_parse_precision(precision, &prec)) return hm_cli_fail(2, "bench: --precision must be fp32 or fast, got '%s'", precision);
+    if (!folder || !model) return hm_tool_fail(2, "bench: --folder needs --model (a file `hamer run` can load)%s", "");
+    if (hm_tool_parse_precision(precision, &prec)) return hm_tool_fail(2, "bench: --precision must be fp32 or fast, got '%s'", precision);
 
     /* The images: the folder's regular files, as `hamer batch` takes them. */
     DIR *d = opendir(folder);
@@ -145,7 +145,7 @@ int hm_cli_bench_folder(int argc, char **argv) {
     closedir(d);
     if (n == 0) {
         free(imgs);
-        return hm_cli_fail(1, "bench: no image in '%s'", folder);
+        return hm_tool_fail(1, "bench: no image in '%s'", folder);
     }
     qsort(imgs, (size_t)n, sizeof *imgs, cmp_str);
 

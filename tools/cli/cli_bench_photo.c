@@ -23,11 +23,11 @@ enum { ST_DECODE, ST_DETECT, ST_DETECT1, ST_CROP, ST_REGRESS, ST_FINALISE, ST_TO
 static const char *const st_names[NST] = {"decode", "detect", "detect_single_pass", "crop", "regress", "finalise",
                                           "total"};
 
-int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detect_args *det, int threads, int warmup,
+int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_tool_detect_args *det, int threads, int warmup,
                        int iters, int json) {
     uint8_t *rgb = NULL;
     int w, h, rc = 1, n = 0;
-    hamer_detector *d = hm_cli_load_detector(det);
+    hamer_detector *d = hm_tool_load_detector(det);
     hamer_detect_state *ds = d ? hamer_detect_state_new(d, threads) : NULL;
     hamer_state *st = ds ? hamer_state_new(model, 16, threads) : NULL;
     double *t = calloc((size_t)iters * NST, sizeof *t), *col = calloc((size_t)iters, sizeof *col);
@@ -40,15 +40,15 @@ int hm_cli_bench_photo(hamer_model *model, const char *image, const hm_cli_detec
     hamer_detect_params single = det->params;
     single.tiles = 0;
     for (int it = -warmup; it < iters; it++) {
-        double t0 = hm_cli_now(), ms = 0, ms1 = 0;
+        double t0 = hm_now(), ms = 0, ms1 = 0;
         hamer_free(rgb);
         rgb = NULL;
         if (hamer_image_load(image, &rgb, &w, &h)) goto fail;
-        double t1 = hm_cli_now();
+        double t1 = hm_now();
         if ((n = hamer_detect(ds, rgb, w, h, &det->params, dets, HAMER_MAX_HANDS, &ms)) < 0) goto fail;
         hamer_timings tm = {0};
         if (hamer_predict_detections(st, rgb, w, h, dets, n, NULL, hands, &tm)) goto fail;
-        double t2 = hm_cli_now();
+        double t2 = hm_now();
         /* The single full-frame pass, for comparison (not part of the job). */
         if (hamer_detect(ds, rgb, w, h, &single, dets + n, HAMER_MAX_HANDS - n, &ms1) < 0) goto fail;
         if (it < 0) continue;

@@ -30,7 +30,7 @@ static double mean(const double *v, int n) {
     return n > 0 ? s / n : 0;
 }
 
-int hm_cli_bench_video(hamer_model *model, const char *path, const hm_cli_detect_args *det, int threads, int frames,
+int hm_cli_bench_video(hamer_model *model, const char *path, const hm_tool_detect_args *det, int threads, int frames,
                        int json) {
     int rc = 1, n = 0, hands = 0, detections = 0;
     hamer_video_params vp = hamer_video_default_params();
@@ -40,7 +40,7 @@ int hm_cli_bench_video(hamer_model *model, const char *path, const hm_cli_detect
     hamer_detect_params single = det->params;
     single.tiles = 0;
     hamer_video *v = hamer_video_open(path, &vp);
-    hamer_detector *d = v ? hm_cli_load_detector(det) : NULL;
+    hamer_detector *d = v ? hm_tool_load_detector(det) : NULL;
     hamer_tracker *t = d ? hamer_tracker_new(d, &tp, threads) : NULL;
     hamer_detect_state *ds = t ? hamer_detect_state_new(d, threads) : NULL;
     hamer_state *st = ds ? hamer_state_new(model, tp.max_hands, threads) : NULL;
@@ -56,14 +56,14 @@ int hm_cli_bench_video(hamer_model *model, const char *path, const hm_cli_detect
     double wait = 0;
     for (; n < frames; n++) {
         hamer_video_frame f;
-        double t0 = hm_cli_now();
+        double t0 = hm_now();
         int got = hamer_video_next(v, &f);
-        wait += hm_cli_now() - t0;
+        wait += hm_now() - t0;
         if (got < 0) goto fail;
         if (got == 0) break;
-        double t1 = hm_cli_now();
+        double t1 = hm_now();
         int nh = hamer_tracker_frame(t, st, f.rgb, f.width, f.height, f.time_s, NULL);
-        double t2 = hm_cli_now();
+        double t2 = hm_now();
         if (nh < 0) goto fail;
         hamer_track_stats s;
         hamer_tracker_results(t, NULL, NULL, NULL, &s);

@@ -55,15 +55,15 @@ static int parse(int argc, char **argv, convert_args *a) {
         if (!strcmp(o, "--model")) dst = &a->model;
         else if (!strcmp(o, "--output")) dst = &a->output;
         else if (!strcmp(o, "--mano")) dst = &a->mano;
-        else if (strcmp(o, "--precision")) return hm_cli_fail(2, "convert: unknown option '%s' (see 'hamer convert --help')", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "convert: option '%s' needs a value", o);
+        else if (strcmp(o, "--precision")) return hm_tool_fail(2, "convert: unknown option '%s' (see 'hamer convert --help')", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "convert: option '%s' needs a value", o);
         const char *v = argv[++i];
         if (dst) *dst = v;
-        else if (hm_cli_parse_precision(v, &a->precision))
-            return hm_cli_fail(2, "convert: --precision must be fp32 or fast, got '%s'", v);
+        else if (hm_tool_parse_precision(v, &a->precision))
+            return hm_tool_fail(2, "convert: --precision must be fp32 or fast, got '%s'", v);
     }
-    if (!a->model) return hm_cli_fail(2, "convert: missing --model%s", "");
-    if (!a->output) return hm_cli_fail(2, "convert: missing --output%s", "");
+    if (!a->model) return hm_tool_fail(2, "convert: missing --model%s", "");
+    if (!a->output) return hm_tool_fail(2, "convert: missing --output%s", "");
     return 0;
 }
 
@@ -71,20 +71,20 @@ static int run(const convert_args *a) {
     const char *outs[1] = {a->output}, *ins[2] = {a->model, a->mano};
     int bad = hm_cli_check_outputs("convert", outs, 1, ins, 2);
     if (bad) return bad;
-    double t0 = hm_cli_now();
+    double t0 = hm_now();
     /* The output is the packed file; a second copy in the cache would only
      * cost the disk space. */
     setenv("HAMER_NO_CACHE", "1", 1);
-    hamer_model *hm = hm_cli_load_model(a->model, a->mano, a->precision);
-    if (!hm) return hm_cli_fail(1, "%s", hamer_last_error());
-    double t_load = hm_cli_now() - t0;
+    hamer_model *hm = hm_tool_load_model(a->model, a->mano, a->precision);
+    if (!hm) return hm_tool_fail(1, "%s", hamer_last_error());
+    double t_load = hm_now() - t0;
     hamer_model_info info;
     hamer_model_get_info(hm, &info);
-    t0 = hm_cli_now();
+    t0 = hm_now();
     int rc = hamer_model_save_packed(hm, a->output);
-    double t_save = hm_cli_now() - t0;
+    double t_save = hm_now() - t0;
     hamer_model_free(hm);
-    if (rc) return hm_cli_fail(1, "%s", hamer_last_error());
+    if (rc) return hm_tool_fail(1, "%s", hamer_last_error());
     fprintf(stderr, "hamer: wrote %s (precision %s, kernels %s%s; loaded in %.1f s, written in %.1f s)\n", a->output,
             a->precision == HAMER_PRECISION_FAST ? "fast" : "fp32", info.isa, info.has_mano ? ", with MANO" : ", no MANO",
             t_load, t_save);

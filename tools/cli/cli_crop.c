@@ -70,17 +70,17 @@ static int parse(int argc, char **argv, crop_args *a) {
         }
         if (strcmp(o, "--image") && strcmp(o, "--output") && strcmp(o, "--box") && strcmp(o, "--rescale") &&
             strcmp(o, "--crop-mode"))
-            return hm_cli_fail(2, "crop: unknown option '%s' (see 'hamer crop --help')", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "crop: option '%s' needs a value", o);
+            return hm_tool_fail(2, "crop: unknown option '%s' (see 'hamer crop --help')", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "crop: option '%s' needs a value", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--image")) a->image = v;
         else if (!strcmp(o, "--output")) a->output = v;
         else if (!strcmp(o, "--crop-mode")) mode_s = v;
         else if (!strcmp(o, "--rescale")) {
-            if (hm_cli_parse_rescale(v, &a->rescale))
-                return hm_cli_fail(2, "crop: --rescale must be a number in (0, 16], got '%s'", v);
+            if (hm_tool_parse_rescale(v, &a->rescale))
+                return hm_tool_fail(2, "crop: --rescale must be a number in (0, 16], got '%s'", v);
         } else {
-            if (a->nbox == CROP_MAX_HANDS) return hm_cli_fail(2, "crop: at most 64 boxes (hands) per request%s", "");
+            if (a->nbox == CROP_MAX_HANDS) return hm_tool_fail(2, "crop: at most 64 boxes (hands) per request%s", "");
             hamer_box hb;
             if (hamer_box_parse(v, &hb)) {
                 fprintf(stderr, "hamer: crop: box %d: %s\n", a->nbox + 1, hamer_last_error());
@@ -92,10 +92,10 @@ static int parse(int argc, char **argv, crop_args *a) {
     }
     if (!strcmp(mode_s, "warp")) a->mode = HM_CROP_WARP;
     else if (!strcmp(mode_s, "pad")) a->mode = HM_CROP_PAD;
-    else return hm_cli_fail(2, "crop: --crop-mode must be 'warp' or 'pad', got '%s'", mode_s);
-    if (!a->image) return hm_cli_fail(2, "crop: missing --image%s", "");
-    if (!a->output) return hm_cli_fail(2, "crop: missing --output%s", "");
-    if (!a->nbox) return hm_cli_fail(2, "crop: missing --box (one per hand)%s", "");
+    else return hm_tool_fail(2, "crop: --crop-mode must be 'warp' or 'pad', got '%s'", mode_s);
+    if (!a->image) return hm_tool_fail(2, "crop: missing --image%s", "");
+    if (!a->output) return hm_tool_fail(2, "crop: missing --output%s", "");
+    if (!a->nbox) return hm_tool_fail(2, "crop: missing --box (one per hand)%s", "");
     return 0;
 }
 
@@ -112,7 +112,7 @@ static int write_crops(const char *output, int u8, int nbox, const float *crops,
     if (!rc) rc = hm_outfile_write(&o, u8 ? (const void *)bytes : crops, dlen);
     if (!rc) rc = hm_outfile_commit(&o);
     hm_outfile_abort(&o);
-    return rc ? hm_cli_fail(1, "crop: %s", hm_errmsg()) : 0;
+    return rc ? hm_tool_fail(1, "crop: %s", hm_errmsg()) : 0;
 }
 
 static int run(const crop_args *a) {
@@ -121,7 +121,7 @@ static int run(const crop_args *a) {
     int bad = hm_cli_check_outputs("crop", outs, 1, ins, 1);
     if (bad) return bad;
     hm_image img;
-    if (hm_image_load(a->image, &img)) return hm_cli_fail(1, "%s", hm_errmsg());
+    if (hm_image_load(a->image, &img)) return hm_tool_fail(1, "%s", hm_errmsg());
     for (int i = 0; i < nbox; i++)
         if (hm_box_check(&a->boxes[i], img.w, img.h)) {
             fprintf(stderr, "hamer: crop: box %d '%s': %s\n", i + 1, a->box_text[i], hm_errmsg());
@@ -133,7 +133,7 @@ static int run(const crop_args *a) {
     uint8_t *bytes = a->u8 ? malloc(per * nbox) : NULL;
     int rc = 0;
     if (!crops || (a->u8 && !bytes)) {
-        rc = hm_cli_fail(1, "crop: out of memory%s", "");
+        rc = hm_tool_fail(1, "crop: out of memory%s", "");
         goto done;
     }
     for (int i = 0; i < nbox; i++) {

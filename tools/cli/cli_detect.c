@@ -38,37 +38,37 @@ static const char *USAGE_DETECT =
 
 typedef struct {
     const char *image, *output, *render;
-    hm_cli_detect_args det;
+    hm_tool_detect_args det;
     int threads;
 } detect_args;
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, detect_args *a) {
     memset(a, 0, sizeof *a);
-    hm_cli_detect_defaults(&a->det);
+    hm_tool_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_DETECT, stdout);
             return -1;
         }
-        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "detect");
+        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "detect");
         if (used > 0) return used; /* a usage error, already printed */
         if (used == 0) continue;
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "detect: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "detect: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "detect: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "detect: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--image")) a->image = v;
         else if (!strcmp(o, "--output")) a->output = v;
         else if (!strcmp(o, "--render")) a->render = v;
         else if (!strcmp(o, "--threads")) {
-            if (hm_cli_parse_threads(v, &a->threads))
-                return hm_cli_fail(2, "detect: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &a->threads))
+                return hm_tool_fail(2, "detect: --threads must be an integer in 1..1024, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "detect: unknown option '%s' (see 'hamer detect --help')", o);
+            return hm_tool_fail(2, "detect: unknown option '%s' (see 'hamer detect --help')", o);
         }
     }
-    if (!a->image || !a->output) return hm_cli_fail(2, "detect: --image and --output are required%s", "");
+    if (!a->image || !a->output) return hm_tool_fail(2, "detect: --image and --output are required%s", "");
     return 0;
 }
 
@@ -81,8 +81,8 @@ static int run(const detect_args *a) {
     const char *outs[2] = {a->output, a->render}, *ins[1] = {a->image};
     int bad = hm_cli_check_outputs("detect", outs, 2, ins, 1);
     if (bad) return bad;
-    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
-    hamer_detector *det = hm_cli_load_detector(&a->det);
+    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_tool_fail(1, "%s", hamer_last_error());
+    hamer_detector *det = hm_tool_load_detector(&a->det);
     hamer_detect_state *ds = det ? hamer_detect_state_new(det, a->threads) : NULL;
     if (!ds) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());

@@ -72,20 +72,20 @@ static int parse(int argc, char **argv, regress_args *a) {
         else if (!strcmp(o, "--output")) dst = &a->output;
         else if (!strcmp(o, "--mano")) dst = &a->mano;
         else if (strcmp(o, "--threads") && strcmp(o, "--precision"))
-            return hm_cli_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "regress: option '%s' needs a value", o);
+            return hm_tool_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "regress: option '%s' needs a value", o);
         const char *v = argv[++i];
         if (dst) *dst = v;
         else if (!strcmp(o, "--precision")) {
-            if (hm_cli_parse_precision(v, &a->precision))
-                return hm_cli_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
-        } else if (hm_cli_parse_threads(v, &a->threads)) {
-            return hm_cli_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_precision(v, &a->precision))
+                return hm_tool_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
+        } else if (hm_tool_parse_threads(v, &a->threads)) {
+            return hm_tool_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
         }
     }
-    if (!a->model) return hm_cli_fail(2, "regress: missing --model%s", "");
-    if (!a->input) return hm_cli_fail(2, "regress: missing --input%s", "");
-    if (!a->output) return hm_cli_fail(2, "regress: missing --output%s", "");
+    if (!a->model) return hm_tool_fail(2, "regress: missing --model%s", "");
+    if (!a->input) return hm_tool_fail(2, "regress: missing --input%s", "");
+    if (!a->output) return hm_tool_fail(2, "regress: missing --output%s", "");
     return 0;
 }
 
@@ -97,7 +97,7 @@ static int run(const regress_args *a) {
     int bad = hm_cli_check_outputs("regress", outs, 1, ins, 3);
     if (bad) return bad;
     hm_array crops;
-    if (hm_npy_load(input, &crops)) return hm_cli_fail(1, "%s", hm_errmsg());
+    if (hm_npy_load(input, &crops)) return hm_tool_fail(1, "%s", hm_errmsg());
     int u8 = crops.dtype == HM_DT_U8;
     int ok_shape = crops.ndim == 4 && crops.shape[0] >= 1 && crops.shape[0] <= 1000000 &&
                    (u8 ? (crops.shape[1] == HAMER_CROP_H && crops.shape[2] == HAMER_CROP_W && crops.shape[3] == 3)
@@ -119,19 +119,19 @@ static int run(const regress_args *a) {
     }
     int B = (int)crops.shape[0];
 
-    double t0 = hm_cli_now();
-    hamer_model *hm = hm_cli_load_model(model, mano, precision);
-    double t_load = hm_cli_now() - t0;
+    double t0 = hm_now();
+    hamer_model *hm = hm_tool_load_model(model, mano, precision);
+    double t_load = hm_now() - t0;
     if (!hm) {
         hm_array_free(&crops);
-        return hm_cli_fail(1, "%s", hamer_last_error());
+        return hm_tool_fail(1, "%s", hamer_last_error());
     }
     hamer_model_info info;
     hamer_model_get_info(hm, &info);
     if (!info.has_mano && !params_only) {
         hm_array_free(&crops);
         hamer_model_free(hm);
-        return hm_cli_fail(1, "%s: checkpoint has no MANO buffers (mano.*): pass --mano FILE.npz, or --params-only", model);
+        return hm_tool_fail(1, "%s: checkpoint has no MANO buffers (mano.*): pass --mano FILE.npz, or --params-only", model);
     }
     hamer_state *st = hamer_state_new(hm, B < 16 ? B : 16, threads);
     float *buf = st ? malloc((size_t)B * (HAMER_N_PARAMS + 3 + 3 + HAMER_N_VERTS * 3 + HAMER_N_KP * 3 + HAMER_N_KP * 2) * sizeof(float)) : NULL;
@@ -140,7 +140,7 @@ static int run(const regress_args *a) {
         hamer_state_free(st);
         hamer_model_free(hm);
         hm_array_free(&crops);
-        return hm_cli_fail(1, "%s", st ? "out of memory" : hamer_last_error());
+        return hm_tool_fail(1, "%s", st ? "out of memory" : hamer_last_error());
     }
     hamer_output out = {0};
     out.params = buf;
@@ -152,9 +152,9 @@ static int run(const regress_args *a) {
         out.keypoints_2d = out.keypoints_3d + (size_t)B * HAMER_N_KP * 3;
     }
     hamer_state_set_plain(st, plain);
-    t0 = hm_cli_now();
+    t0 = hm_now();
     int rc = u8 ? hamer_regress_u8(st, crops.data, B, &out) : hamer_regress_f32(st, crops.data, B, &out);
-    double t_fwd = hm_cli_now() - t0;
+    double t_fwd = hm_now() - t0;
     if (timings && rc == 0)
         fprintf(stderr, "hamer: load %.3f s, forward %.3f s for %d crop(s) = %.1f ms/crop\n", t_load, t_fwd, B, 1e3 * t_fwd / B);
     hm_array_free(&crops);
@@ -162,7 +162,7 @@ static int run(const regress_args *a) {
     hamer_model_free(hm);
     if (rc) {
         free(buf);
-        return hm_cli_fail(1, "%s", hamer_last_error());
+        return hm_tool_fail(1, "%s", hamer_last_error());
     }
 
     hm_npz_writer *w;
@@ -181,18 +181,18 @@ static int run(const regress_args *a) {
     };
     if (hm_npz_write_begin(output, &w)) {
         free(buf);
-        return hm_cli_fail(1, "%s", hm_errmsg());
+        return hm_tool_fail(1, "%s", hm_errmsg());
     }
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         if (!arrays[i].data) continue;
         if (hm_npz_write_add(w, arrays[i].name, HM_DT_F32, arrays[i].ndim, arrays[i].shape, arrays[i].data)) {
             hm_npz_write_abort(w);
             free(buf);
-            return hm_cli_fail(1, "%s", hm_errmsg());
+            return hm_tool_fail(1, "%s", hm_errmsg());
         }
     }
     free(buf);
-    if (hm_npz_write_finish(w)) return hm_cli_fail(1, "%s", hm_errmsg());
+    if (hm_npz_write_finish(w)) return hm_tool_fail(1, "%s", hm_errmsg());
     return 0;
 }
 

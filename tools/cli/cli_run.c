@@ -60,7 +60,7 @@ typedef struct {
     const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
-    hm_cli_detect_args det;       /* used when no box is given */
+    hm_tool_detect_args det;       /* used when no box is given */
     hamer_predict_params pp;
 } run_args;
 
@@ -69,19 +69,19 @@ static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
     a->precision = HAMER_PRECISION_FP32;
     a->pp = hamer_predict_default_params();
-    hm_cli_detect_defaults(&a->det);
+    hm_tool_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_RUN, stdout);
             return -1;
         }
-        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "run");
+        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "run");
         if (used > 0) return used; /* a usage error, already printed */
         if (used == 0) continue;
         if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "run: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "run: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "run: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "run: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--image")) a->image = v;
@@ -93,26 +93,26 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
         else if (!strcmp(o, "--box")) {
-            if (a->nbox == HAMER_MAX_HANDS) return hm_cli_fail(2, "run: more than 64 --box options%s", "");
-            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_cli_fail(2, "run: %s", hamer_last_error());
+            if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "run: more than 64 --box options%s", "");
+            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "run: %s", hamer_last_error());
             a->nbox++;
         } else if (!strcmp(o, "--rescale")) {
-            if (hm_cli_parse_rescale(v, &a->pp.rescale))
-                return hm_cli_fail(2, "run: --rescale must be a number in (0, 16], got '%s'", v);
+            if (hm_tool_parse_rescale(v, &a->pp.rescale))
+                return hm_tool_fail(2, "run: --rescale must be a number in (0, 16], got '%s'", v);
         } else if (!strcmp(o, "--crop-mode")) {
             if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
             else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
-            else return hm_cli_fail(2, "run: --crop-mode must be warp or pad, got '%s'", v);
+            else return hm_tool_fail(2, "run: --crop-mode must be warp or pad, got '%s'", v);
         } else if (!strcmp(o, "--threads")) {
-            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "run: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "run: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(o, "--precision")) {
-            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "run: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "run: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "run: unknown option '%s' (see 'hamer run --help')", o);
+            return hm_tool_fail(2, "run: unknown option '%s' (see 'hamer run --help')", o);
         }
     }
-    if (!a->model || !a->image || !a->output) return hm_cli_fail(2, "run: --model, --image and --output are required%s", "");
-    if (a->nbox && a->boxes_file) return hm_cli_fail(2, "run: give hand boxes with --box or --boxes, not both%s", "");
+    if (!a->model || !a->image || !a->output) return hm_tool_fail(2, "run: --model, --image and --output are required%s", "");
+    if (a->nbox && a->boxes_file) return hm_tool_fail(2, "run: give hand boxes with --box or --boxes, not both%s", "");
     return 0;
 }
 
@@ -200,8 +200,8 @@ static int run(run_args *a) {
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
-        char *text = hm_cli_read_file(a->boxes_file, HM_CLI_BOXES_FILE_MAX, &len, err, sizeof err);
-        if (!text) return hm_cli_fail(1, "%s", err);
+        char *text = hm_tool_read_file(a->boxes_file, HM_TOOL_BOXES_FILE_MAX, &len, err, sizeof err);
+        if (!text) return hm_tool_fail(1, "%s", err);
         a->nbox = hamer_boxes_parse(text, len, a->boxes, HAMER_MAX_HANDS);
         free(text);
         if (a->nbox < 0) {
@@ -214,9 +214,9 @@ static int run(run_args *a) {
      * reported at once, not after seconds of loading. */
     uint8_t *rgb = NULL;
     int w = 0, h = 0;
-    double t0 = hm_cli_now();
-    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_cli_fail(1, "%s", hamer_last_error());
-    double decode_ms = 1e3 * (hm_cli_now() - t0);
+    double t0 = hm_now();
+    if (hamer_image_load(a->image, &rgb, &w, &h)) return hm_tool_fail(1, "%s", hamer_last_error());
+    double decode_ms = 1e3 * (hm_now() - t0);
 
     /* No boxes given: the built-in detector finds the hands. */
     int detected = !a->nbox && !a->boxes_file;
@@ -227,7 +227,7 @@ static int run(run_args *a) {
     hamer_job *job = NULL;
     char *json = NULL;
     int status = 1;
-    if (detected && (!(det = hm_cli_load_detector(&a->det)) || !(ds = hamer_detect_state_new(det, a->threads)))) {
+    if (detected && (!(det = hm_tool_load_detector(&a->det)) || !(ds = hamer_detect_state_new(det, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
@@ -236,7 +236,7 @@ static int run(run_args *a) {
     jp.detect = a->det.params;
     /* Detected hands are regressed in passes of up to 16, as the server does. */
     int batch = detected ? 16 : a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1;
-    if (!(hm = hm_cli_load_model(a->model, a->mano, a->precision)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
+    if (!(hm = hm_tool_load_model(a->model, a->mano, a->precision)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
         !(job = hamer_job_new(st, ds, &jp))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;

@@ -104,7 +104,7 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     a->vp = hamer_video_default_params();
     a->tp = hamer_tracker_default_params();
     a->pp = hamer_predict_default_params();
-    hm_cli_detect_defaults(&a->det);
+    hm_tool_detect_defaults(&a->det);
     a->det.params.max_hands = a->tp.max_hands;
     a->det.params.tiles = 0;
     for (int i = 0; i < argc; i++) {
@@ -113,13 +113,13 @@ static int parse(int argc, char **argv, hm_video_args *a) {
             fputs(USAGE_VIDEO, stdout);
             return -1;
         }
-        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "video");
+        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "video");
         if (used > 0) return used;
         if (used == 0) continue;
         if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
         if (!strcmp(o, "--tiles")) { a->det.params.tiles = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "video: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "video: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "video: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "video: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         double x;
         if (!strcmp(o, "--model")) a->model = v;
@@ -132,43 +132,43 @@ static int parse(int argc, char **argv, hm_video_args *a) {
         else if (!strcmp(o, "--smooth")) {
             if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
             else if (!strcmp(v, "none")) a->tp.smooth = HAMER_SMOOTH_NONE;
-            else return hm_cli_fail(2, "video: --smooth must be one-euro or none, got '%s'", v);
+            else return hm_tool_fail(2, "video: --smooth must be one-euro or none, got '%s'", v);
         } else if (!strcmp(o, "--min-cutoff") || !strcmp(o, "--d-cutoff")) {
-            if (parse_num(v, 1e-6, 1e6, &x)) return hm_cli_fail(2, "video: cutoffs must be numbers in (0, 1e6] Hz, got '%s'", v);
+            if (parse_num(v, 1e-6, 1e6, &x)) return hm_tool_fail(2, "video: cutoffs must be numbers in (0, 1e6] Hz, got '%s'", v);
             *(o[2] == 'm' ? &a->tp.min_cutoff : &a->tp.d_cutoff) = x;
         } else if (!strcmp(o, "--beta")) {
-            if (parse_num(v, 0, 1e6, &x)) return hm_cli_fail(2, "video: --beta must be a number in [0, 1e6], got '%s'", v);
+            if (parse_num(v, 0, 1e6, &x)) return hm_tool_fail(2, "video: --beta must be a number in [0, 1e6], got '%s'", v);
             a->tp.beta = x;
         } else if (!strcmp(o, "--start") || !strcmp(o, "--duration")) {
             /* only the syntax here: the ranges are hamer_video_check_params's
              * (below), the one check the library and the Python binding use */
-            if (parse_num(v, -HUGE_VAL, HUGE_VAL, &x)) return hm_cli_fail(2, "video: --start / --duration take seconds (a decimal number), got '%s'", v);
+            if (parse_num(v, -HUGE_VAL, HUGE_VAL, &x)) return hm_tool_fail(2, "video: --start / --duration take seconds (a decimal number), got '%s'", v);
             *(o[2] == 's' ? &a->vp.start_s : &a->vp.duration_s) = x;
             if (check_video_params(a, o)) return 2;
         } else if (!strcmp(o, "--stride") || !strcmp(o, "--queue")) {
-            if (hm_cli_parse_int(v, INT_MIN, INT_MAX, o[2] == 's' ? &a->vp.stride : &a->vp.queue))
-                return hm_cli_fail(2, "video: --stride / --queue take an integer, got '%s'", v);
+            if (hm_tool_parse_int(v, INT_MIN, INT_MAX, o[2] == 's' ? &a->vp.stride : &a->vp.queue))
+                return hm_tool_fail(2, "video: --stride / --queue take an integer, got '%s'", v);
             if (check_video_params(a, o)) return 2;
         } else if (!strcmp(o, "--redetect-every")) {
-            if (hm_cli_parse_int(v, 1, 10000, &a->tp.redetect_every)) return hm_cli_fail(2, "video: --redetect-every must be an integer in 1..10000, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 10000, &a->tp.redetect_every)) return hm_tool_fail(2, "video: --redetect-every must be an integer in 1..10000, got '%s'", v);
         } else if (!strcmp(o, "--cut-threshold")) {
-            if (parse_num(v, 0, 1e6, &x)) return hm_cli_fail(2, "video: --cut-threshold must be a number >= 0, got '%s'", v);
+            if (parse_num(v, 0, 1e6, &x)) return hm_tool_fail(2, "video: --cut-threshold must be a number >= 0, got '%s'", v);
             a->tp.cut_threshold = (float)x;
         } else if (!strcmp(o, "--track-presence")) {
-            if (parse_num(v, 0, 1, &x)) return hm_cli_fail(2, "video: --track-presence must be a number in [0, 1], got '%s'", v);
+            if (parse_num(v, 0, 1, &x)) return hm_tool_fail(2, "video: --track-presence must be a number in [0, 1], got '%s'", v);
             a->tp.track_presence = (float)x;
         } else if (!strcmp(o, "--threads")) {
-            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "video: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "video: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(o, "--precision")) {
-            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "video: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "video: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "video: unknown option '%s' (see 'hamer video --help')", o);
+            return hm_tool_fail(2, "video: unknown option '%s' (see 'hamer video --help')", o);
         }
     }
-    if (!a->video || !a->output) return hm_cli_fail(2, "video: --video and --output are required%s", "");
-    if (a->glb && !a->model) return hm_cli_fail(2, "video: --glb animates the meshes: it needs --model%s", "");
+    if (!a->video || !a->output) return hm_tool_fail(2, "video: --video and --output are required%s", "");
+    if (a->glb && !a->model) return hm_tool_fail(2, "video: --glb animates the meshes: it needs --model%s", "");
     if ((a->render || a->render_dir) && !a->model)
-        return hm_cli_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
+        return hm_tool_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
     a->tp.max_hands = a->det.params.max_hands;
     a->tp.min_score = a->det.params.min_score;
     a->tp.tiles = a->det.params.tiles;
@@ -238,7 +238,7 @@ static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const 
 static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand *hands, int n, char *err,
                   size_t errlen) {
     const hm_video_args *a = r->a;
-    double t0 = hm_cli_now();
+    double t0 = hm_now();
     if (a->render) {
         if (hamer_render_rgb(r->model, f->rgb, f->width, f->height, hands, n, r->overlay) ||
             hamer_video_writer_write(r->writer, r->overlay, f->pts)) {
@@ -259,7 +259,7 @@ static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand 
         hamer_free(png);
         if (bad) return -1;
     }
-    r->sum.render_ms += 1e3 * (hm_cli_now() - t0);
+    r->sum.render_ms += 1e3 * (hm_now() - t0);
     return 0;
 }
 
@@ -298,13 +298,13 @@ static json_t *summary(const hm_video_run *r, double elapsed, const char *damage
 static int loop(hm_video_run *r, FILE *out, long long total) {
     const hm_video_args *a = r->a;
     char damaged[1024] = "", error[1100] = "";
-    const double t_start = hm_cli_now();
+    const double t_start = hm_now();
     int status = 0;
     for (;;) {
         hamer_video_frame f;
-        double t0 = hm_cli_now();
+        double t0 = hm_now();
         int got = hamer_video_next(r->video, &f);
-        r->sum.wait_ms += 1e3 * (hm_cli_now() - t0);
+        r->sum.wait_ms += 1e3 * (hm_now() - t0);
         if (got == 0) break;
         if (got < 0) {
             snprintf(hamer_last_error_code() == HAMER_E_FORMAT ? damaged : error, sizeof damaged, "%s",
@@ -322,7 +322,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
         hamer_track_stats st;
         const hamer_track *tracks;
         hamer_tracker_results(r->tracker, &tracks, &raw, &smoothed, &st);
-        t0 = hm_cli_now();
+        t0 = hm_now();
         char *line = hamer_tracker_frame_json(r->tracker, f.index, a->with_vertices, f.decode_ms);
         int bad = !line || fputs(line, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0;
         hamer_free(line);
@@ -336,7 +336,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
             status = 1;
             break;
         }
-        r->sum.write_ms += 1e3 * (hm_cli_now() - t0);
+        r->sum.write_ms += 1e3 * (hm_now() - t0);
         sum_add(&r->sum, &f, &st, tracks, n);
         char why[1024];
         if ((a->render || a->render_dir) && render(r, &f, smoothed ? smoothed : raw, smoothed || raw ? n : 0, why,
@@ -346,7 +346,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
             status = 1;
             break;
         }
-        progress(r, hm_cli_now() - t_start, total);
+        progress(r, hm_now() - t_start, total);
         if (stop_requested) {
             status = 130;
             break;
@@ -367,7 +367,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
     if (damaged[0]) fprintf(stderr, "hamer: input damaged: %s (%lld frames before it were processed)\n", damaged,
                             r->sum.frames);
     if (error[0]) fprintf(stderr, "hamer: %s\n", error);
-    if (emit(out, summary(r, hm_cli_now() - t_start, damaged[0] ? damaged : NULL, error[0] ? error : NULL)) &&
+    if (emit(out, summary(r, hm_now() - t_start, damaged[0] ? damaged : NULL, error[0] ? error : NULL)) &&
         !status) {
         fprintf(stderr, "hamer: cannot write '%s'\n", a->output);
         status = 1;
@@ -423,12 +423,12 @@ static int run(hm_video_args *a) {
     }
     if (a->render && (status = open_writer(&r, &vi))) goto done;
     status = 1;
-    if (!(r.detector = hm_cli_load_detector(&a->det)) ||
+    if (!(r.detector = hm_tool_load_detector(&a->det)) ||
         !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->threads))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (a->model && (!(r.model = hm_cli_load_model(a->model, a->mano, a->precision)) ||
+    if (a->model && (!(r.model = hm_tool_load_model(a->model, a->mano, a->precision)) ||
                      !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;

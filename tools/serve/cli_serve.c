@@ -17,7 +17,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-#include "cli/cli.h"
+#include "common/common.h"
+#include "core/cpu.h"
 #include "serve/server.h"
 
 static const char *USAGE_SERVE =
@@ -137,8 +138,8 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
             cfg->no_detector = 1;
             continue;
         }
-        if (a[0] != '-' || a[1] != '-') return hm_cli_fail(2, "serve: unexpected argument '%s'", a);
-        if (i + 1 >= argc) return hm_cli_fail(2, "serve: option '%s' needs a value (or is unknown)", a);
+        if (a[0] != '-' || a[1] != '-') return hm_tool_fail(2, "serve: unexpected argument '%s'", a);
+        if (i + 1 >= argc) return hm_tool_fail(2, "serve: option '%s' needs a value (or is unknown)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) cfg->model_path = v;
         else if (!strcmp(a, "--mano")) cfg->mano_path = v;
@@ -146,65 +147,65 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         else if (!strcmp(a, "--host")) cfg->host = v;
         else if (!strcmp(a, "--detector")) cfg->detector_dir = v;
         else if (!strcmp(a, "--max-connections")) {
-            if (hm_cli_parse_int(v, 1, 100000, &cfg->max_conns))
-                return hm_cli_fail(2, "serve: --max-connections must be 1..100000, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 100000, &cfg->max_conns))
+                return hm_tool_fail(2, "serve: --max-connections must be 1..100000, got '%s'", v);
         } else if (!strcmp(a, "--max-connections-per-ip")) {
-            if (hm_cli_parse_int(v, 1, 100000, &cfg->max_conns_per_ip))
-                return hm_cli_fail(2, "serve: --max-connections-per-ip must be 1..100000, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 100000, &cfg->max_conns_per_ip))
+                return hm_tool_fail(2, "serve: --max-connections-per-ip must be 1..100000, got '%s'", v);
         } else if (!strcmp(a, "--header-timeout-s")) {
             if (parse_real(v, 0, 3600, &cfg->header_timeout_s))
-                return hm_cli_fail(2, "serve: --header-timeout-s must be in (0, 3600], got '%s'", v);
+                return hm_tool_fail(2, "serve: --header-timeout-s must be in (0, 3600], got '%s'", v);
         } else if (!strcmp(a, "--drain-s")) {
             if (parse_real(v, 0, 86400, &cfg->drain_s))
-                return hm_cli_fail(2, "serve: --drain-s must be in (0, 86400], got '%s'", v);
+                return hm_tool_fail(2, "serve: --drain-s must be in (0, 86400], got '%s'", v);
         } else if (!strcmp(a, "--pixels-per-byte")) {
             if (parse_real(v, 0, 1e9, &cfg->pixels_per_byte))
-                return hm_cli_fail(2, "serve: --pixels-per-byte must be in (0, 1e9], got '%s'", v);
+                return hm_tool_fail(2, "serve: --pixels-per-byte must be in (0, 1e9], got '%s'", v);
         } else if (!strcmp(a, "--upload-budget-mb")) {
             if (parse_real(v, 0, 1 << 20, &budget_mb))
-                return hm_cli_fail(2, "serve: --upload-budget-mb must be in (0, 1048576], got '%s'", v);
+                return hm_tool_fail(2, "serve: --upload-budget-mb must be in (0, 1048576], got '%s'", v);
         } else if (!strcmp(a, "--response-budget-mb")) {
             if (parse_real(v, 0, 1 << 20, &response_mb))
-                return hm_cli_fail(2, "serve: --response-budget-mb must be in (0, 1048576], got '%s'", v);
+                return hm_tool_fail(2, "serve: --response-budget-mb must be in (0, 1048576], got '%s'", v);
         } else if (!strcmp(a, "--cache-mb")) {
             if (parse_real(v, 0, 1 << 20, &cache_mb))
-                return hm_cli_fail(2, "serve: --cache-mb must be in (0, 1048576], got '%s'", v);
+                return hm_tool_fail(2, "serve: --cache-mb must be in (0, 1048576], got '%s'", v);
         }
         else if (!strcmp(a, "--port")) {
-            if (hm_cli_parse_int(v, 0, 65535, &cfg->port)) return hm_cli_fail(2, "serve: --port must be 0..65535, got '%s'", v);
+            if (hm_tool_parse_int(v, 0, 65535, &cfg->port)) return hm_tool_fail(2, "serve: --port must be 0..65535, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
-            if (hm_cli_parse_threads(v, &cfg->threads))
-                return hm_cli_fail(2, "serve: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &cfg->threads))
+                return hm_tool_fail(2, "serve: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(a, "--workers")) {
-            if (hm_cli_parse_int(v, 1, 256, &cfg->workers)) return hm_cli_fail(2, "serve: --workers must be 1..256, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 256, &cfg->workers)) return hm_tool_fail(2, "serve: --workers must be 1..256, got '%s'", v);
         } else if (!strcmp(a, "--queue")) {
-            if (hm_cli_parse_int(v, 1, 100000, &cfg->queue)) return hm_cli_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 100000, &cfg->queue)) return hm_tool_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
         } else if (!strcmp(a, "--cache")) {
-            if (hm_cli_parse_int(v, 0, 100000, &cfg->cache_n)) return hm_cli_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
+            if (hm_tool_parse_int(v, 0, 100000, &cfg->cache_n)) return hm_tool_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
         } else if (!strcmp(a, "--max-body-mb")) {
-            if (parse_real(v, 0, 4096, &mb)) return hm_cli_fail(2, "serve: --max-body-mb must be in (0, 4096], got '%s'", v);
+            if (parse_real(v, 0, 4096, &mb)) return hm_tool_fail(2, "serve: --max-body-mb must be in (0, 4096], got '%s'", v);
         } else if (!strcmp(a, "--timeout-s")) {
             if (parse_real(v, 0, 86400, &cfg->timeout_s))
-                return hm_cli_fail(2, "serve: --timeout-s must be in (0, 86400], got '%s'", v);
+                return hm_tool_fail(2, "serve: --timeout-s must be in (0, 86400], got '%s'", v);
         } else if (!strcmp(a, "--cache-ttl-s")) {
             if (parse_real(v, 0, 86400, &cfg->cache_ttl_s))
-                return hm_cli_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
+                return hm_tool_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "fp32")) cfg->precision = HAMER_PRECISION_FP32;
             else if (!strcmp(v, "fast")) cfg->precision = HAMER_PRECISION_FAST;
-            else return hm_cli_fail(2, "serve: --precision must be fp32 or fast, got '%s'", v);
+            else return hm_tool_fail(2, "serve: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "serve: unknown option '%s' (see 'hamer serve --help')", a);
+            return hm_tool_fail(2, "serve: unknown option '%s' (see 'hamer serve --help')", a);
         }
     }
-    if (!cfg->model_path) return hm_cli_fail(2, "serve: --model is required%s", "");
+    if (!cfg->model_path) return hm_tool_fail(2, "serve: --model is required%s", "");
     cfg->max_body = (size_t)(mb * 1048576.0);
     if (cfg->max_body < 1) cfg->max_body = 1;
     cfg->upload_budget = (size_t)(budget_mb * 1048576.0);
     cfg->response_budget = (size_t)(response_mb * 1048576.0);
     cfg->cache_bytes = (size_t)(cache_mb * 1048576.0);
     if (cfg->no_detector && (cfg->detector_dir || cfg->detector_lite))
-        return hm_cli_fail(2, "serve: --no-detector excludes --detector and --lite%s", "");
+        return hm_tool_fail(2, "serve: --no-detector excludes --detector and --lite%s", "");
     /* Each connection holds an fd: stay below the process's limit (the
      * listening socket, logs, the model file and pools need some too). */
     struct rlimit rl;
@@ -220,8 +221,8 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
     }
     if (!cfg->threads) {
         /* Split the CPUs between the workers: they run concurrently. */
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->threads = n > cfg->workers ? (int)(n / cfg->workers) : 1;
+        int n = hm_cpu_online();
+        cfg->threads = n > cfg->workers ? n / cfg->workers : 1;
     }
     return 0;
 }
@@ -271,7 +272,7 @@ static void server_free(hm_srv *s) {
  * of sigs arrives (-2); 0 drained. */
 static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
     while (atomic_load(&s->inflight) > 0) {
-        if (hm_srv_now() >= deadline) return -1;
+        if (hm_now() >= deadline) return -1;
         struct timespec ts = {0, 20 * 1000 * 1000};
         if (sigs) {
             if (sigtimedwait(sigs, NULL, &ts) > 0) return -2;
@@ -285,7 +286,7 @@ static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
 static const char *sig_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"; }
 
 /* `hamer serve ARGS`: runs until SIGTERM/SIGINT; returns the exit status. */
-int hm_cli_serve(int argc, char **argv) {
+int hm_serve_main(int argc, char **argv) {
     static hm_srv srv;      /* static: large, and zero-initialised */
     hm_srv *s = &srv;
     int rc = parse_args(argc, argv, &s->cfg);
@@ -340,14 +341,14 @@ int hm_cli_serve(int argc, char **argv) {
      * bounded by its deadlines, the whole drain by --drain-s. */
     atomic_store(&s->draining, 1);
     hm_srv_http_quiesce(s);
-    int d = wait_drained(s, hm_srv_now() + s->cfg.drain_s, &sigs);
+    int d = wait_drained(s, hm_now() + s->cfg.drain_s, &sigs);
     if (d) {
         if (d == -2) hm_srv_log("second signal: answering %ld request(s) 503 now", atomic_load(&s->inflight));
         else hm_srv_log("drain grace expired: answering %ld request(s) 503", atomic_load(&s->inflight));
         hm_srv_work_flush(s, "shutting down");
         /* Cancelled inferences stop within a transformer block; connections
          * still uploading or idle are closed by MHD_stop_daemon below. */
-        wait_drained(s, hm_srv_now() + 3, NULL);
+        wait_drained(s, hm_now() + 3, NULL);
     }
     if (warm_started) pthread_join(warm, NULL);
     hm_srv_work_stop(s);

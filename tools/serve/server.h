@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <microhttpd.h>
+#include "common/metrics.h"
+#include "core/util.h" /* hm_now */
 #include "hamer.h"
 
 /* ---- configuration ---- */
@@ -60,12 +62,9 @@ enum {
 /* Status codes counted one by one; anything else lands in "other". */
 #define HM_SRV_N_STATUS 16
 
-#define HM_SRV_N_BUCKETS 14
 typedef struct {
-    pthread_mutex_t mu;
-    uint64_t counts[HM_SRV_N_BUCKETS + 1]; /* the last one is +Inf */
-    double sum;
-    uint64_t n;
+    pthread_mutex_t mu; /* a bucket count and the sum move together */
+    hm_tool_hist h;
 } hm_srv_hist;
 
 typedef struct {
@@ -348,8 +347,10 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
  * exceed the budget. */
 size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int glb);
 
-/* Monotonic seconds. */
-double hm_srv_now(void);
+/* `hamer serve` (cli_serve.c): the arguments after the command's name;
+ * returns the exit code. */
+int hm_serve_main(int argc, char **argv);
+
 /* One log line "hamer serve: ..." on stderr. */
 void hm_srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

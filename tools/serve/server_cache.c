@@ -141,7 +141,7 @@ void hm_srv_cache_free(hm_srv_cache *c) {
 /* 1 and a malloc'd copy of a live entry for key; 0 on a miss (expired entries are dropped). */
 int hm_srv_cache_get(hm_srv_cache *c, const uint8_t key[32], uint8_t **body, size_t *len, const char **type) {
     if (!c) return 0;
-    double now = hm_srv_now();
+    double now = hm_now();
     int hit = 0;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n; i++) {
@@ -191,7 +191,7 @@ void hm_srv_cache_put(hm_srv_cache *c, const uint8_t key[32], const uint8_t *bod
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) return;
     memcpy(copy, body, len);
-    double now = hm_srv_now();
+    double now = hm_now();
     pthread_mutex_lock(&c->mu);
     /* The same key again (two identical requests raced): replace it;
      * otherwise an empty or expired slot, else the least recently used. */

@@ -42,7 +42,7 @@
 
 static int table_size(const hm_srv *s) { return s->cfg.max_conns + SLACK; }
 
-static long long now_us(void) { return (long long)(hm_srv_now() * 1e6); }
+static long long now_us(void) { return (long long)(hm_now() * 1e6); }
 
 /* Written and read on libmicrohttpd's one polling thread only. */
 static int mhd_error_status;

@@ -264,8 +264,7 @@ char *hm_srv_info_json(hm_srv *s, size_t *len) {
 #endif
     json_t *build = json_pack("{s:s,s:b,s:b,s:s,s:s}", "compiler", "gcc " __VERSION__, "optimized", optimized,
                               "sanitizers", sanitize, "libmicrohttpd", MHD_get_version(), "jansson", JANSSON_VERSION);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    json_t *cpu = json_pack("{s:i,s:o,s:s}", "online", (int)ncpu, "features", cpu_features(), "kernel_isa", mi.isa);
+    json_t *cpu = json_pack("{s:i,s:o,s:s}", "online", hm_cpu_online(), "features", cpu_features(), "kernel_isa", mi.isa);
     json_t *limits = json_pack("{s:i,s:i,s:f,s:I,s:I,s:I,s:f,s:f}", "max_connections", s->cfg.max_conns,
                                "max_connections_per_ip", s->cfg.max_conns_per_ip, "header_timeout_s",
                                s->cfg.header_timeout_s, "upload_budget_bytes", (json_int_t)s->cfg.upload_budget,
@@ -499,7 +498,7 @@ static enum MHD_Result post_endpoint(hm_srv *s, struct MHD_Connection *c, req_ct
                 return answer_busy(s, c, r);
             }
             job->from_cache = 1;
-            hm_srv_hist_observe(&s->metrics.request, hm_srv_now() - r->t_complete);
+            hm_srv_hist_observe(&s->metrics.request, hm_now() - r->t_complete);
             return answer(s, c, r, 200, body, len, type, 0);
         }
         atomic_fetch_add(&s->metrics.cache_misses, 1);
@@ -636,7 +635,7 @@ static enum MHD_Result body_chunk(hm_srv *s, req_ctx *r, const char *data, size_
         r->dropped = "body over --max-body-mb (chunked upload cut off)";
         return MHD_NO;
     }
-    if (hm_srv_now() - r->t_begin > s->cfg.timeout_s) {
+    if (hm_now() - r->t_begin > s->cfg.timeout_s) {
         r->dropped = "body upload slower than --timeout-s";
         return MHD_NO;
     }
@@ -703,7 +702,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         uint8_t *out = job->out;
         job->out = NULL;
         if (is_post_endpoint(r->endpoint) && job->status != 503)
-            hm_srv_hist_observe(&s->metrics.request, hm_srv_now() - r->t_complete);
+            hm_srv_hist_observe(&s->metrics.request, hm_now() - r->t_complete);
         if (!out) return answer_error(s, c, r, 500, "out of memory");
         /* Larger than its bound (which should not happen): only if it fits. */
         if (job->out_len > r->answer_reserved && reserve_answer(s, r, job->out_len - r->answer_reserved)) {
@@ -712,7 +711,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         return answer(s, c, r, job->status, out, job->out_len, job->out_type, 0);
     }
-    r->t_complete = hm_srv_now();
+    r->t_complete = hm_now();
     release_upload(s, r);       /* received: the queue bound covers it from here */
     if (r->discard) return answer_error(s, c, r, r->reject_status, r->reject_msg);
     if (!is_post_endpoint(r->endpoint)) return get_endpoint(s, c, r);
@@ -725,7 +724,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_ctx *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
-    double ms = 1e3 * (hm_srv_now() - r->t_begin);
+    double ms = 1e3 * (hm_now() - r->t_begin);
     if (!r->started || (!r->status && !r->job)) {
         /* libmicrohttpd answered it (bad request line or headers, headers
          * over its memory, an HTTP version it refuses) or began to. */
@@ -801,7 +800,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     req_ctx *r = k->req;
     memset(r, 0, sizeof *r);
     r->k = k;
-    r->t_begin = hm_srv_now();
+    r->t_begin = hm_now();
     r->endpoint = route(uri, 1);
     snprintf(r->method, sizeof r->method, "?");
     snprintf(r->path, sizeof r->path, "%.*s", (int)strcspn(uri, "?"), uri);

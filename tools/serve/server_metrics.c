@@ -11,13 +11,14 @@
 #include <string.h>
 #include "serve/server.h"
 
+/* The text buffer's printf (tools/common/metrics.h), by a short name. */
+#define sb_printf hm_tool_text_printf
+
 static const char *EP_NAMES[HM_SRV_EP_COUNT] = {"/healthz", "/readyz", "/info", "/metrics",
                                                 "/openapi.json", "/v1/predict", "/v1/render", "other"};
 /* 499: the client closed the connection before its answer (nginx's code). */
 static const int STATUSES[HM_SRV_N_STATUS] = {200, 400, 404, 405, 408, 413, 414, 415, 429, 431, 499,
                                               500, 503, 504, 505, 0};
-static const double BUCKETS[HM_SRV_N_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                 0.5,   1,     2.5,  5,     10,  30,  60};
 
 /* An empty histogram with its lock. */
 static void hist_init(hm_srv_hist *h) {
@@ -69,71 +70,23 @@ void hm_srv_metrics_request(hm_srv_metrics *m, int endpoint, int status) {
 /* Add one observation (seconds) to its bucket and the sum. */
 void hm_srv_hist_observe(hm_srv_hist *h, double seconds) {
     pthread_mutex_lock(&h->mu);
-    int b = 0;
-    while (b < HM_SRV_N_BUCKETS && seconds > BUCKETS[b]) b++;
-    h->counts[b]++;
-    h->sum += seconds;
-    h->n++;
+    hm_tool_hist_add(&h->h, seconds);
     pthread_mutex_unlock(&h->mu);
-}
-
-/* A growing text buffer; on allocation failure it stops growing and the
- * caller sees NULL at the end. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int bad;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->bad) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->bad = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 8192;
-        while (cap < b->len + (size_t)n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q, b->cap = cap;
-    }
 }
 
 /* Exposition of one histogram: cumulative buckets, +Inf, _sum and _count. */
-static void hist_text(sbuf *b, const char *name, const char *help, hm_srv_hist *h) {
+static void hist_text(hm_tool_text *b, const char *name, const char *help, hm_srv_hist *h) {
     pthread_mutex_lock(&h->mu);
-    uint64_t counts[HM_SRV_N_BUCKETS + 1];
-    memcpy(counts, h->counts, sizeof counts);
-    double sum = h->sum;
-    uint64_t n = h->n;
+    hm_tool_hist copy = h->h;
     pthread_mutex_unlock(&h->mu);
     sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    uint64_t cum = 0;
-    for (int i = 0; i < HM_SRV_N_BUCKETS; i++) {
-        cum += counts[i];
-        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, BUCKETS[i], (unsigned long long)cum);
-    }
-    sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)n);
-    sb_printf(b, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)n);
+    hm_tool_hist_text(b, name, NULL, &copy);
 }
 
 /* The whole /metrics page (malloc'd); NULL when out of memory. */
 char *hm_srv_metrics_text(hm_srv *s, size_t *len) {
     hm_srv_metrics *m = &s->metrics;
-    sbuf b = {0};
+    hm_tool_text b = {0};
     sb_printf(&b, "# HELP hamer_requests_total HTTP requests answered, by endpoint and status code.\n"
                   "# TYPE hamer_requests_total counter\n");
     for (int e = 0; e < HM_SRV_EP_COUNT; e++)
@@ -222,10 +175,5 @@ char *hm_srv_metrics_text(hm_srv *s, size_t *len) {
                   "# TYPE hamer_model_load_seconds gauge\nhamer_model_load_seconds %.6f\n", load_s);
     sb_printf(&b, "# HELP hamer_ready 1 once warm-up and the self-check passed.\n# TYPE hamer_ready gauge\n"
                   "hamer_ready %d\n", atomic_load(&s->phase) == HM_SRV_READY);
-    if (b.bad) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
+    return hm_tool_text_take(&b, len);
 }

@@ -1,5 +1,5 @@
-/* server_util.c - the small helpers every server file uses: the clock,
- * the log line, the JSON error body. */
+/* server_util.c - the small helpers every server file uses: the log line,
+ * the JSON error body, the answer bounds. */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <stdarg.h>
@@ -8,24 +8,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/common.h"
 #include "serve/server.h"
-
-/* Monotonic seconds (timeouts and latencies must not follow wall-clock jumps). */
-double hm_srv_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One "hamer serve: ..." line on stderr. */
 void hm_srv_log(const char *fmt, ...) {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    hm_tool_vlog("hamer serve", fmt, ap);
     va_end(ap);
-    /* one fprintf per line: stdio's stream lock keeps lines whole across threads */
-    fprintf(stderr, "hamer serve: %s\n", line);
 }
 
 /* {"error": msg} as a malloc'd string (*len set); NULL only when out of memory. */

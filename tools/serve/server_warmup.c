@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/cli.h"
+#include "common/common.h"
 #include "serve/server.h"
 
 #define GATE_FAST_PCC 0.999
@@ -114,7 +114,7 @@ static int self_check(hm_srv *s, hamer_state **states, int k) {
             set_reason(s, "self-check: forward on worker state %d failed: %s", i, hamer_last_error());
             goto out;
         }
-        worst_pcc = fmin(worst_pcc, hm_cli_pcc(got, ref, NP));
+        worst_pcc = fmin(worst_pcc, hm_tool_pcc(got, ref, NP));
         worst_rel = fmax(worst_rel, max_rel(got, ref, NP + NV));
         if (isnan(worst_pcc)) worst_pcc = 0;
     }
@@ -192,7 +192,7 @@ static int exercise_paths(hm_srv *s, hamer_state **states, int k) {
 void *hm_srv_warmup_main(void *arg) {
     hm_srv *s = arg;
     set_reason(s, "loading the model from %s", s->cfg.model_path);
-    double t0 = hm_srv_now();
+    double t0 = hm_now();
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = s->cfg.mano_path;
     mp.precision = s->cfg.precision;
@@ -214,7 +214,7 @@ void *hm_srv_warmup_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     s->model = m;
     s->info = info;
-    s->load_s = hm_srv_now() - t0;
+    s->load_s = hm_now() - t0;
     pthread_mutex_unlock(&s->mu);
     hm_srv_log("model loaded in %.2f s: ViT %d x %d, head %d x %d, precision %s (%s), kernels %s", s->load_s,
                info.vit_depth, info.vit_dim, info.head_depth, info.head_dim,
@@ -254,7 +254,7 @@ void *hm_srv_warmup_main(void *arg) {
         }
     }
 
-    double t1 = hm_srv_now();
+    double t1 = hm_now();
     /* Batch 16 per pass, as `hamer run` uses: the same passes give the same bytes. */
     for (int i = 0; i < s->cfg.workers; i++) {
         if (!(s->states[i] = hamer_state_new(m, 16, s->cfg.threads))) {
@@ -284,6 +284,6 @@ void *hm_srv_warmup_main(void *arg) {
         return NULL;
     }
     atomic_store(&s->phase, HM_SRV_READY);
-    hm_srv_log("ready in %.2f s (warm-up %.2f s)", hm_srv_now() - t0, hm_srv_now() - t1);
+    hm_srv_log("ready in %.2f s (warm-up %.2f s)", hm_now() - t0, hm_now() - t1);
     return NULL;
 }

@@ -96,7 +96,7 @@ int hm_srv_work_submit(hm_srv *s, hm_srv_job *job) {
     }
     atomic_fetch_add(&job->refs, 1);
     job->state = HM_SRV_JOB_QUEUED;
-    job->t_enqueue = hm_srv_now();
+    job->t_enqueue = hm_now();
     if (!(job->timeout_s > 0 && job->timeout_s < s->cfg.timeout_s)) job->timeout_s = s->cfg.timeout_s;
     job->deadline = job->t_enqueue + job->timeout_s;
     job->wprev = s->wtail, job->wnext = NULL;
@@ -127,7 +127,7 @@ int hm_srv_work_submit(hm_srv *s, hm_srv_job *job) {
 /* The state's cancel callback: stop when nobody waits for the answer. */
 static int job_cancelled(void *user) {
     hm_srv_job *job = user;
-    return atomic_load(&job->cancel) || hm_srv_now() > job->deadline;
+    return atomic_load(&job->cancel) || hm_now() > job->deadline;
 }
 
 /* 400 for what the client sent, 500 for the server's own trouble. */
@@ -137,7 +137,7 @@ static int status_of(int rc) { return rc == HAMER_E_NOMEM || rc == HAMER_E_NOMAN
 static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint8_t **out, size_t *out_len,
                     const char **out_type, double *infer_s) {
     char msg[512];
-    double t0 = hm_srv_now();
+    double t0 = hm_now();
     *out = NULL;
     hamer_job_params jp = hamer_job_default_params();
     jp.predict = job->pp;
@@ -213,7 +213,7 @@ fail:
     *out = (uint8_t *)hm_srv_error_json(msg, out_len);
     *out_type = "application/json";
 done:
-    *infer_s = hm_srv_now() - t0;
+    *infer_s = hm_now() - t0;
 }
 
 typedef struct {
@@ -244,7 +244,7 @@ static void *worker_main(void *p) {
         job->state = HM_SRV_JOB_RUNNING;
         s->nrunning++;
         pthread_mutex_unlock(&s->qmu);
-        hm_srv_hist_observe(&s->metrics.queue_wait, hm_srv_now() - job->t_enqueue);
+        hm_srv_hist_observe(&s->metrics.queue_wait, hm_now() - job->t_enqueue);
 
         int status = 500;
         uint8_t *out = NULL;
@@ -301,7 +301,7 @@ static void *reaper_main(void *p) {
             pthread_cond_wait(&s->rcv, &s->qmu);
             continue;
         }
-        double now = hm_srv_now();
+        double now = hm_now();
         if (now < j->deadline) {
             double wait = j->deadline - now;
             struct timespec ts;

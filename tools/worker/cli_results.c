@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/cli.h"
+#include "common/common.h"
 #include "worker/worker.h"
 
 static const char *USAGE_RESULTS =
@@ -249,8 +249,8 @@ static int parse(int argc, char **argv, results_args *a) {
         }
         if (!strcmp(o, "--follow")) { a->follow = 1; continue; }
         if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "results: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "results: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "results: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "results: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         int n;
         if (!strcmp(o, "--redis")) url = v;
@@ -260,24 +260,24 @@ static int parse(int argc, char **argv, results_args *a) {
         else if (!strcmp(o, "--dead-letters")) dead = v;
         else if (!strcmp(o, "--from")) {
             if (strlen(v) >= HM_WK_ENTRY_MAX || (strcmp(v, "$") && strspn(v, "0123456789-") != strlen(v)))
-                return hm_cli_fail(2, "results: --from must be a stream entry ID or '$', got '%s'", v);
+                return hm_tool_fail(2, "results: --from must be a stream entry ID or '$', got '%s'", v);
             a->from = v;
         } else if (!strcmp(o, "--count")) {
-            if (hm_cli_parse_int(v, 1, 2000000000, &n)) return hm_cli_fail(2, "results: --count must be a positive integer, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 2000000000, &n)) return hm_tool_fail(2, "results: --count must be a positive integer, got '%s'", v);
             a->count = n;
         } else {
-            return hm_cli_fail(2, "results: unknown option '%s' (see 'hamer results --help')", o);
+            return hm_tool_fail(2, "results: unknown option '%s' (see 'hamer results --help')", o);
         }
     }
-    if (!(a->url = hm_wk_url_arg(url))) return hm_cli_fail(2, "results: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
-    if (strlen(a->stream) > 400) return hm_cli_fail(2, "results: --stream is too long%s", "");
+    if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "results: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
+    if (strlen(a->stream) > 400) return hm_tool_fail(2, "results: --stream is too long%s", "");
     snprintf(a->dead, sizeof a->dead, "%s", dead ? dead : "");
     if (!dead) snprintf(a->dead, sizeof a->dead, "%s:dead", a->stream);
     return 0;
 }
 
 /* `hamer results ARGS`: the exit status. */
-int hm_cli_results(int argc, char **argv) {
+int hm_results_main(int argc, char **argv) {
     results_args a;
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
@@ -285,7 +285,7 @@ int hm_cli_results(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.timeout_s = 30;
     char err[700];
-    if (hm_wk_url_parse(a.url, &r.url, err, sizeof err)) return hm_cli_fail(2, "results: %s", err);
+    if (hm_wk_url_parse(a.url, &r.url, err, sizeof err)) return hm_tool_fail(2, "results: %s", err);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

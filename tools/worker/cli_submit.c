@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/cli.h"
+#include "common/common.h"
 #include "worker/worker.h"
 
 static const char *USAGE_SUBMIT =
@@ -63,8 +63,8 @@ static int parse(int argc, char **argv, submit_args *a) {
             a->vertices = 1;
             continue;
         }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "submit: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "submit: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "submit: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "submit: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         double rescale;
         if (!strcmp(o, "--redis")) url = v;
@@ -74,30 +74,30 @@ static int parse(int argc, char **argv, submit_args *a) {
         else if (!strcmp(o, "--id")) {
             size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
             for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
-            if (!ok) return hm_cli_fail(2, "submit: --id must be 1..200 printable characters without spaces, got '%s'", v);
+            if (!ok) return hm_tool_fail(2, "submit: --id must be 1..200 printable characters without spaces, got '%s'", v);
             a->id = v;
         } else if (!strcmp(o, "--box")) {
-            if (a->nbox == HAMER_MAX_HANDS) return hm_cli_fail(2, "submit: more than 64 --box options%s", "");
-            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_cli_fail(2, "submit: %s", hamer_last_error());
+            if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "submit: more than 64 --box options%s", "");
+            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "submit: %s", hamer_last_error());
             a->nbox++;
         } else if (!strcmp(o, "--rescale")) {
-            if (hm_cli_parse_rescale(v, &rescale)) return hm_cli_fail(2, "submit: --rescale must be a number in (0, 16], got '%s'", v);
+            if (hm_tool_parse_rescale(v, &rescale)) return hm_tool_fail(2, "submit: --rescale must be a number in (0, 16], got '%s'", v);
             a->rescale = v;
         } else if (!strcmp(o, "--crop-mode")) {
-            if (strcmp(v, "warp") && strcmp(v, "pad")) return hm_cli_fail(2, "submit: --crop-mode must be warp or pad, got '%s'", v);
+            if (strcmp(v, "warp") && strcmp(v, "pad")) return hm_tool_fail(2, "submit: --crop-mode must be warp or pad, got '%s'", v);
             a->crop_mode = v;
         } else {
-            return hm_cli_fail(2, "submit: unknown option '%s' (see 'hamer submit --help')", o);
+            return hm_tool_fail(2, "submit: unknown option '%s' (see 'hamer submit --help')", o);
         }
     }
-    if (!(a->url = hm_wk_url_arg(url))) return hm_cli_fail(2, "submit: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
-    if (!a->image) return hm_cli_fail(2, "submit: --image is required%s", "");
-    if (a->nbox && a->boxes_file) return hm_cli_fail(2, "submit: give hand boxes with --box or --boxes, not both%s", "");
+    if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "submit: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
+    if (!a->image) return hm_tool_fail(2, "submit: --image is required%s", "");
+    if (a->nbox && a->boxes_file) return hm_tool_fail(2, "submit: give hand boxes with --box or --boxes, not both%s", "");
     return 0;
 }
 
 /* `hamer submit ARGS`: one XADD; the exit status. */
-int hm_cli_submit(int argc, char **argv) {
+int hm_submit_main(int argc, char **argv) {
     static submit_args a;   /* 64 boxes: off the stack */
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
@@ -105,15 +105,15 @@ int hm_cli_submit(int argc, char **argv) {
     hm_wk_redis r;
     memset(&r, 0, sizeof r);
     r.timeout_s = 30;
-    if (hm_wk_url_parse(a.url, &r.url, err, sizeof err)) return hm_cli_fail(2, "submit: %s", err);
+    if (hm_wk_url_parse(a.url, &r.url, err, sizeof err)) return hm_tool_fail(2, "submit: %s", err);
     size_t ilen = 0, blen = 0;
     /* Redis takes at most 512 MB per value; the workers' limit is smaller. */
-    char *image = hm_cli_read_file(a.image, 512u << 20, &ilen, err, sizeof err), *boxes = NULL;
-    if (!image) return hm_cli_fail(1, "%s", err);
+    char *image = hm_tool_read_file(a.image, 512u << 20, &ilen, err, sizeof err), *boxes = NULL;
+    if (!image) return hm_tool_fail(1, "%s", err);
     if (a.boxes_file) {
-        boxes = hm_cli_read_file(a.boxes_file, HM_CLI_BOXES_FILE_MAX, &blen, err, sizeof err);
+        boxes = hm_tool_read_file(a.boxes_file, HM_TOOL_BOXES_FILE_MAX, &blen, err, sizeof err);
         hamer_box tmp[HAMER_MAX_HANDS];
-        if (!boxes) rc = hm_cli_fail(1, "%s", err);
+        if (!boxes) rc = hm_tool_fail(1, "%s", err);
         else if (hamer_boxes_parse(boxes, blen, tmp, HAMER_MAX_HANDS) < 0) {
             /* Refused here already: the worker would answer with this error. */
             fprintf(stderr, "hamer: %s: %s\n", a.boxes_file, hamer_last_error());
@@ -123,7 +123,7 @@ int hm_cli_submit(int argc, char **argv) {
         char *j = boxes_json(&a);
         boxes = j ? strdup(j) : NULL;
         free(j);
-        if (!boxes) rc = hm_cli_fail(1, "out of memory%s", "");
+        if (!boxes) rc = hm_tool_fail(1, "out of memory%s", "");
         else blen = strlen(boxes);
     }
     redisReply *rep = NULL;
@@ -142,8 +142,8 @@ int hm_cli_submit(int argc, char **argv) {
         if (a.crop_mode) hm_wk_arg(&c, "crop_mode"), hm_wk_arg(&c, a.crop_mode);
         int e = hm_wk_redis_connect(&r);
         if (!e) e = hm_wk_call(&r, &c, &rep, "XADD");
-        if (e) rc = hm_cli_fail(1, "%s", r.err);
-        else if (rep->type != REDIS_REPLY_STRING) rc = hm_cli_fail(1, "XADD: unexpected reply%s", "");
+        if (e) rc = hm_tool_fail(1, "%s", r.err);
+        else if (rep->type != REDIS_REPLY_STRING) rc = hm_tool_fail(1, "XADD: unexpected reply%s", "");
         else printf("%s\n", a.id ? a.id : rep->str);
     }
     if (rep) freeReplyObject(rep);

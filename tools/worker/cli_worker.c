@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "cli/cli.h"
+#include "common/common.h"
 #include "worker/worker.h"
 
 static const char *USAGE_WORKER =
@@ -69,7 +69,7 @@ typedef struct {
     char consumer[HM_WK_ID_MAX + 1];
     int precision, threads, no_detect, metrics_port;
     double redis_timeout_s, payload_mb;
-    hm_cli_detect_args det;
+    hm_tool_detect_args det;
 } worker_args;
 
 typedef struct {
@@ -110,22 +110,22 @@ static int parse(int argc, char **argv, worker_args *a) {
     a->payload_mb = 20, a->redis_timeout_s = 10, a->metrics_port = -1, a->metrics_host = "127.0.0.1";
     a->precision = HAMER_PRECISION_FP32;
     const char *dead = NULL, *url = NULL;
-    hm_cli_detect_defaults(&a->det);
+    hm_tool_detect_defaults(&a->det);
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(USAGE_WORKER, stdout);
             return 1;
         }
-        int used = hm_cli_detect_option(argc, argv, &i, &a->det, "worker");
+        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "worker");
         if (used > 0) return used;
         if (used == 0) continue;
         if (!strcmp(o, "--no-detect")) {
             a->no_detect = 1;
             continue;
         }
-        if (o[0] != '-' || o[1] != '-') return hm_cli_fail(2, "worker: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_cli_fail(2, "worker: option '%s' needs a value (or is unknown)", o);
+        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "worker: unexpected argument '%s'", o);
+        if (i + 1 >= argc) return hm_tool_fail(2, "worker: option '%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
@@ -138,44 +138,44 @@ static int parse(int argc, char **argv, worker_args *a) {
         else if (!strcmp(o, "--consumer")) {
             size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
             for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
-            if (!ok) return hm_cli_fail(2, "worker: --consumer must be 1..200 printable characters, got '%s'", v);
+            if (!ok) return hm_tool_fail(2, "worker: --consumer must be 1..200 printable characters, got '%s'", v);
             snprintf(a->consumer, sizeof a->consumer, "%s", v);
         } else if (!strcmp(o, "--batch")) {
-            if (hm_cli_parse_int(v, 1, 256, &a->q.batch)) return hm_cli_fail(2, "worker: --batch must be 1..256, got '%s'", v);
+            if (hm_tool_parse_int(v, 1, 256, &a->q.batch)) return hm_tool_fail(2, "worker: --batch must be 1..256, got '%s'", v);
         } else if (!strcmp(o, "--claim-idle-ms")) {
             if (parse_ll(v, 10, 86400000LL * 30, &a->q.claim_idle_ms))
-                return hm_cli_fail(2, "worker: --claim-idle-ms must be 10..2592000000, got '%s'", v);
+                return hm_tool_fail(2, "worker: --claim-idle-ms must be 10..2592000000, got '%s'", v);
         } else if (!strcmp(o, "--max-deliveries")) {
             if (parse_ll(v, 1, 1000000, &a->q.max_deliveries))
-                return hm_cli_fail(2, "worker: --max-deliveries must be 1..1000000, got '%s'", v);
+                return hm_tool_fail(2, "worker: --max-deliveries must be 1..1000000, got '%s'", v);
         } else if (!strcmp(o, "--result-ttl-s")) {
             if (parse_ll(v, 1, 86400LL * 3650, &a->q.result_ttl_s))
-                return hm_cli_fail(2, "worker: --result-ttl-s must be 1..315360000, got '%s'", v);
+                return hm_tool_fail(2, "worker: --result-ttl-s must be 1..315360000, got '%s'", v);
         } else if (!strcmp(o, "--max-payload-mb")) {
-            if (parse_real(v, 0, 4096, &a->payload_mb)) return hm_cli_fail(2, "worker: --max-payload-mb must be in (0, 4096], got '%s'", v);
+            if (parse_real(v, 0, 4096, &a->payload_mb)) return hm_tool_fail(2, "worker: --max-payload-mb must be in (0, 4096], got '%s'", v);
         } else if (!strcmp(o, "--redis-timeout-s")) {
             if (parse_real(v, 0, 3600, &a->redis_timeout_s))
-                return hm_cli_fail(2, "worker: --redis-timeout-s must be in (0, 3600], got '%s'", v);
+                return hm_tool_fail(2, "worker: --redis-timeout-s must be in (0, 3600], got '%s'", v);
         } else if (!strcmp(o, "--metrics-port")) {
-            if (hm_cli_parse_int(v, 0, 65535, &a->metrics_port)) return hm_cli_fail(2, "worker: --metrics-port must be 0..65535, got '%s'", v);
+            if (hm_tool_parse_int(v, 0, 65535, &a->metrics_port)) return hm_tool_fail(2, "worker: --metrics-port must be 0..65535, got '%s'", v);
         } else if (!strcmp(o, "--threads")) {
-            if (hm_cli_parse_threads(v, &a->threads)) return hm_cli_fail(2, "worker: --threads must be an integer in 1..1024, got '%s'", v);
+            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "worker: --threads must be an integer in 1..1024, got '%s'", v);
         } else if (!strcmp(o, "--precision")) {
-            if (hm_cli_parse_precision(v, &a->precision)) return hm_cli_fail(2, "worker: --precision must be fp32 or fast, got '%s'", v);
+            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "worker: --precision must be fp32 or fast, got '%s'", v);
         } else {
-            return hm_cli_fail(2, "worker: unknown option '%s' (see 'hamer worker --help')", o);
+            return hm_tool_fail(2, "worker: unknown option '%s' (see 'hamer worker --help')", o);
         }
     }
-    if (!a->model) return hm_cli_fail(2, "worker: --model is required%s", "");
-    if (!(a->url = hm_wk_url_arg(url))) return hm_cli_fail(2, "worker: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
+    if (!a->model) return hm_tool_fail(2, "worker: --model is required%s", "");
+    if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "worker: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
     const char *names[4] = {a->q.stream, a->q.group, a->q.results, dead ? dead : "x"};
     for (int k = 0; k < 4; k++)
-        if (!names[k][0] || strlen(names[k]) > 400) return hm_cli_fail(2, "worker: stream and group names must be 1..400 bytes%s", "");
+        if (!names[k][0] || strlen(names[k]) > 400) return hm_tool_fail(2, "worker: stream and group names must be 1..400 bytes%s", "");
     snprintf(a->q.dead, sizeof a->q.dead, "%s", dead ? dead : "");
     if (!dead) snprintf(a->q.dead, sizeof a->q.dead, "%s:dead", a->q.stream);
     snprintf(a->q.errors, sizeof a->q.errors, "%s:errors", a->q.stream);
     if (!strcmp(a->q.stream, a->q.results) || !strcmp(a->q.stream, a->q.dead) || !strcmp(a->q.results, a->q.dead))
-        return hm_cli_fail(2, "worker: --stream, --results and --dead-letters must be three different keys%s", "");
+        return hm_tool_fail(2, "worker: --stream, --results and --dead-letters must be three different keys%s", "");
     if (!a->consumer[0]) {
         char host[64] = "host";
         gethostname(host, sizeof host - 1);
@@ -192,8 +192,8 @@ static int parse(int argc, char **argv, worker_args *a) {
 /* Sleep s seconds, in slices, returning early on a signal unless stopping
  * is already under way (then the caller is draining and must wait). */
 static void nap(double s, int even_if_stopping) {
-    double until = hm_wk_now() + s;
-    while (hm_wk_now() < until && (even_if_stopping || !g_stop)) {
+    double until = hm_now() + s;
+    while (hm_now() < until && (even_if_stopping || !g_stop)) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -203,8 +203,8 @@ static void nap(double s, int even_if_stopping) {
  * failure to give up with (FATAL; or any while stopping, past the grace). */
 static int settle(worker *w, int rc) {
     if (rc == HM_WK_FATAL) return rc;
-    if (g_stop && !w->give_up_at) w->give_up_at = hm_wk_now() + 30;
-    if (g_stop && hm_wk_now() > w->give_up_at) return rc;
+    if (g_stop && !w->give_up_at) w->give_up_at = hm_now() + 30;
+    if (g_stop && hm_now() > w->give_up_at) return rc;
     if (rc == HM_WK_NOGROUP) w->prepared = 0;
     if (rc == HM_WK_CONN) {
         if (w->prepared || w->attempts == 0) hm_wk_log("%s; reconnecting", w->r.err);
@@ -243,12 +243,12 @@ static int ensure(worker *w) {
 static int answer(worker *w, const hm_wk_job *job, int kind, const char *text, int dead) {
     for (;;) {
         int written = 0, rc = ensure(w);
-        double t0 = hm_wk_now();
+        double t0 = hm_now();
         if (!rc) rc = hm_wk_queue_commit(&w->r, &w->a->q, job, kind, text, dead, &written);
         if (!rc) {
             w->attempts = 0;
-            hm_wk_observe(&w->m, HM_WK_ST_COMMIT, hm_wk_now() - t0);
-            hm_wk_observe(&w->m, HM_WK_ST_JOB, hm_wk_now() - job->t_read);
+            hm_wk_observe(&w->m, HM_WK_ST_COMMIT, hm_now() - t0);
+            hm_wk_observe(&w->m, HM_WK_ST_JOB, hm_now() - job->t_read);
             if (!written) atomic_fetch_add(&w->m.duplicates, 1);
             else if (kind == HM_WK_RESULT_OK) atomic_fetch_add(&w->m.results_ok, 1);
             else atomic_fetch_add(&w->m.results_error, 1);
@@ -358,9 +358,9 @@ static int next_batch(worker *w, hm_wk_batch *b, char *cursor, size_t cursorlen,
         if (!rc && !b->n) w->history[0] = 0;
         return rc;
     }
-    if (hm_wk_now() >= *next_claim) {
+    if (hm_now() >= *next_claim) {
         int rc = hm_wk_queue_claim(&w->r, q, cursor, cursorlen, b, &w->m);
-        if (!rc && !strcmp(cursor, "0-0")) *next_claim = hm_wk_now() + interval;
+        if (!rc && !strcmp(cursor, "0-0")) *next_claim = hm_now() + interval;
         if (rc || b->n) return rc;
         hm_wk_batch_free(b);
     }
@@ -372,7 +372,7 @@ static int next_batch(worker *w, hm_wk_batch *b, char *cursor, size_t cursorlen,
 static int load(worker *w) {
     worker_args *a = w->a;
     hamer_model_info info;
-    if (!(w->e.model = hm_cli_load_model(a->model, a->mano, a->precision)) ||
+    if (!(w->e.model = hm_tool_load_model(a->model, a->mano, a->precision)) ||
         !(w->e.state = hamer_state_new(w->e.model, 16, a->threads))) {
         hm_wk_log("%s", hamer_last_error());
         return 1;
@@ -383,7 +383,7 @@ static int load(worker *w) {
         return 1;
     }
     w->e.dparams = a->det.params;
-    if (!a->no_detect && (!(w->e.detector = hm_cli_load_detector(&a->det)) ||
+    if (!a->no_detect && (!(w->e.detector = hm_tool_load_detector(&a->det)) ||
                           !(w->e.dstate = hamer_detect_state_new(w->e.detector, a->threads)))) {
         hm_wk_log("%s (or start with --no-detect: jobs without boxes then get an error result)", hamer_last_error());
         return 1;
@@ -443,7 +443,7 @@ static int serve(worker *w) {
 }
 
 /* `hamer worker ARGS`: runs until SIGTERM/SIGINT; the exit status. */
-int hm_cli_worker(int argc, char **argv) {
+int hm_worker_main(int argc, char **argv) {
     static worker_args a;
     static worker w;
     int rc = parse(argc, argv, &a);
@@ -452,7 +452,7 @@ int hm_cli_worker(int argc, char **argv) {
     w.a = &a;
     w.r.timeout_s = a.redis_timeout_s;
     char err[600];
-    if (hm_wk_url_parse(a.url, &w.r.url, err, sizeof err)) return hm_cli_fail(2, "worker: %s", err);
+    if (hm_wk_url_parse(a.url, &w.r.url, err, sizeof err)) return hm_tool_fail(2, "worker: %s", err);
 
     /* Threads made from here on (the pools, libmicrohttpd's) inherit the
      * blocked mask: the signals reach the main thread only, where the

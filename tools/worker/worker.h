@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <hiredis/hiredis.h>
+#include "common/metrics.h"
+#include "core/util.h" /* hm_now */
 #include "hamer.h"
 
 /* ---- URLs (worker_url.c) ---- */
@@ -149,13 +151,7 @@ void hm_wk_clean(char *out, size_t n, const char *msg);
 
 enum { HM_WK_ST_QUEUE, HM_WK_ST_DECODE, HM_WK_ST_DETECT, HM_WK_ST_CROP, HM_WK_ST_REGRESS, HM_WK_ST_FINALISE,
        HM_WK_ST_COMMIT, HM_WK_ST_JOB, HM_WK_N_STAGES };
-#define HM_WK_N_BUCKETS 14
-
-typedef struct {
-    uint64_t counts[HM_WK_N_BUCKETS + 1];   /* the last one is +Inf */
-    double sum;
-    uint64_t n;
-} hm_wk_hist;
+typedef hm_tool_hist hm_wk_hist; /* the server's bounds (tools/common/metrics.h) */
 
 typedef struct {
     atomic_ullong results_ok, results_error;   /* results written */
@@ -232,8 +228,12 @@ int hm_wk_queue_note_error(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job
 /* The recorded last error of a job (into out; a default when none). */
 int hm_wk_queue_last_error(hm_wk_redis *r, const hm_wk_queue *q, const hm_wk_job *job, char *out, size_t n);
 
-/* Monotonic seconds. */
-double hm_wk_now(void);
+/* `hamer worker`, `submit` and `results` (cli_worker.c, cli_submit.c,
+ * cli_results.c): the arguments after the command's name; the exit code. */
+int hm_worker_main(int argc, char **argv);
+int hm_submit_main(int argc, char **argv);
+int hm_results_main(int argc, char **argv);
+
 /* One "hamer worker: ..." line on stderr. */
 void hm_wk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

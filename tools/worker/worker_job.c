@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/cli.h"
+#include "common/common.h"
 #include "worker/worker.h"
 
 /* Printable ASCII only (others become '?'), cut to fit n. */
@@ -58,7 +58,7 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
     memset(job, 0, sizeof *job);
     job->pp = hamer_predict_default_params();
     job->deliveries = 1;
-    job->t_read = hm_wk_now();
+    job->t_read = hm_now();
     if (entry->type != REDIS_REPLY_ARRAY || entry->elements != 2 || entry->element[0]->type != REDIS_REPLY_STRING ||
         entry->element[0]->len >= sizeof job->entry || !entry_id_ok(entry->element[0])) {
         /* Not what Redis sends for a stream entry: nothing to answer to. */
@@ -124,7 +124,7 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
             else set_bad(job, "'vertices' must be 0 or 1%s", "");
             break;
         case 3:
-            if (!t || hm_cli_parse_rescale(t, &job->pp.rescale))
+            if (!t || hm_tool_parse_rescale(t, &job->pp.rescale))
                 set_bad(job, "'rescale' must be a number in (0, 16]%s", "");
             break;
         default:

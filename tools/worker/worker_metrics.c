@@ -15,9 +15,9 @@
 #include <string.h>
 #include "worker/worker.h"
 
-/* The bounds of the server's histograms (tools/serve/server_metrics.c). */
-static const double BUCKETS[HM_WK_N_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                0.5,   1,     2.5,  5,     10,  30,  60};
+/* The text buffer's printf (tools/common/metrics.h), by a short name. */
+#define tb_printf hm_tool_text_printf
+
 static const char *STAGES[HM_WK_N_STAGES] = {"queue", "decode", "detect", "crop", "regress", "finalise",
                                              "commit", "job"};
 
@@ -46,53 +46,18 @@ void hm_wk_observe(hm_wk_metrics *m, int stage, double seconds) {
     if (stage < 0 || stage >= HM_WK_N_STAGES) return;
     if (seconds < 0) seconds = 0;
     pthread_mutex_lock(&m->mu);
-    hm_wk_hist *h = &m->stage[stage];
-    int b = 0;
-    while (b < HM_WK_N_BUCKETS && seconds > BUCKETS[b]) b++;
-    h->counts[b]++;
-    h->sum += seconds;
-    h->n++;
+    hm_tool_hist_add(&m->stage[stage], seconds);
     pthread_mutex_unlock(&m->mu);
 }
 
-/* A growing text buffer; after a failed allocation it stays bad. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int bad;
-} tbuf;
-
-/* Append printf output, growing the buffer (one retry after growing). */
-static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append printf output, growing the buffer (one retry after growing). */
-static void tb_printf(tbuf *b, const char *fmt, ...) {
-    for (int tries = 0; !b->bad && tries < 2; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) b->bad = 1;
-        else if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = b->cap ? b->cap : 4096;
-            while (cap < b->len + (size_t)n + 1) cap *= 2;
-            char *q = realloc(b->p, cap);
-            if (!q) b->bad = 1;
-            else b->p = q, b->cap = cap;
-        }
-    }
-}
-
 /* One counter family with a single sample. */
-static void counter(tbuf *b, const char *name, const char *help, unsigned long long v) {
+static void counter(hm_tool_text *b, const char *name, const char *help, unsigned long long v) {
     tb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
 }
 
 /* The whole /metrics page (malloc'd); NULL when out of memory. */
 char *hm_wk_metrics_text(hm_wk_metrics *m, const char *consumer, size_t *len) {
-    tbuf b = {0};
+    hm_tool_text b = {0};
     char label[256];
     size_t k = 0;
     /* Label values escape backslash and double quote (names have no newline). */
@@ -136,22 +101,10 @@ char *hm_wk_metrics_text(hm_wk_metrics *m, const char *consumer, size_t *len) {
                   "decode, detect, crop, regress, finalise, commit (the MULTI/EXEC), job (read to answered).\n"
                   "# TYPE %s histogram\n", name, name);
     for (int s = 0; s < HM_WK_N_STAGES; s++) {
-        uint64_t cum = 0;
-        for (int i = 0; i < HM_WK_N_BUCKETS; i++) {
-            cum += h[s].counts[i];
-            tb_printf(&b, "%s_bucket{stage=\"%s\",le=\"%g\"} %llu\n", name, STAGES[s], BUCKETS[i],
-                      (unsigned long long)cum);
-        }
-        tb_printf(&b, "%s_bucket{stage=\"%s\",le=\"+Inf\"} %llu\n", name, STAGES[s], (unsigned long long)h[s].n);
-        tb_printf(&b, "%s_sum{stage=\"%s\"} %.6f\n%s_count{stage=\"%s\"} %llu\n", name, STAGES[s], h[s].sum, name,
-                  STAGES[s], (unsigned long long)h[s].n);
+        snprintf(label, sizeof label, "stage=\"%s\"", STAGES[s]);
+        hm_tool_hist_text(&b, name, label, &h[s]);
     }
-    if (b.bad) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
+    return hm_tool_text_take(&b, len);
 }
 
 typedef struct {

@@ -7,23 +7,15 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include "common/common.h"
 #include "worker/worker.h"
-
-/* Monotonic seconds (waits and latencies must not follow clock jumps). */
-double hm_wk_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One line per call: stdio's lock keeps lines whole across threads. */
 void hm_wk_log(const char *fmt, ...) {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    hm_tool_vlog("hamer worker", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "hamer worker: %s\n", line);
 }
 
 void hm_wk_cmd_init(hm_wk_cmd *c) { c->n = 0; }

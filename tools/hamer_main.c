@@ -1,10 +1,15 @@
-/* hamer_cli.c - the `hamer` command: dispatch to the subcommands (cli_*.c). */
+/* hamer_main.c - the `hamer` command: its table of subcommands, dispatching
+ * to tools/cli (cli_*.c), tools/serve and tools/worker. Above all three, so
+ * that none of them needs another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "common/common.h"
 #include "hamer.h"
+#include "serve/server.h"
+#include "worker/worker.h"
 
 static const char *USAGE_MAIN =
     "usage: hamer <command> [options]\n"
@@ -43,31 +48,17 @@ static const struct {
     {"regress", hm_cli_regress},
     {"crop", hm_cli_crop},
     {"bench", hm_cli_bench},
-    {"serve", hm_cli_serve},
+    {"serve", hm_serve_main},
     {"convert", hm_cli_convert},
     {"detect", hm_cli_detect},
-    {"worker", hm_cli_worker},
-    {"submit", hm_cli_submit},
-    {"results", hm_cli_results},
+    {"worker", hm_worker_main},
+    {"submit", hm_submit_main},
+    {"results", hm_results_main},
     {"video", hm_cli_video},
 };
 
-/* The library never prints: its messages come here. Progress lines are
- * redrawn in place, and only on a terminal. */
-static void cli_log(void *user, hamer_log_level level, const char *msg) {
-    (void)user;
-    if (level == HAMER_LOG_PROGRESS) {
-        if (!isatty(2)) return;
-        fprintf(stderr, "\rhamer: %s", msg);
-        if (strstr(msg, "100%")) fputc('\n', stderr);
-        fflush(stderr);
-        return;
-    }
-    fprintf(stderr, "hamer: %s\n", msg);
-}
-
 int main(int argc, char **argv) {
-    hamer_log_set(cli_log, NULL);
+    hamer_log_set(hm_tool_library_log, NULL); /* the library never prints */
     if (argc < 2) {
         fputs(USAGE_MAIN, stderr);
         return 2;
@@ -96,5 +87,5 @@ int main(int argc, char **argv) {
     argc = n;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
-    return hm_cli_fail(2, "unknown command '%s' (see 'hamer --help')", cmd);
+    return hm_tool_fail(2, "unknown command '%s' (see 'hamer --help')", cmd);
 }

@@ -1,0 +1,149 @@
+/* common.c - the helpers tools/cli, tools/serve and tools/worker share (common.h). */
+#include "common/common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/cpu.h"
+
+int hm_tool_fail(int code, const char *fmt, const char *arg) {
+    fprintf(stderr, "hamer: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    return code;
+}
+
+void hm_tool_vlog(const char *who, const char *fmt, va_list ap) {
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "%s: %s\n", who, line);
+}
+
+void hm_tool_library_log(void *user, hamer_log_level level, const char *msg) {
+    (void)user;
+    if (level == HAMER_LOG_PROGRESS) {
+        if (!isatty(2)) return;
+        fprintf(stderr, "\rhamer: %s", msg);
+        if (strstr(msg, "100%")) fputc('\n', stderr);
+        fflush(stderr);
+        return;
+    }
+    fprintf(stderr, "hamer: %s\n", msg);
+}
+
+int hm_tool_parse_int(const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int hm_tool_parse_threads(const char *s, int *out) { return hm_tool_parse_int(s, 1, 1024, out); }
+
+int hm_tool_threads(int requested) { return requested > 0 ? requested : hm_cpu_online(); }
+
+int hm_tool_parse_rescale(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    /* Decimal only: strtod would also take hex floats, "inf" and "nan". */
+    for (const char *p = s; p < end; p++)
+        if (!strchr("0123456789.eE+-", *p)) return -1;
+    if (end == s || *end || !(v > 0 && v <= HAMER_MAX_RESCALE)) return -1;
+    *out = v;
+    return 0;
+}
+
+int hm_tool_parse_precision(const char *s, int *out) {
+    if (!strcmp(s, "fp32")) *out = HAMER_PRECISION_FP32;
+    else if (!strcmp(s, "fast")) *out = HAMER_PRECISION_FAST;
+    else return -1;
+    return 0;
+}
+
+hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision) {
+    hamer_model_params mp = hamer_model_default_params();
+    mp.mano_path = mano;
+    mp.progress = 1;
+    mp.precision = precision;
+    return hamer_model_load(path, &mp);
+}
+
+double hm_tool_pcc(const float *a, const float *b, size_t n) {
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];
+    ma /= (double)n, mb /= (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i] - ma, y = b[i] - mb;
+        sab += x * y, saa += x * x, sbb += y * y;
+    }
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : (saa == sbb ? 1.0 : 0.0);
+}
+
+void hm_tool_detect_defaults(hm_tool_detect_args *d) {
+    d->dir = NULL;
+    d->lite = 0;
+    d->params = hamer_detect_default_params();
+}
+
+int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d, const char *cmd) {
+    const char *o = argv[*i];
+    if (!strcmp(o, "--lite")) return d->lite = 1, 0;
+    if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
+    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score")) return -1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
+        return 2;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(o, "--detector")) {
+        d->dir = v;
+    } else if (!strcmp(o, "--max-hands")) {
+        if (hm_tool_parse_int(v, 1, HAMER_MAX_HANDS, &d->params.max_hands)) {
+            fprintf(stderr, "hamer: %s: --max-hands must be an integer in 1..%d, got '%s'\n", cmd, HAMER_MAX_HANDS, v);
+            return 2;
+        }
+    } else {
+        char *end;
+        double s = strtod(v, &end);
+        if (end == v || *end || strspn(v, "0123456789.eE+-") != strlen(v) || !(s > 0 && s < 1)) {
+            fprintf(stderr, "hamer: %s: --min-score must be a number in (0, 1), got '%s'\n", cmd, v);
+            return 2;
+        }
+        d->params.min_score = (float)s;
+    }
+    return 0;
+}
+
+hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
+    hamer_detector_params p = hamer_detector_default_params();
+    p.dir = d->dir;
+    p.lite = d->lite;
+    return hamer_detector_load(&p);
+}
+
+char *hm_tool_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || (size_t)n > max) {
+        snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
+    } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "cannot read '%s'", path);
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    fclose(f);
+    return buf;
+}

@@ -1,0 +1,65 @@
+/* common.h - what the `hamer` command's three families share (tools/cli,
+ * tools/serve, tools/worker): messages and logging, argument parsing, the
+ * model and detector loaders with the common options, file reading. It
+ * sits below all three (scripts/depgraph.py) and knows none of them. */
+#ifndef HM_TOOL_COMMON_H
+#define HM_TOOL_COMMON_H
+#include <stdarg.h>
+#include <stddef.h>
+#include "hamer.h"
+
+/* ---- messages ---- */
+
+/* Print "hamer: " + fmt (one %s for arg) + newline to stderr; returns code. */
+int hm_tool_fail(int code, const char *fmt, const char *arg);
+/* One "<who>: ..." line on stderr (one fprintf: stdio's lock keeps lines
+ * whole across threads; longer than 1 KB is cut). */
+void hm_tool_vlog(const char *who, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* The library's log callback (hamer_log_set): "hamer: msg" lines, progress
+ * redrawn in place and only on a terminal. */
+void hm_tool_library_log(void *user, hamer_log_level level, const char *msg);
+
+/* ---- arguments ---- */
+
+/* Parse a decimal integer in [lo, hi] (lo, hi within int); 0 ok, -1 bad. */
+int hm_tool_parse_int(const char *s, long lo, long hi, int *out);
+/* Parse a thread count 1..1024; 0 ok, -1 bad. */
+int hm_tool_parse_threads(const char *s, int *out);
+/* A thread count option's value: 0 (the default) means the online CPUs. */
+int hm_tool_threads(int requested);
+/* Parse a box scale factor in (0, HAMER_MAX_RESCALE]; 0 ok, -1 bad. */
+int hm_tool_parse_rescale(const char *s, double *out);
+/* "fp32" | "fast" -> HAMER_PRECISION_*; 0 ok, -1 bad. */
+int hm_tool_parse_precision(const char *s, int *out);
+
+/* ---- the model and the detector ---- */
+
+/* hamer_model_load with the commands' common parameters (a progress bar on
+ * a terminal); NULL with hamer_last_error() set on failure. */
+hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision);
+/* The detector options `detect`, `run`, `bench` and `worker` share. */
+typedef struct {
+    const char *dir;            /* --detector DIR */
+    int lite;                   /* --lite */
+    hamer_detect_params params; /* --max-hands, --min-score, --single-pass */
+} hm_tool_detect_args;
+void hm_tool_detect_defaults(hm_tool_detect_args *d);
+/* If argv[*i] is a detector option, consume it (and its value) into d:
+ * returns 0; a usage error is printed and returned as 2 (cmd names the
+ * subcommand); -1 when argv[*i] is not a detector option. */
+int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d, const char *cmd);
+/* hamer_detector_load with those options; NULL with hamer_last_error(). */
+hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d);
+/* Pearson correlation of two vectors (1 for two equal constants): the
+ * fast-precision gate's measure, in bench and the server's self-check. */
+double hm_tool_pcc(const float *a, const float *b, size_t n);
+
+/* ---- files ---- */
+
+/* The largest boxes file a command reads (docs/limits.md: threat model and limits). */
+#define HM_TOOL_BOXES_FILE_MAX ((size_t)64 << 20)
+/* The whole file at path (at most max bytes) as a NUL-terminated buffer,
+ * malloc'd, its length in *len; NULL with a message in err. */
+char *hm_tool_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+
+#endif
