@@ -1,0 +1,206 @@
+"""The web page of `hamer serve` (GET /, web/ installed by scripts/get_web.sh),
+in a real browser: Debian's chromium, headless, WebGL on SwiftShader,
+driven by playwright-core (tests/web/page.mjs; `cd tests/web && npm ci
+--ignore-scripts`), against a server on 127.0.0.1 with the d2h2 fixture
+(MANO inside, so the GLB works) and the hand detector.
+
+On a shared photo (../shared/images): the page shows the overlay PNG, as
+many hands as /v1/predict finds, with their handedness; the 3D view (the
+GLB through three.js) has pixels off its background colour; the GLB it
+offers is /v1/predict?format=glb's bytes and passes the Khronos glTF
+validator with 0 errors and 0 warnings; RESULT.json is /v1/predict's but
+for timings; a file that is not an image shows the API's error text; no
+Content-Security-Policy violation, no script error, no request off the
+server. The page's load-to-result time is printed; the screenshot goes to
+BUILD/web-page.png (a CI artifact).
+
+Then the server side of the page: only the listed files are served, with
+their Content-Type and the page's headers; other paths (traversal,
+encodings, trailing slashes) are 404 JSON like any unknown endpoint; and
+without the page's files / answers a 404 text naming scripts/get_web.sh
+while the API still works.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from conftest import BUILD, REPO, SANITIZE
+from detect.common import models_dir, shared_images
+from test_serve import Server, strip_timings
+
+WEB = Path(__file__).resolve().parent / "web"
+GLTF = Path(__file__).resolve().parent / "gltf"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+PHOTO = "hamer_example_1.jpg"
+BACKGROUND = (0x1B, 0x1F, 0x27)      # web/app.js BACKGROUND
+SLOW = 4 if SANITIZE else 1
+CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:"
+FILES = {"/": "text/html", "/index.html": "text/html", "/app.js": "text/javascript", "/style.css": "text/css",
+         "/vendor/three.module.js": "text/javascript", "/vendor/GLTFLoader.js": "text/javascript",
+         "/vendor/OrbitControls.js": "text/javascript", "/vendor/BufferGeometryUtils.js": "text/javascript",
+         "/vendor/three-LICENSE.txt": "text/plain"}
+
+
+def node():
+    exe = shutil.which("node")
+    if not exe or not (WEB / "node_modules" / "playwright-core").is_dir():
+        pytest.fail("tests/web needs node and its packages: cd tests/web && npm ci --ignore-scripts")
+    if not (GLTF / "node_modules" / "gltf-validator").is_dir():
+        pytest.fail("tests/gltf needs its packages: cd tests/gltf && npm ci --ignore-scripts")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} not found: apt-get install chromium (scripts/deps.sh), or set CHROMIUM")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def web_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("share") / "web"
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "get_web.sh"), str(d)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ckpt, web_dir):
+    s = Server(tmp_path_factory.mktemp("web-serve"), ckpt("d2h2"), "--workers", 2, "--threads", 1,
+               "--web", web_dir, "--detector", models_dir())
+    s.wait_ready()
+    yield s
+    s.stop()
+
+
+def off_background(png, border=6):
+    """Pixels of a screenshot more than 24 levels off the background in some
+    channel (a border left out: the frame's rounded corners)."""
+    a = np.asarray(Image.open(png).convert("RGB"), np.int16)[border:-border, border:-border]
+    return int((np.abs(a - np.array(BACKGROUND, np.int16)).max(axis=2) > 24).sum()), a.shape[0] * a.shape[1]
+
+
+def test_page_in_the_browser(server, tmp_path):
+    exe = node()
+    photo = shared_images() / PHOTO
+    bad = tmp_path / "notes.txt"
+    bad.write_text("these are not the pixels you are looking for\n")
+    out = tmp_path / "page"
+    out.mkdir()
+    proc = subprocess.run([exe, str(WEB / "page.mjs"), server.url + "/", str(photo), str(bad), str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240 * SLOW,
+                          cwd=WEB)
+    assert proc.returncode == 0, proc.stderr[-4000:] + server.log()[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if (out / "page.png").exists():
+        shutil.copy(out / "page.png", BUILD / "web-page.png")
+    assert got["status_state"] == "done", got["status"]
+
+    # what the page shows is what the API answers
+    body = photo.read_bytes()
+    api = requests.post(server.url + "/v1/predict", data=body, headers={"Content-Type": "image/jpeg"},
+                        timeout=60 * SLOW)
+    assert api.status_code == 200, api.text
+    hands = api.json()["hands"]
+    assert len(hands) > 0 and got["hand_count"] == len(hands), (got["status"], len(hands))
+    assert [r[1] for r in got["rows"]] == ["right" if h["is_right"] else "left" for h in hands]
+    assert got["overlay"]["complete"] and not got["overlay"]["hidden"]
+    w, h = Image.open(photo).size
+    assert (got["overlay"]["width"], got["overlay"]["height"]) == (w, h), got["overlay"]
+
+    # the 3D view drew the hands
+    assert got["rendered"] == "1"
+    lit, total = off_background(out / "canvas.png")
+    assert lit > 100, f"3D view: only {lit} of {total} pixels off the background"
+
+    # the downloads
+    assert (got["RESULT.json"], got["hands.glb"]) == ("RESULT.json", "hands.glb")
+    assert strip_timings((out / "RESULT.json").read_text()) == strip_timings(api.text)
+    glb = requests.post(server.url + "/v1/predict?format=glb", data=body, headers={"Content-Type": "image/jpeg"},
+                        timeout=60 * SLOW)
+    assert glb.status_code == 200 and (out / "hands.glb").read_bytes() == glb.content
+    v = subprocess.run([exe, str(GLTF / "skin.mjs"), str(out / "hands.glb")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    assert v.returncode == 0, v.stderr
+    check = json.loads(v.stdout)
+    report = check["validator"]
+    assert report["errors"] == 0 and report["warnings"] == 0, report
+    assert len(check["hands"]) == len([x for x in hands if "error" not in x])
+
+    # a file that is not an image: the API's own message
+    err = requests.post(server.url + "/v1/predict", data=b"these are not the pixels you are looking for\n",
+                        headers={"Content-Type": "image/jpeg"}, timeout=60 * SLOW)
+    assert err.status_code == 400
+    assert err.json()["error"] in got["error"] and "HTTP 400" in got["error"], got["error"]
+    assert got["error_count"] == ""      # the previous result is cleared
+
+    # the page kept to its Content-Security-Policy and to the server
+    assert got["pageErrors"] == [], got["pageErrors"]
+    noise = [m for m in got["console"] if "status of 400" not in m]
+    assert noise == [], noise
+    strays = [u for u in got["requests"] if not u.startswith((server.url + "/", "blob:", "data:"))]
+    assert strays == [], strays
+
+    server_ms = {k: v for k, v in got["timings"]}
+    print(f"\nweb page on {PHOTO} ({w}x{h}, {len(hands)} hands): load-to-result {got['result_ms']} ms in the "
+          f"browser ({got['page_ms']} ms by the page: {server_ms.get('POST /v1/predict (JSON)')} JSON, "
+          f"{server_ms.get('POST /v1/render (PNG)')} PNG, {server_ms.get('POST /v1/predict?format=glb')} GLB, "
+          f"side by side on 2 workers); page load {got['page_load_ms']} ms; 3D view {lit} of {total} pixels lit; "
+          f"glTF validator: {report['errors']} errors, {report['warnings']} warnings, {report['infos']} infos, "
+          f"{report['hints']} hints")
+
+
+def test_only_the_listed_files(server, web_dir):
+    for path, ctype in FILES.items():
+        r = requests.get(server.url + path, timeout=10 * SLOW)
+        assert r.status_code == 200, path
+        assert r.headers["Content-Type"] == ctype + "; charset=utf-8", path
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+        assert r.headers["Content-Security-Policy"].startswith(CSP), r.headers["Content-Security-Policy"]
+        assert "unsafe" not in r.headers["Content-Security-Policy"]
+        name = "index.html" if path == "/" else path[1:]
+        assert r.content == (web_dir / name).read_bytes(), path
+    assert requests.head(server.url + "/", timeout=10).status_code == 200
+    r = requests.post(server.url + "/", data=b"x", timeout=10)
+    assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD"
+    # the API's answers are not sniffed either
+    assert requests.get(server.url + "/healthz", timeout=10).headers["X-Content-Type-Options"] == "nosniff"
+    for raw in ["/../etc/passwd", "/vendor/../app.js", "/%2e%2e/app.js", "/app.js/", "//app.js", "/./app.js",
+                "/vendor/", "/vendor", "/App.js", "/app.js.bak", "/.get_web", "/web/app.js", "/index.html%2f",
+                "/%2fetc%2fpasswd", "/vendor/three.module.js/..", "/" + "a" * 3000, "/three-LICENSE.txt"]:
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(f"GET {raw} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+        s.close()
+        head = reply.split(b"\r\n\r\n", 1)[0].decode()
+        assert head.startswith("HTTP/1.1 404") or (raw.startswith("/aaa") and head.startswith("HTTP/1.1 414")), \
+            (raw, head)
+        if head.startswith("HTTP/1.1 404"):
+            assert "application/json" in head, (raw, head)
+    # the path is compared once %-decoded: these name a listed file, and get it
+    for raw, path in [("/%61pp.js", "/app.js"), ("/vendor%2fGLTFLoader.js", "/vendor/GLTFLoader.js")]:
+        r = requests.get(server.url + raw, timeout=10)
+        assert r.status_code == 200 and r.content == (web_dir / path[1:]).read_bytes(), raw
+
+
+def test_not_installed(tmp_path, ckpt):
+    s = Server(tmp_path, ckpt("d1h1"), "--no-detector", "--web", tmp_path / "nowhere")
+    try:
+        s.wait_ready()
+        r = requests.get(s.url + "/", timeout=10)
+        assert r.status_code == 404 and r.headers["Content-Type"].startswith("text/plain"), r.text
+        assert "scripts/get_web.sh" in r.text and "--web DIR" in r.text and str(tmp_path / "nowhere") in r.text
+        assert requests.get(s.url + "/app.js", timeout=10).status_code == 404
+        assert requests.get(s.url + "/healthz", timeout=10).status_code == 200
+        assert "/v1/predict" in requests.get(s.url + "/openapi.json", timeout=10).json()["paths"]
+    finally:
+        log = s.stop()
+    assert "web page: not installed" in log and "scripts/get_web.sh" in log

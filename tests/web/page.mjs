@@ -1,0 +1,65 @@
+// page.mjs URL PHOTO NOT_AN_IMAGE OUT_DIR - drive the web page of `hamer serve`
+// in Debian's chromium (headless, WebGL on SwiftShader, loopback only) with
+// playwright-core, for tests/test_web.py. Uploads PHOTO, waits for the
+// result, saves OUT_DIR/canvas.png (the 3D view), OUT_DIR/page.png (the whole
+// page), the downloads OUT_DIR/RESULT.json and OUT_DIR/hands.glb; then
+// uploads NOT_AN_IMAGE and reads the error shown. Prints one JSON object.
+import fs from 'fs';
+import path from 'path';
+import { chromium } from 'playwright-core';
+
+const [url, photo, notImage, out] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-sandbox',
+         // nothing but the server on loopback: no proxy, no other host resolves
+         '--no-proxy-server', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
+         '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+});
+const report = { console: [], pageErrors: [], requests: [] };
+try {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, acceptDownloads: true });
+  const page = await context.newPage();
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') report.console.push(m.text()); });
+  page.on('pageerror', (e) => report.pageErrors.push(String(e)));
+  page.on('request', (r) => report.requests.push(r.url()));
+  const t0 = Date.now();
+  await page.goto(url, { waitUntil: 'load' });
+  await page.waitForFunction(() => !document.getElementById('server').textContent.includes('…'));
+  report.server = await page.textContent('#server');
+  report.page_load_ms = Date.now() - t0;
+
+  // The photo: from choosing it to the result shown (overlay, table, 3D view).
+  const t1 = Date.now();
+  await page.setInputFiles('#file', photo);
+  await page.waitForFunction(() => ['done', 'error'].includes(document.getElementById('status').dataset.state),
+                             null, { timeout: 120000 });
+  report.result_ms = Date.now() - t1;
+  report.status_state = await page.getAttribute('#status', 'data-state');
+  report.status = await page.textContent('#status');
+  report.page_ms = Number(await page.getAttribute('#status', 'data-ms'));
+  report.hand_count = Number(await page.getAttribute('#hand-count', 'data-count'));
+  report.rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  report.timings = await page.$$eval('#timings tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  report.overlay = await page.$eval('#overlay', (img) => ({ complete: img.complete, width: img.naturalWidth,
+                                                            height: img.naturalHeight, hidden: img.hidden }));
+  report.rendered = await page.getAttribute('#view3d', 'data-rendered');
+  await page.locator('#view3d').screenshot({ path: path.join(out, 'canvas.png') });
+  await page.screenshot({ path: path.join(out, 'page.png'), fullPage: true });
+  for (const [id, name] of [['#dl-json', 'RESULT.json'], ['#dl-glb', 'hands.glb']]) {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click(id)]);
+    report[name] = download.suggestedFilename();
+    await download.saveAs(path.join(out, name));
+  }
+
+  // Not an image: the API's error, shown as text.
+  await page.setInputFiles('#file', notImage);
+  await page.waitForFunction(() => document.getElementById('status').dataset.state === 'error', null,
+                             { timeout: 60000 });
+  report.error = await page.textContent('#status');
+  report.error_count = await page.getAttribute('#hand-count', 'data-count');
+} finally {
+  await browser.close();
+}
+process.stdout.write(JSON.stringify(report) + '\n');
