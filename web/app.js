@@ -133,7 +133,17 @@ const view = {};
 
 function setupView() {
   const canvas = $('view3d');
-  view.renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+  try {
+    view.renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+  } catch (e) {
+    // no WebGL: the rest of the page works; the GLB can still be downloaded
+    view.renderer = null;
+    const p = document.createElement('p');
+    p.className = 'no-webgl';
+    p.textContent = 'No 3D view: this browser has no WebGL (' + e.message + '). Download the GLB instead.';
+    canvas.replaceWith(p);
+    return;
+  }
   view.renderer.setPixelRatio(window.devicePixelRatio || 1);
   view.renderer.setClearColor(BACKGROUND, 1);
   view.scene = new THREE.Scene();
@@ -150,6 +160,7 @@ function setupView() {
 }
 
 function resize() {
+  if (!view.renderer) return;
   const canvas = $('view3d'), w = canvas.parentElement.clientWidth, h = Math.round(w * 0.75);
   view.renderer.setSize(w, h, false);
   canvas.style.width = w + 'px';
@@ -159,7 +170,7 @@ function resize() {
   render();
 }
 
-function render() { view.renderer.render(view.scene, view.camera); }
+function render() { if (view.renderer) view.renderer.render(view.scene, view.camera); }
 
 function clearModel() {
   if (!view.model) return;
@@ -171,10 +182,50 @@ function clearModel() {
   view.model = null;
 }
 
+// Frame the hands as the photo's camera saw them: the GLB is in that
+// camera's frame (at the origin, y up, looking down -z), so the view starts
+// there, looking at the hands' centre, with the field of view that just
+// holds every hand (the overlay's picture, cropped to the hands). Orbiting
+// turns around that centre; zooming moves towards it.
+function frame(model) {
+  const corners = [];
+  model.traverse((o) => {
+    if (!o.isMesh) return;
+    const b = new THREE.Box3().setFromObject(o, true);      // skinned positions
+    if (b.isEmpty()) return;
+    for (let i = 0; i < 8; i++)
+      corners.push(new THREE.Vector3(i & 1 ? b.max.x : b.min.x, i & 2 ? b.max.y : b.min.y, i & 4 ? b.max.z : b.min.z));
+  });
+  if (!corners.length) return;
+  const centre = new THREE.Box3().setFromPoints(corners).getCenter(new THREE.Vector3());
+  const cam = view.camera, dist = Math.max(centre.length(), 1e-3);
+  cam.position.set(0, 0, 0);
+  if (centre.z > -1e-3) cam.position.set(centre.x, centre.y, centre.z + 1);   // not in front of the camera
+  cam.up.set(0, 1, 0);
+  cam.lookAt(centre);
+  cam.updateMatrixWorld(true);
+  const inv = cam.matrixWorldInverse;
+  let tx = 1e-4, ty = 1e-4;
+  for (const p of corners) {
+    const q = p.clone().applyMatrix4(inv);
+    const z = Math.max(-q.z, 1e-6);
+    tx = Math.max(tx, Math.abs(q.x) / z);
+    ty = Math.max(ty, Math.abs(q.y) / z);
+  }
+  const half = Math.max(ty, tx / cam.aspect) * 1.25;             // a margin around the hands
+  cam.fov = Math.min(60, Math.max(0.2, THREE.MathUtils.radToDeg(2 * Math.atan(half))));
+  cam.near = dist / 1000;
+  cam.far = dist * 100;
+  cam.updateProjectionMatrix();
+  view.controls.target.copy(centre);
+  view.controls.update();
+}
+
 // Show the GLB's hands (in the photo's camera frame, y up, looking down -z):
 // the camera starts where the photo's was, looking at the hands.
 function showModel(buffer, hands) {
   return new Promise((resolve, reject) => {
+    if (!view.renderer) return resolve(0);
     new GLTFLoader().parse(buffer, '', (gltf) => {
       clearModel();
       const model = gltf.scene, ok = hands.filter((h) => !h.error);
@@ -190,18 +241,7 @@ function showModel(buffer, hands) {
       view.scene.add(model);
       view.model = model;
       model.updateMatrixWorld(true);
-      const box = new THREE.Box3().setFromObject(model, true);
-      if (!box.isEmpty()) {
-        const centre = box.getCenter(new THREE.Vector3()), size = box.getSize(new THREE.Vector3());
-        const r = Math.max(size.x, size.y, size.z, 0.05);
-        const dist = (0.75 * r) / Math.tan(THREE.MathUtils.degToRad(view.camera.fov / 2));
-        view.camera.position.set(centre.x, centre.y, centre.z + dist);
-        view.camera.near = dist / 100;
-        view.camera.far = dist * 100;
-        view.camera.updateProjectionMatrix();
-        view.controls.target.copy(centre);
-        view.controls.update();
-      }
+      frame(model);
       render();
       resolve(k);
     }, (err) => reject(new Error('cannot read the GLB: ' + (err && err.message ? err.message : err))));
@@ -241,7 +281,7 @@ function resetResult() {
   $('timings').querySelector('tbody').replaceChildren();
   $('hand-count').textContent = '–';
   $('hand-count').dataset.count = '';
-  $('view3d').dataset.rendered = '0';
+  if (view.renderer) $('view3d').dataset.rendered = '0';
 }
 
 function row(tbody, cells) {
@@ -300,7 +340,7 @@ async function run(t0 = performance.now()) {
     await showModel(await pg.blob.arrayBuffer(), hands);
     await new Promise((r) => requestAnimationFrame(r));
     render();
-    $('view3d').dataset.rendered = '1';
+    if (view.renderer) $('view3d').dataset.rendered = '1';
     const total = performance.now() - t0;
     const tt = $('timings').querySelector('tbody');
     for (const [k, v] of Object.entries(result.timings_ms || {})) row(tt, ['server ' + k, v.toFixed(1) + ' ms']);
