@@ -9,7 +9,8 @@ many hands as /v1/predict finds, with their handedness; the 3D view (the
 GLB through three.js) has pixels off its background colour; the GLB it
 offers is /v1/predict?format=glb's bytes and passes the Khronos glTF
 validator with 0 errors and 0 warnings; RESULT.json is /v1/predict's but
-for timings; a file that is not an image shows the API's error text; no
+for timings; a box drawn on the photo gives that one hand; a file that
+is not an image shows the API's error text; no
 Content-Security-Policy violation, no script error, no request off the
 server. The page's load-to-result time is printed; the screenshot goes to
 BUILD/web-page.png (a CI artifact).
@@ -132,6 +133,11 @@ def test_page_in_the_browser(server, tmp_path):
     report = check["validator"]
     assert report["errors"] == 0 and report["warnings"] == 0, report
     assert len(check["hands"]) == len([x for x in hands if "error" not in x])
+
+    # a box drawn on the photo: that hand, given
+    assert got["drawn_boxes"] and ":left" not in got["drawn_boxes"], got["drawn_boxes"]
+    assert got["drawn_status"].startswith("Done: 1 hand(s)"), got["drawn_status"]
+    assert len(got["drawn_rows"]) == 1 and got["drawn_rows"][0][3] == "given", got["drawn_rows"]
 
     # a file that is not an image: the API's own message
     err = requests.post(server.url + "/v1/predict", data=b"these are not the pixels you are looking for\n",

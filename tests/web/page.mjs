@@ -2,8 +2,9 @@
 // in Debian's chromium (headless, WebGL on SwiftShader, loopback only) with
 // playwright-core, for tests/test_web.py. Uploads PHOTO, waits for the
 // result, saves OUT_DIR/canvas.png (the 3D view), OUT_DIR/page.png (the whole
-// page), the downloads OUT_DIR/RESULT.json and OUT_DIR/hands.glb; then
-// uploads NOT_AN_IMAGE and reads the error shown. Prints one JSON object.
+// page), the downloads OUT_DIR/RESULT.json and OUT_DIR/hands.glb; draws the
+// first hand's box on the preview and runs it; then uploads NOT_AN_IMAGE and
+// reads the error shown. Prints one JSON object.
 import fs from 'fs';
 import path from 'path';
 import { chromium } from 'playwright-core';
@@ -52,6 +53,23 @@ try {
     report[name] = download.suggestedFilename();
     await download.saveAs(path.join(out, name));
   }
+
+  // A box drawn on the preview (the first detected hand's, dragged in
+  // screen pixels), then Run: one given hand.
+  const box = JSON.parse(fs.readFileSync(path.join(out, 'RESULT.json'), 'utf8')).hands[0].bbox;
+  const r = await page.locator('#preview').boundingBox();
+  // screen pixels per image pixel: the canvas's CSS width over the photo's width
+  const scale = r.width * (await page.$eval('#preview', (c) => Number(c.dataset.scale) / c.width));
+  await page.mouse.move(r.x + box[0] * scale, r.y + box[1] * scale);
+  await page.mouse.down();
+  await page.mouse.move(r.x + box[2] * scale, r.y + box[3] * scale, { steps: 5 });
+  await page.mouse.up();
+  report.drawn_boxes = await page.inputValue('#boxes');
+  await page.click('#run');
+  await page.waitForFunction(() => ['done', 'error'].includes(document.getElementById('status').dataset.state) &&
+                             !document.getElementById('run').disabled, null, { timeout: 120000 });
+  report.drawn_status = await page.textContent('#status');
+  report.drawn_rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
 
   // Not an image: the API's error, shown as text.
   await page.setInputFiles('#file', notImage);
