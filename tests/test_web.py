@@ -10,7 +10,8 @@ GLB through three.js) has pixels off its background colour; the GLB it
 offers is /v1/predict?format=glb's bytes and passes the Khronos glTF
 validator with 0 errors and 0 warnings; RESULT.json is /v1/predict's but
 for timings; a box drawn on the photo gives that one hand; a file that
-is not an image shows the API's error text; no
+is not an image and one over --max-body-mb show the API's error text, a
+photo without hands says so; no
 Content-Security-Policy violation, no script error, no request off the
 server. The page's load-to-result time is printed; the screenshot goes to
 BUILD/web-page.png (a CI artifact).
@@ -22,8 +23,10 @@ without the page's files / answers a 404 text naming scripts/get_web.sh
 while the API still works.
 """
 
+import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -74,7 +77,7 @@ def web_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ckpt, web_dir):
     s = Server(tmp_path_factory.mktemp("web-serve"), ckpt("d2h2"), "--workers", 2, "--threads", 1,
-               "--web", web_dir, "--detector", models_dir())
+               "--max-body-mb", 1, "--web", web_dir, "--detector", models_dir())
     s.wait_ready()
     yield s
     s.stop()
@@ -90,11 +93,20 @@ def off_background(png, border=6):
 def test_page_in_the_browser(server, tmp_path):
     exe = node()
     photo = shared_images() / PHOTO
-    bad = tmp_path / "notes.txt"
-    bad.write_text("these are not the pixels you are looking for\n")
+    assert photo.stat().st_size < 1 << 20       # under the server's --max-body-mb 1
+    others = {"notes.txt": b"these are not the pixels you are looking for\n"}
+    big = io.BytesIO()        # noise: no compression brings it under 1 MB
+    Image.fromarray(np.random.RandomState(0).randint(0, 256, (700, 700, 3)).astype(np.uint8)).save(big, "PNG")
+    others["big.png"] = big.getvalue()
+    blank = io.BytesIO()      # nothing for the detector
+    Image.new("RGB", (320, 240), (128, 128, 128)).save(blank, "PNG")
+    others["blank.png"] = blank.getvalue()
+    for name, data in others.items():
+        (tmp_path / name).write_bytes(data)
     out = tmp_path / "page"
     out.mkdir()
-    proc = subprocess.run([exe, str(WEB / "page.mjs"), server.url + "/", str(photo), str(bad), str(out)],
+    proc = subprocess.run([exe, str(WEB / "page.mjs"), server.url + "/", str(photo), str(out),
+                           *[str(tmp_path / name) for name in others]],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240 * SLOW,
                           cwd=WEB)
     assert proc.returncode == 0, proc.stderr[-4000:] + server.log()[-2000:]
@@ -139,16 +151,24 @@ def test_page_in_the_browser(server, tmp_path):
     assert got["drawn_status"].startswith("Done: 1 hand(s)"), got["drawn_status"]
     assert len(got["drawn_rows"]) == 1 and got["drawn_rows"][0][3] == "given", got["drawn_rows"]
 
-    # a file that is not an image: the API's own message
-    err = requests.post(server.url + "/v1/predict", data=b"these are not the pixels you are looking for\n",
-                        headers={"Content-Type": "image/jpeg"}, timeout=60 * SLOW)
-    assert err.status_code == 400
-    assert err.json()["error"] in got["error"] and "HTTP 400" in got["error"], got["error"]
-    assert got["error_count"] == ""      # the previous result is cleared
+    # a file that is not an image, one too large: the API's own messages;
+    # a photo without hands: said so
+    shown = {o["file"]: o for o in got["others"]}
+    for name, status in [("notes.txt", 400), ("big.png", 413)]:
+        ctype = "image/png" if name.endswith(".png") else "image/jpeg"
+        err = requests.post(server.url + "/v1/predict", data=others[name], headers={"Content-Type": ctype},
+                            timeout=60 * SLOW)
+        assert err.status_code == status, err.text
+        o = shown[name]
+        assert o["state"] == "error" and err.json()["error"] in o["text"] and f"HTTP {status}" in o["text"], o
+        assert o["count"] == ""          # the previous result is cleared
+    o = shown["blank.png"]
+    assert o["state"] == "done" and o["count"] == "0" and "found no hand" in o["text"], o
 
     # the page kept to its Content-Security-Policy and to the server
     assert got["pageErrors"] == [], got["pageErrors"]
-    noise = [m for m in got["console"] if "status of 400" not in m]
+    # (the browser logs every answer that is not 2xx: the 400s and 413s above)
+    noise = [m for m in got["console"] if not re.match(r"Failed to load resource: .* status of 4(00|13) ", m)]
     assert noise == [], noise
     strays = [u for u in got["requests"] if not u.startswith((server.url + "/", "blob:", "data:"))]
     assert strays == [], strays

@@ -363,6 +363,8 @@ async function run(t0 = performance.now()) {
 async function pick(f) {
   if (!f) return;
   const t0 = performance.now();
+  setStatus('busy', 'Reading the photo…');
+  $('run').disabled = true;
   file = f;
   boxes = [];
   $('boxes').value = '';

@@ -1,15 +1,15 @@
-// page.mjs URL PHOTO NOT_AN_IMAGE OUT_DIR - drive the web page of `hamer serve`
+// page.mjs URL PHOTO OUT_DIR [OTHER...] - drive the web page of `hamer serve`
 // in Debian's chromium (headless, WebGL on SwiftShader, loopback only) with
 // playwright-core, for tests/test_web.py. Uploads PHOTO, waits for the
 // result, saves OUT_DIR/canvas.png (the 3D view), OUT_DIR/page.png (the whole
 // page), the downloads OUT_DIR/RESULT.json and OUT_DIR/hands.glb; draws the
-// first hand's box on the preview and runs it; then uploads NOT_AN_IMAGE and
-// reads the error shown. Prints one JSON object.
+// first hand's box on the preview and runs it; then uploads each OTHER file
+// and reads what the page says. Prints one JSON object.
 import fs from 'fs';
 import path from 'path';
 import { chromium } from 'playwright-core';
 
-const [url, photo, notImage, out] = process.argv.slice(2);
+const [url, photo, out, ...others] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
@@ -71,12 +71,17 @@ try {
   report.drawn_status = await page.textContent('#status');
   report.drawn_rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
 
-  // Not an image: the API's error, shown as text.
-  await page.setInputFiles('#file', notImage);
-  await page.waitForFunction(() => document.getElementById('status').dataset.state === 'error', null,
-                             { timeout: 60000 });
-  report.error = await page.textContent('#status');
-  report.error_count = await page.getAttribute('#hand-count', 'data-count');
+  // Other files, each uploaded in turn: what the page says (a file that
+  // is not an image, one too large, one without hands: the API's answers).
+  report.others = [];
+  for (const other of others) {
+    await page.setInputFiles('#file', other);
+    await page.waitForFunction(() => ['done', 'error'].includes(document.getElementById('status').dataset.state) &&
+                               !document.getElementById('run').disabled, null, { timeout: 60000 });
+    report.others.push({ file: path.basename(other), state: await page.getAttribute('#status', 'data-state'),
+                         text: await page.textContent('#status'),
+                         count: await page.getAttribute('#hand-count', 'data-count') });
+  }
 } finally {
   await browser.close();
 }
