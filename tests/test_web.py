@@ -20,7 +20,8 @@ Then the server side of the page: only the listed files are served, with
 their Content-Type and the page's headers; other paths (traversal,
 encodings, trailing slashes) are 404 JSON like any unknown endpoint; and
 without the page's files / answers a 404 text naming scripts/get_web.sh
-while the API still works.
+while the API still works. Last, scripts/get_web.sh itself: checked in
+place, reinstalled whole when a file differs.
 """
 
 import io
@@ -232,3 +233,41 @@ def test_not_installed(tmp_path, ckpt):
     finally:
         log = s.stop()
     assert "web page: not installed" in log and "scripts/get_web.sh" in log
+
+
+@pytest.mark.no_binary
+def test_get_web_script(tmp_path):
+    """scripts/get_web.sh DIR: every file checked in place (nothing done when
+    all are as installed), a changed or missing one reinstalls the whole
+    page by renaming a complete new directory into place, nothing left
+    beside it; a DIR it cannot create is one line on stderr, exit 1."""
+    d = tmp_path / "share" / "web"
+    script = str(REPO / "scripts" / "get_web.sh")
+    run = lambda *a: subprocess.run(["bash", script, *map(str, a)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, timeout=300)
+    proc = run(d)
+    assert proc.returncode == 0 and "installed in" in proc.stdout, proc.stderr
+    files = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+    assert files == sorted(["app.js", "index.html", "style.css"] +
+                           ["vendor/" + f for f in ("three.module.js", "GLTFLoader.js", "OrbitControls.js",
+                                                    "BufferGeometryUtils.js", "three-LICENSE.txt")]), files
+    for page in ("app.js", "index.html", "style.css"):
+        assert (d / page).read_bytes() == (REPO / "web" / page).read_bytes()
+    for f in ("GLTFLoader.js", "OrbitControls.js", "BufferGeometryUtils.js"):
+        text = (d / "vendor" / f).read_text()
+        assert "from 'three'" not in text and "from './three.module.js'" in text, f
+    proc = run(d)
+    assert proc.returncode == 0 and "already installed" in proc.stdout, proc.stdout
+    inode = (d / "vendor").stat().st_ino
+    (d / "vendor" / "OrbitControls.js").write_text("// changed\n")
+    (d / "style.css").unlink()
+    proc = run(d)
+    assert proc.returncode == 0 and "installed in" in proc.stdout and "already" not in proc.stdout, proc.stderr
+    assert (d / "style.css").read_bytes() == (REPO / "web" / "style.css").read_bytes()
+    assert "OrbitControls" in (d / "vendor" / "OrbitControls.js").read_text()
+    assert (d / "vendor").stat().st_ino != inode            # a new directory, renamed into place
+    assert sorted(p.name for p in d.parent.iterdir()) == ["web"]   # no temporary left beside it
+    (tmp_path / "file").write_text("not a directory\n")
+    proc = run(tmp_path / "file" / "web")
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("get_web.sh: cannot create"), proc.stderr
