@@ -250,16 +250,22 @@ function showModel(buffer, hands) {
 
 // ---- requests ----
 
+// POST the photo; a 503 (queue full, not ready yet) is tried again after
+// its Retry-After, twice at most, before it is shown.
 async function request(path, body, type) {
   const t0 = performance.now();
-  let resp;
-  try {
-    resp = await fetch(path, { method: 'POST', body, headers: { 'Content-Type': type } });
-  } catch (e) {
-    throw new Error('cannot reach the server: ' + e.message);
+  for (let attempt = 0; ; attempt++) {
+    let resp;
+    try {
+      resp = await fetch(path, { method: 'POST', body, headers: { 'Content-Type': type } });
+    } catch (e) {
+      throw new Error('cannot reach the server: ' + e.message);
+    }
+    const blob = await resp.blob();
+    if (resp.status !== 503 || attempt >= 2) return { status: resp.status, blob, ms: performance.now() - t0 };
+    const wait = Math.min(10, Math.max(1, Number(resp.headers.get('Retry-After')) || 1));
+    await new Promise((r) => setTimeout(r, wait * 1000));
   }
-  const blob = await resp.blob();
-  return { status: resp.status, blob, ms: performance.now() - t0 };
 }
 
 function link(id, blob) {
