@@ -92,7 +92,8 @@ def off_background(png, border=6):
 
 
 @pytest.mark.skipif(SANITIZE, reason="the browser's run is inference the other server tests drive under ASan "
-                    "(over 70 s there against 20-30 s in Release); this file's other tests run the page's server code there")
+                    "(over 70 s there against 20-40 s in Release); this file's other tests run the page's "
+                    "server code there")
 def test_page_in_the_browser(server, tmp_path):
     exe = node()
     photo = shared_images() / PHOTO

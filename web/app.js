@@ -355,7 +355,7 @@ async function run(t0 = performance.now()) {
     row(tt, ['POST /v1/predict?format=glb', pg.ms.toFixed(0) + ' ms']);
     row(tt, ['photo to result, in this page', total.toFixed(0) + ' ms']);
     $('status').dataset.ms = total.toFixed(0);
-    const none = hands.length === 0 ? (result.boxes === 'detected' ? ' The detector found no hand in this photo.' : '') : '';
+    const none = hands.length === 0 && result.boxes === 'detected' ? ' The detector found no hand in this photo.' : '';
     setStatus('done', `Done: ${hands.length} hand(s) in ${(total / 1000).toFixed(2)} s.${none}`);
   } catch (e) {
     setStatus('error', e.message);

@@ -22,6 +22,8 @@ const report = { console: [], pageErrors: [], requests: [] };
 try {
   const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, acceptDownloads: true });
   const page = await context.newPage();
+  const table = (sel) => page.$$eval(sel + ' tbody tr',
+                                     (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') report.console.push(m.text()); });
   page.on('pageerror', (e) => report.pageErrors.push(String(e)));
   page.on('request', (r) => report.requests.push(r.url()));
@@ -41,8 +43,8 @@ try {
   report.status = await page.textContent('#status');
   report.page_ms = Number(await page.getAttribute('#status', 'data-ms'));
   report.hand_count = Number(await page.getAttribute('#hand-count', 'data-count'));
-  report.rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
-  report.timings = await page.$$eval('#timings tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  report.rows = await table('#hands');
+  report.timings = await table('#timings');
   report.overlay = await page.$eval('#overlay', (img) => ({ complete: img.complete, width: img.naturalWidth,
                                                             height: img.naturalHeight, hidden: img.hidden }));
   report.rendered = await page.getAttribute('#view3d', 'data-rendered');
@@ -69,7 +71,7 @@ try {
   await page.waitForFunction(() => ['done', 'error'].includes(document.getElementById('status').dataset.state) &&
                              !document.getElementById('run').disabled, null, { timeout: 120000 });
   report.drawn_status = await page.textContent('#status');
-  report.drawn_rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  report.drawn_rows = await table('#hands');
 
   // Other files, each uploaded in turn: what the page says (a file that
   // is not an image, one too large, one without hands: the API's answers).
