@@ -18,7 +18,8 @@ BUILD/web-page.png (a CI artifact).
 
 Then the server side of the page: only the listed files are served, with
 their Content-Type and the page's headers; other paths (traversal,
-encodings, trailing slashes) are 404 JSON like any unknown endpoint; and
+encodings, trailing slashes, and 400 paths made at random from the
+pieces of listed ones) are 404 JSON like any unknown endpoint; and
 without the page's files / answers a 404 text naming scripts/get_web.sh
 while the API still works. Last, scripts/get_web.sh itself: checked in
 place, reinstalled whole when a file differs.
@@ -219,6 +220,36 @@ def test_only_the_listed_files(server, web_dir):
     for raw, path in [("/%61pp.js", "/app.js"), ("/vendor%2fGLTFLoader.js", "/vendor/GLTFLoader.js")]:
         r = requests.get(server.url + raw, timeout=10)
         assert r.status_code == 200 and r.content == (web_dir / path[1:]).read_bytes(), raw
+
+
+def test_random_paths(server, web_dir):
+    """Paths made at random from the pieces of the listed ones (and of
+    traversals): each is 200 with a listed file's bytes exactly when its
+    %-decoded form is that file's path, else 404."""
+    rng = np.random.RandomState(7)
+    pieces = ["/", "//", ".", "..", "%2e", "%2f", "%2F", "%5c", "\\", "%00", "app", ".js", "style", ".css", "index",
+              ".html", "vendor", "three", ".module", "GLTFLoader", "-LICENSE", ".txt", "%61", "~", "etc", "passwd"]
+    decode = lambda s: requests.utils.unquote(s)
+    session = requests.Session()
+    tried = {"200": 0, "404": 0}
+    for _ in range(400):
+        raw = "".join(rng.choice(pieces, size=rng.randint(1, 7)))
+        if not raw.startswith("/"):
+            raw = "/" + raw
+        if rng.rand() < 0.3:    # often close to a listed path
+            raw = str(rng.choice(list(FILES))) + "".join(rng.choice(pieces, size=rng.randint(0, 2)))
+        req = requests.Request("GET", server.url + "/").prepare()
+        req.url = server.url + raw       # as it is: no normalisation by the client
+        r = session.send(req, timeout=10)
+        path = decode(raw).split("\0")[0]
+        if path in FILES:
+            name = "index.html" if path == "/" else path[1:]
+            assert r.status_code == 200 and r.content == (web_dir / name).read_bytes(), raw
+            tried["200"] += 1
+        else:
+            assert r.status_code in (400, 404), (raw, r.status_code)
+            tried["404"] += 1
+    assert tried["200"] > 20 and tried["404"] > 200, tried
 
 
 def test_not_installed(tmp_path, ckpt):
