@@ -7,9 +7,12 @@ apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libhiredis-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
     python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
-    libopenblas0-pthread clang libclang-rt-14-dev valgrind >/dev/null
-# npm fetches the hand-detector models (scripts/get_detector.sh) and, for the
-# tests, the reference TFLite runtime; most machines already have Node.js.
+    libopenblas0-pthread clang libclang-rt-14-dev valgrind chromium >/dev/null
+# chromium: the browser tests/test_web.py drives the web page of hamer serve in.
+# npm fetches the hand-detector models (scripts/get_detector.sh), three.js
+# for the web page (scripts/get_web.sh) and, for the tests, the reference
+# TFLite runtime, the glTF validator and playwright-core; most machines
+# already have Node.js.
 if ! command -v npm >/dev/null; then
     apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi

@@ -9,7 +9,8 @@
 #                              and the Python tests not marked slow (a few minutes)
 #
 # First it installs what the tests read: the hand-detector models
-# (scripts/get_detector.sh) and tests/detect's npm packages. ctest runs
+# (scripts/get_detector.sh), the web page (scripts/get_web.sh) and the npm
+# packages of tests/detect, tests/gltf and tests/web. ctest runs
 # the test files side by side (-j, default: the number of CPUs; TEST_JOBS
 # overrides); checkpoint fixtures are generated once per clone into
 # build-fixtures/ and shared by both passes (tests/README.md says what runs
@@ -64,12 +65,15 @@ ctest_pass() {
 }
 
 # The hand detector's models (installed where the library looks by default),
-# the real TFLite runtime the detector tests compare against, and the glTF
-# validator the GLB tests run.
+# the real TFLite runtime the detector tests compare against, the glTF
+# validator the GLB tests run, and the web page (three.js) with the
+# playwright-core that tests/test_web.py drives chromium with.
 detector_deps() {
     bash scripts/get_detector.sh
     (cd tests/detect && npm ci --ignore-scripts --legacy-peer-deps --no-audit --no-fund >/dev/null)
     (cd tests/gltf && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
+    bash scripts/get_web.sh
+    (cd tests/web && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
 }
 stage "deps (detector models, npm)" detector_deps
 

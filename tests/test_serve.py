@@ -264,7 +264,9 @@ def test_get_endpoints(main_server, scene):
     doc = requests.get(url + "/openapi.json", timeout=10).json()
     assert doc["openapi"].startswith("3.")
     assert set(doc["paths"]) == {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json",
-                                 "/v1/predict", "/v1/render"}
+                                 "/v1/predict", "/v1/render", "/", "/index.html", "/app.js", "/style.css",
+                                 "/vendor/three.module.js", "/vendor/GLTFLoader.js", "/vendor/OrbitControls.js",
+                                 "/vendor/BufferGeometryUtils.js", "/vendor/three-LICENSE.txt"}
     assert "post" in doc["paths"]["/v1/predict"] and "post" in doc["paths"]["/v1/render"]
     assert "504" in doc["paths"]["/v1/predict"]["post"]["responses"]
 

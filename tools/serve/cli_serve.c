@@ -27,7 +27,7 @@ static const char *USAGE_SERVE =
     "                   [--mano FILE.npz] [--cache N] [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
     "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
     "                   [--upload-budget-mb 256] [--response-budget-mb 512] [--pixels-per-byte 200]\n"
-    "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector]\n"
+    "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector] [--web DIR]\n"
     "\n"
     "Serves HaMeR over HTTP/1.1:\n"
     "  GET  /healthz        200 while the process lives\n"
@@ -35,6 +35,7 @@ static const char *USAGE_SERVE =
     "  GET  /info           model dimensions, precision, threads, workers, kernel ISA, CPU, version\n"
     "  GET  /metrics        Prometheus text: requests, latencies, queue depth, hands, load time\n"
     "  GET  /openapi.json   OpenAPI 3 description of the endpoints\n"
+    "  GET  /               the web page: a photo in, the overlay, boxes and a 3D view out\n"
     "  POST /v1/predict     RESULT.json of `hamer run` (?vertices=1), or with ?format=glb the\n"
     "                       hands as a binary glTF (`hamer run --glb`); body: an image/jpeg or\n"
     "                       image/png with ?boxes=x1,y1,x2,y2[:left];..., or multipart/form-data\n"
@@ -86,6 +87,8 @@ static const char *USAGE_SERVE =
     "                    ~/.local/share/hamer/detector); given, it must load\n"
     "  --lite            the detector's lite models\n"
     "  --no-detector     no detector: requests without boxes get 400\n"
+    "  --web DIR         the web page's files (default ${XDG_DATA_HOME:-~/.local/share}/hamer/web,\n"
+    "                    installed by scripts/get_web.sh); without them / answers 404\n"
     "  --quiet           no per-request log lines, libmicrohttpd's included (startup and\n"
     "                    shutdown lines stay)\n"
     "\n"
@@ -146,6 +149,7 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         else if (!strcmp(a, "--reference")) cfg->reference_path = v;
         else if (!strcmp(a, "--host")) cfg->host = v;
         else if (!strcmp(a, "--detector")) cfg->detector_dir = v;
+        else if (!strcmp(a, "--web")) cfg->web_dir = v;
         else if (!strcmp(a, "--max-connections")) {
             if (hm_tool_parse_int(v, 1, 100000, &cfg->max_conns))
                 return hm_tool_fail(2, "serve: --max-connections must be 1..100000, got '%s'", v);
@@ -258,6 +262,7 @@ static void server_free(hm_srv *s) {
     for (int i = 0; s->dstates && i < s->cfg.workers; i++) hamer_detect_state_free(s->dstates[i]);
     free(s->dstates);
     hamer_detector_free(s->detector);
+    hm_srv_web_free(s);
     hm_srv_conn_free(s);
     hamer_model_free(s->model);
     hm_srv_cache_free(s->cache);
@@ -307,6 +312,7 @@ int hm_serve_main(int argc, char **argv) {
         hm_srv_log("out of memory");
         return 1;
     }
+    hm_srv_web_load(s);
     if (hm_srv_conn_watchdog_start(s) || hm_srv_http_start(s)) {
         hm_srv_conn_watchdog_stop(s);
         server_free(s);

@@ -51,13 +51,14 @@ typedef struct {
     double pixels_per_byte; /* decoded pixels a body byte may buy (above a free allowance) */
     const char *detector_dir; /* NULL: the library's search path */
     int detector_lite, no_detector;
+    const char *web_dir;    /* the web page's files (NULL: the default share dir) */
 } hm_srv_config;
 
 /* ---- metrics (server_metrics.c) ---- */
 
 enum {
     HM_SRV_EP_HEALTHZ, HM_SRV_EP_READYZ, HM_SRV_EP_INFO, HM_SRV_EP_METRICS, HM_SRV_EP_OPENAPI,
-    HM_SRV_EP_PREDICT, HM_SRV_EP_RENDER, HM_SRV_EP_OTHER, HM_SRV_EP_COUNT
+    HM_SRV_EP_PREDICT, HM_SRV_EP_RENDER, HM_SRV_EP_WEB, HM_SRV_EP_OTHER, HM_SRV_EP_COUNT
 };
 /* Status codes counted one by one; anything else lands in "other". */
 #define HM_SRV_N_STATUS 16
@@ -258,6 +259,7 @@ struct hm_srv {
     hamer_detector *detector;
     hamer_detect_state **dstates;
     char detector_reason[512];
+    struct hm_srv_web *web;         /* the web page (server_static.c) */
     /* connections (server_conn.c) */
     struct hm_srv_conn *conns;
     struct hm_srv_conn *conn_free;
@@ -275,6 +277,16 @@ struct hm_srv {
     int nworkers;
     int work_started;
 };
+
+/* server_static.c: the web page at /, a fixed list of files read at start
+ * from cfg.web_dir. route: the file's index for a URL path of n bytes, or
+ * -1; get: 200 with the file, or 404 with a text naming scripts/get_web.sh
+ * when the page is not installed; csp: the page's Content-Security-Policy. */
+void hm_srv_web_load(hm_srv *s);
+void hm_srv_web_free(hm_srv *s);
+int hm_srv_web_route(const char *url, size_t n);
+int hm_srv_web_get(hm_srv *s, int file, const void **data, size_t *len, const char **type);
+extern const char *hm_srv_web_csp;
 
 /* server_http.c: start the daemon on cfg.host:cfg.port (s->port set). */
 int hm_srv_http_start(hm_srv *s);

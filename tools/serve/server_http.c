@@ -47,6 +47,7 @@ typedef struct {
     hm_srv_conn *k;             /* the connection's record */
     int started;                /* the access handler saw the headers */
     int endpoint;
+    int web_file;               /* HM_SRV_EP_WEB: which file of the page */
     char method[8], path[48];
     double t_begin, t_complete;
     int status;                 /* answered status; 0 not answered */
@@ -117,9 +118,9 @@ static void release_answer(hm_srv *s, req_ctx *r) {
 static int route(const char *url, int raw) {
     static const char *paths[] = {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json", "/v1/predict", "/v1/render"};
     size_t n = raw ? strcspn(url, "?") : strlen(url);
-    for (int i = 0; i < HM_SRV_EP_OTHER; i++)
+    for (int i = 0; i < HM_SRV_EP_WEB; i++)
         if (strlen(paths[i]) == n && !strncmp(url, paths[i], n)) return i;
-    return HM_SRV_EP_OTHER;
+    return hm_srv_web_route(url, n) >= 0 ? HM_SRV_EP_WEB : HM_SRV_EP_OTHER;
 }
 
 static int is_post_endpoint(int ep) { return ep == HM_SRV_EP_PREDICT || ep == HM_SRV_EP_RENDER; }
@@ -151,6 +152,12 @@ static enum MHD_Result answer(hm_srv *s, struct MHD_Connection *c, req_ctx *r, i
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->endpoint == HM_SRV_EP_WEB) {
+        MHD_add_response_header(resp, "Content-Security-Policy", hm_srv_web_csp);
+        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
     if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 405)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, is_post_endpoint(r->endpoint) ? "POST" : "GET, HEAD");
@@ -300,6 +307,12 @@ static enum MHD_Result get_endpoint(hm_srv *s, struct MHD_Connection *c, req_ctx
         text = hm_srv_metrics_text(s, &len);
         if (!text) return answer_error(s, c, r, 500, "out of memory");
         return answer(s, c, r, 200, text, len, "text/plain; version=0.0.4; charset=utf-8", 0);
+    case HM_SRV_EP_WEB: {
+        const void *data;
+        const char *type;
+        int status = hm_srv_web_get(s, r->web_file, &data, &len, &type);
+        return answer(s, c, r, status, (void *)data, len, type, 1);
+    }
     default: {
         const char *doc = hm_srv_openapi_json();
         return answer(s, c, r, 200, (void *)doc, strlen(doc), "application/json", 1);
@@ -673,6 +686,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!r->started) {
         r->started = 1;
         r->endpoint = route(url, 0);
+        r->web_file = hm_srv_web_route(url, strlen(url));
         /* From the headers on, the body must be in within --timeout-s. */
         hm_srv_conn_deadline(r->k, HM_SRV_DL_BODY, s->cfg.timeout_s);
         snprintf(r->method, sizeof r->method, "%s", method);
