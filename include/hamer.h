@@ -542,6 +542,13 @@ HAMER_API int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int
  * the 14 that close the wrist, winding reversed for left hands). *obj is
  * freed with hamer_free. HAMER_E_ARG for a hand without a result. */
 HAMER_API int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj, size_t *len);
+/* The hands with a result in one OBJ text: per hand its hamer_hand_obj
+ * lines with an "o hand_I_right|left" line (I: its index in hands) after
+ * the comment and the face indices offset by the vertices before it, so a
+ * viewer shows the hands where they stand in the photo. n 0 (or no hand
+ * with a result): an empty text. *obj is freed with hamer_free.
+ * HAMER_E_NOMANO without MANO buffers, HAMER_E_ARG for bad arguments. */
+HAMER_API int hamer_hands_obj(const hamer_model *model, const hamer_hand *hands, int n, char **obj, size_t *len);
 /* The hands (those with a result; n 0: an empty scene) as one binary glTF
  * 2.0 file (GLB): per hand a skinned mesh (MANO's 16 joints as nodes with
  * the predicted rotations, inverse bind matrices of the rest pose, the 4
@@ -644,6 +651,9 @@ HAMER_API int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t 
 /* The last run's hands as a GLB (hamer_hands_glb). On error a negative code
  * is returned and *glb is not set. */
 HAMER_API int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len);
+/* The last run's hands as one OBJ (hamer_hands_obj). On error a negative
+ * code is returned and *obj is not set. */
+HAMER_API int hamer_job_obj(const hamer_job *job, char **obj, size_t *len);
 /* Hand i of the last run as an OBJ (hamer_hand_obj). On error (no such
  * hand, a hand without a result) a negative code is returned and *obj is
  * not set. */

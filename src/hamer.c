@@ -366,6 +366,29 @@ int hamer_hand_obj(const hamer_model *model, const hamer_hand *hand, char **obj,
     return hm_obj_text(hand->vertices, HM_NV, closed, nf, hand->cam_t_full, hand->box.is_right != 0, obj, len);
 }
 
+int hamer_hands_obj(const hamer_model *model, const hamer_hand *hands, int n, char **obj, size_t *len) {
+    if (!model || (n > 0 && !hands) || n < 0 || n > HAMER_MAX_HANDS || !obj || !len)
+        return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    *obj = NULL, *len = 0;
+    if (!model->m->has_mano) return hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
+    int32_t closed[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
+    int nf = hm_mesh_close_hand(model->m->mano.faces, HM_NF, HM_NV, closed);
+    if (nf < 0) return nf;
+    const float *verts[HAMER_MAX_HANDS], *cam[HAMER_MAX_HANDS];
+    int right[HAMER_MAX_HANDS], m = 0;
+    char names[HAMER_MAX_HANDS][24];
+    const char *name[HAMER_MAX_HANDS];
+    for (int i = 0; i < n; i++) {
+        if (!hands[i].ok) continue;
+        verts[m] = hands[i].vertices, cam[m] = hands[i].cam_t_full, right[m] = hands[i].box.is_right != 0;
+        /* the index of the hand in the result, as the GLB's node names */
+        snprintf(names[m], sizeof names[m], "hand_%d_%s", i, right[m] ? "right" : "left");
+        name[m] = names[m];
+        m++;
+    }
+    return hm_obj_text_multi(m, verts, HM_NV, closed, nf, cam, right, name, obj, len);
+}
+
 int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, uint8_t **glb, size_t *len) {
     if (!model || (n > 0 && !hands) || n < 0 || n > HAMER_MAX_HANDS || !glb || !len)
         return hm_err(HM_E_ARG, "%s: bad arguments", __func__);

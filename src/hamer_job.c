@@ -170,6 +170,13 @@ int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len) {
     return hamer_hands_glb(hm_state_model(job->state), job->hands, job->res.n_hands, glb, len);
 }
 
+int hamer_job_obj(const hamer_job *job, char **obj, size_t *len) {
+    int rc = check_result(job, __func__);
+    if (rc) return rc;
+    if (!obj || !len) return hm_err(HM_E_ARG, "%s: obj or len is NULL", __func__);
+    return hamer_hands_obj(hm_state_model(job->state), job->hands, job->res.n_hands, obj, len);
+}
+
 int hamer_job_hand_obj(const hamer_job *job, int hand, char **obj, size_t *len) {
     int rc = check_result(job, __func__);
     if (rc) return rc;

@@ -448,7 +448,8 @@ def bad_requests(scene):
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
         ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
         ("bad_timeout", "/v1/predict" + box + "&timeout_s=inf", "image/png", png, 400, "timeout_s"),
-        ("bad_format", "/v1/predict" + box + "&format=obj", "image/png", png, 400, "format must be json or glb"),
+        ("bad_format", "/v1/predict" + box + "&format=ply", "image/png", png, 400, "format must be json, glb or obj"),
+        ("obj_vertices", "/v1/predict" + box + "&format=obj&vertices=1", "image/png", png, 400, "format=json"),
         ("glb_vertices", "/v1/predict" + box + "&format=glb&vertices=1", "image/png", png, 400, "format=json"),
         ("render_format", "/v1/render" + box + "&format=glb", "image/png", png, 400, "format"),
         ("zero_timeout", "/v1/render" + box + "&timeout_s=0", "image/png", png, 400, "timeout_s"),
@@ -727,3 +728,27 @@ def test_predict_glb_is_the_run_file(main_server, scene, tmp_path):
     glb = tmp_path / "run.glb"
     run_cli(scene, boxes, "--glb", glb, name="glbrun")
     assert r.content == glb.read_bytes()
+
+
+def test_predict_obj_is_the_run_meshes(main_server, scene, tmp_path):
+    """/v1/predict?format=obj: one OBJ whose objects are, line for line, the
+    files `hamer run --obj-dir` writes for the same boxes (faces offset by
+    the vertices before them)."""
+    boxes = [box_arg(RIGHT), box_arg(LEFT, "left")]
+    r = post(main_server.url + "/v1/predict", scene["png"], "image/png", "?format=obj&boxes=" + ";".join(boxes))
+    assert r.status_code == 200 and r.headers["Content-Type"] == "model/obj", r.text[:200]
+    d = tmp_path / "objs"
+    run_cli(scene, boxes, "--obj-dir", d, name="objrun")
+    files = [d / "hand_00_right.obj", d / "hand_01_left.obj"]
+    objects = r.text.split("# hamer.c hand mesh")[1:]
+    assert len(objects) == 2
+    base = 0
+    for k, (part, f) in enumerate(zip(objects, files)):
+        lines = ("# hamer.c hand mesh" + part).splitlines()
+        own = f.read_text().splitlines()
+        assert lines[0] == own[0] and lines[1] == f"o hand_{k}_{'right' if k == 0 else 'left'}"
+        assert [x for x in lines[2:] if x.startswith("v ")] == [x for x in own if x.startswith("v ")]
+        faces = [[int(i) - base for i in x.split()[1:]] for x in lines if x.startswith("f ")]
+        assert faces == [[int(i) for i in x.split()[1:]] for x in own if x.startswith("f ")]
+        base += sum(x.startswith("v ") for x in own)
+    assert base == 2 * 778

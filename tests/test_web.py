@@ -138,11 +138,15 @@ def test_page_in_the_browser(server, tmp_path):
     assert lit > 100, f"3D view: only {lit} of {total} pixels off the background"
 
     # the downloads
-    assert (got["RESULT.json"], got["hands.glb"]) == ("RESULT.json", "hands.glb")
+    assert (got["RESULT.json"], got["hands.glb"], got["hands.obj"]) == ("RESULT.json", "hands.glb", "hands.obj")
     assert strip_timings((out / "RESULT.json").read_text()) == strip_timings(api.text)
     glb = requests.post(server.url + "/v1/predict?format=glb", data=body, headers={"Content-Type": "image/jpeg"},
                         timeout=60 * SLOW)
     assert glb.status_code == 200 and (out / "hands.glb").read_bytes() == glb.content
+    obj = requests.post(server.url + "/v1/predict?format=obj", data=body, headers={"Content-Type": "image/jpeg"},
+                        timeout=60 * SLOW)
+    assert obj.status_code == 200 and (out / "hands.obj").read_bytes() == obj.content
+    assert obj.text.count("\no hand_") == len(api.json()["hands"])
     v = subprocess.run([exe, str(GLTF / "skin.mjs"), str(out / "hands.glb")], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=120)
     assert v.returncode == 0, v.stderr

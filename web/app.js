@@ -268,6 +268,29 @@ async function request(path, body, type) {
   }
 }
 
+// The OBJ is asked for only when its link is clicked: [query, file, type]
+// of the last result, or null before one.
+let objRequest = null;
+
+async function fetchObj(ev) {
+  const a = $('dl-obj');
+  if (a.getAttribute('href') || !objRequest) return;   // already fetched: the browser downloads it
+  ev.preventDefault();
+  if (a.dataset.busy === '1') return;
+  a.dataset.busy = '1';
+  try {
+    const [query, body, type] = objRequest;
+    const r = await request('/v1/predict' + query, body, type);
+    if (r.status !== 200) throw new Error(apiError(r.status, await r.blob.text()));
+    link('dl-obj', new Blob([await r.blob.arrayBuffer()], { type: 'model/obj' }));
+    a.click();
+  } catch (e) {
+    setStatus('error', 'OBJ: ' + e.message);
+  } finally {
+    a.dataset.busy = '0';
+  }
+}
+
 function link(id, blob) {
   const a = $(id), url = URL.createObjectURL(blob);
   urls.push(url);
@@ -278,7 +301,8 @@ function link(id, blob) {
 function resetResult() {
   for (const u of urls) URL.revokeObjectURL(u);
   urls = [];
-  for (const id of ['dl-json', 'dl-glb', 'dl-png']) {
+  objRequest = null;
+  for (const id of ['dl-json', 'dl-glb', 'dl-png', 'dl-obj']) {
     $(id).removeAttribute('href');
     $(id).classList.add('disabled');
   }
@@ -331,6 +355,8 @@ async function run(t0 = performance.now()) {
     link('dl-json', new Blob([text], { type: 'application/json' }));
     link('dl-png', pr.blob);
     link('dl-glb', pg.blob);
+    objRequest = [q('format=obj'), file, type];
+    $('dl-obj').classList.remove('disabled');
     const img = $('overlay');
     img.src = URL.createObjectURL(pr.blob);
     urls.push(img.src);
@@ -397,6 +423,7 @@ function setupInput() {
     pick(ev.dataTransfer.files[0]);
   });
   $('run').addEventListener('click', () => run());
+  $('dl-obj').addEventListener('click', fetchObj);
   window.addEventListener('resize', drawPreview);
 }
 

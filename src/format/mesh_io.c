@@ -27,9 +27,11 @@ int hm_mesh_close_hand(const int32_t *faces, int nf, int nv, int32_t *out) {
     return nf + HM_MESH_EXTRA_FACES;
 }
 
-/* Writes the OBJ text; returns 0 or -1 with errno from the failing stdio call. */
+/* Writes the OBJ text; returns 0 or -1 with errno from the failing stdio
+ * call. base: vertices already in the file (face indices follow them);
+ * name: an "o NAME" line after the comment, or NULL. */
 static int write_body(FILE *f, const float *verts, int nv, const int32_t *faces, int nf, const float *t,
-                      int is_right) {
+                      int is_right, long base, const char *name) {
     /* trimesh stores the LIGHT_BLUE colour as uint8 (166, 189, 219) and writes it back /255. */
     const double r = 166 / 255.0, g = 189 / 255.0, b = 219 / 255.0;
     /* The demo's 180-degree rotation about x, as trimesh's float64 matrix has it:
@@ -38,6 +40,7 @@ static int write_body(FILE *f, const float *verts, int nv, const int32_t *faces,
     if (fprintf(f, "# hamer.c hand mesh (%s): demo frame, x right, y up, z towards the viewer\n",
                 is_right ? "right" : "left") < 0)
         return -1;
+    if (name && fprintf(f, "o %s\n", name) < 0) return -1;
     for (int i = 0; i < nv; i++) {
         const float *v = verts + 3 * (size_t)i;
         /* float32 sum first: numpy adds the float32 cam_t to the float32 vertices. */
@@ -46,7 +49,7 @@ static int write_body(FILE *f, const float *verts, int nv, const int32_t *faces,
     }
     for (int i = 0; i < nf; i++) {
         const int32_t *c = faces + 3 * (size_t)i;
-        long a = (long)c[0] + 1, bb = (long)c[1] + 1, cc = (long)c[2] + 1;
+        long a = base + c[0] + 1, bb = base + c[1] + 1, cc = base + c[2] + 1;
         if (fprintf(f, "f %ld %ld %ld\n", a, is_right ? bb : cc, is_right ? cc : bb) < 0) return -1;
     }
     return 0;
@@ -62,24 +65,39 @@ static int obj_args(const char *what, const float *verts, int nv, const int32_t 
     return HM_OK;
 }
 
-int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t, int is_right,
-                char **text, size_t *len) {
+int hm_obj_text_multi(int n, const float *const *verts, int nv, const int32_t *faces, int nf,
+                      const float *const *cam_t, const int *is_right, const char *const *names, char **text,
+                      size_t *len) {
     static const float zero[3] = {0, 0, 0};
     *text = NULL, *len = 0;
-    int rc = obj_args("the OBJ text", verts, nv, faces, nf);
-    if (rc) return rc;
+    if (n < 0 || (n > 0 && (!verts || !is_right))) return hm_err(HM_E_ARG, "obj: bad list of %d meshes", n);
+    for (int k = 0; k < n; k++) {
+        int rc = obj_args("the OBJ text", verts[k], nv, faces, nf);
+        if (rc) return rc;
+    }
     char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
+    size_t sz = 0;
+    FILE *f = open_memstream(&buf, &sz);
     if (!f) return hm_err(HM_E_NOMEM, "obj: out of memory");
-    int bad = write_body(f, verts, nv, faces, nf, cam_t ? cam_t : zero, is_right) != 0;
+    int bad = 0;
+    for (int k = 0; k < n && !bad; k++)
+        bad = write_body(f, verts[k], nv, faces, nf, cam_t && cam_t[k] ? cam_t[k] : zero, is_right[k],
+                         (long)k * nv, names ? names[k] : NULL) != 0;
     bad |= fclose(f) != 0;
     if (bad) {
         free(buf);
         return hm_err(HM_E_NOMEM, "obj: out of memory");
     }
-    *text = buf, *len = n;
+    *text = buf, *len = sz;
     return HM_OK;
+}
+
+int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t, int is_right,
+                char **text, size_t *len) {
+    *text = NULL, *len = 0;
+    int rc = obj_args("the OBJ text", verts, nv, faces, nf);
+    if (rc) return rc;
+    return hm_obj_text_multi(1, &verts, nv, faces, nf, &cam_t, &is_right, NULL, text, len);
 }
 
 int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t,

@@ -42,5 +42,13 @@ int hm_obj_write(const char *path, const float *verts, int nv, const int32_t *fa
  * anything but its last newline) or HM_E_ARG / HM_E_NOMEM. */
 int hm_obj_text(const float *verts, int nv, const int32_t *faces, int nf, const float *cam_t, int is_right,
                 char **text, size_t *len);
+/* n meshes of nv vertices sharing one face list, in one OBJ text: mesh k
+ * is its hm_obj_text lines (cam_t[k], is_right[k]; cam_t or cam_t[k] NULL =
+ * zero) with an "o names[k]" line after its comment (names NULL: none) and
+ * face indices offset by the k * nv vertices before it, so its v lines are
+ * those of its own file. n 0 gives an empty text. Errors as hm_obj_text. */
+int hm_obj_text_multi(int n, const float *const *verts, int nv, const int32_t *faces, int nf,
+                      const float *const *cam_t, const int *is_right, const char *const *names, char **text,
+                      size_t *len);
 
 #endif

@@ -130,6 +130,31 @@ static void same_as_separate_calls(hamer_model *m, hamer_state *st) {
     }
     char *obj = NULL;
     size_t olen = 0;
+    /* All hands in one OBJ: the job's equals the model's call; the failed
+     * hand 2 is left out; hand 0's part is its own OBJ with the "o" line. */
+    {
+        char *a = NULL, *b = NULL, *h0 = NULL;
+        size_t la = 0, lb = 0, l0 = 0;
+        CHECK(hamer_job_obj(job, &a, &la) == HAMER_OK);
+        CHECK(hamer_hands_obj(m, want, 3, &b, &lb) == HAMER_OK);
+        CHECK(a && b && la == lb && !memcmp(a, b, la));
+        CHECK(hamer_hand_obj(m, &want[0], &h0, &l0) == HAMER_OK);
+        const char *nl = h0 ? memchr(h0, '\n', l0) : NULL;
+        size_t head = nl ? (size_t)(nl - h0) + 1 : 0;
+        const char *o = "o hand_0_right\n";
+        CHECK(a && nl && la > l0 && !memcmp(a, h0, head) && !memcmp(a + head, o, strlen(o)));
+        int objects = 0;
+        for (size_t i = 0; a && i + 8 < la; i++) objects += !memcmp(a + i, "\no hand_", 8);
+        CHECK(objects == 2);
+        hamer_free(a);
+        hamer_free(b);
+        hamer_free(h0);
+        CHECK(hamer_hands_obj(m, want, 0, &a, &la) == HAMER_OK && la == 0);
+        hamer_free(a);
+        CHECK(hamer_hands_obj(NULL, want, 1, &a, &la) == HAMER_E_ARG && clean_error(HAMER_E_ARG));
+        CHECK(hamer_hands_obj(m, want, -1, &a, &la) == HAMER_E_ARG);
+        CHECK(hamer_job_obj(job, NULL, &la) == HAMER_E_ARG);
+    }
     CHECK(hamer_job_hand_obj(job, 2, &obj, &olen) == HAMER_E_ARG && obj == NULL && clean_error(HAMER_E_ARG));
     CHECK(hamer_job_hand_obj(job, 3, &obj, &olen) == HAMER_E_ARG && obj == NULL);
     CHECK(hamer_job_hand_obj(job, -1, &obj, &olen) == HAMER_E_ARG && obj == NULL);

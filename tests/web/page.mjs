@@ -50,7 +50,7 @@ try {
   report.rendered = await page.getAttribute('#view3d', 'data-rendered');
   await page.locator('#view3d').screenshot({ path: path.join(out, 'canvas.png') });
   await page.screenshot({ path: path.join(out, 'page.png'), fullPage: true });
-  for (const [id, name] of [['#dl-json', 'RESULT.json'], ['#dl-glb', 'hands.glb']]) {
+  for (const [id, name] of [['#dl-json', 'RESULT.json'], ['#dl-glb', 'hands.glb'], ['#dl-obj', 'hands.obj']]) {
     const [download] = await Promise.all([page.waitForEvent('download'), page.click(id)]);
     report[name] = download.suggestedFilename();
     await download.saveAs(path.join(out, name));

@@ -152,13 +152,17 @@ typedef struct {
 } hm_srv_query_args;
 
 /* The values, checked. */
+/* What /v1/predict answers: RESULT.json, the hands as one GLB
+ * (hamer_job_glb) or as one OBJ (hamer_job_obj). */
+enum { HM_SRV_FMT_JSON, HM_SRV_FMT_GLB, HM_SRV_FMT_OBJ };
+
 typedef struct {
     hamer_predict_params pp;
     int with_vertices, side_view;   /* 0 or 1 */
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
     double timeout_s;               /* ?timeout_s=: the client's own deadline, 0: none given */
-    int glb;                        /* /v1/predict?format=glb: the hands as a GLB, not RESULT.json */
+    int format;                     /* /v1/predict?format=: HM_SRV_FMT_* */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -187,7 +191,7 @@ typedef struct hm_srv_job {
     int nbox;
     hamer_predict_params pp;
     int with_vertices, side_view;
-    int glb;                        /* answer the GLB (hamer_job_glb) */
+    int format;                     /* HM_SRV_FMT_* (predict) */
     int detect;                     /* no boxes given: the detector finds them */
     size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
@@ -357,7 +361,7 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
  * RESULT.json of nhands hands (with their vertices or not). An upper bound
  * (the answer then holds its real size), so that answers in flight never
  * exceed the budget. */
-size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int glb);
+size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int format);
 
 /* `hamer serve` (cli_serve.c): the arguments after the command's name;
  * returns the exit code. */

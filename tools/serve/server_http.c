@@ -394,7 +394,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     if (status) return status;
     job->pp = query.pp;
     job->timeout_s = query.timeout_s;
-    job->glb = query.glb;
+    job->format = query.format;
     job->with_vertices = query.with_vertices;
     job->side_view = query.side_view;
     job->body = r->body;
@@ -469,7 +469,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
         }
     }
     int nhands = job->detect ? hamer_detect_default_params().max_hands : job->nbox;
-    job->answer_bound = hm_srv_answer_bound(job->kind == HM_SRV_JOB_RENDER, px, nhands, job->with_vertices, job->glb);
+    job->answer_bound = hm_srv_answer_bound(job->kind == HM_SRV_JOB_RENDER, px, nhands, job->with_vertices, job->format);
     if (job->answer_bound > s->cfg.response_budget) {
         /* It could never be held: no point in a 503 that asks to retry. */
         snprintf(msg, msglen, "the answer (up to %zu bytes for a %.0f-pixel image) is larger than the whole response "

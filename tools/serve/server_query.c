@@ -138,13 +138,15 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
         return 400;
     }
     if ((v = a->value[QUERY_FORMAT])) {
-        if (!strcmp(v, "glb")) q->glb = 1;
+        if (!strcmp(v, "glb")) q->format = HM_SRV_FMT_GLB;
+        else if (!strcmp(v, "obj")) q->format = HM_SRV_FMT_OBJ;
         else if (strcmp(v, "json")) {
-            snprintf(msg, msglen, "format must be json or glb, got '%.40s'", v);
+            snprintf(msg, msglen, "format must be json, glb or obj, got '%.40s'", v);
             return 400;
         }
-        if (q->glb && q->with_vertices) {
-            snprintf(msg, msglen, "vertices=1 is for format=json (a GLB holds the meshes)");
+        if (q->format != HM_SRV_FMT_JSON && q->with_vertices) {
+            snprintf(msg, msglen, "vertices=1 is for format=json (a %s holds the meshes)",
+                     q->format == HM_SRV_FMT_GLB ? "GLB" : "OBJ");
             return 400;
         }
     }

@@ -85,14 +85,19 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h) {
 
 /* A hand of a GLB: its vertex data (60 KB), its nodes and accessors in the JSON chunk (~12 KB). */
 #define HAND_GLB_MAX (96u << 10)
+/* A hand of an OBJ: 778 "v" lines of six %.8f numbers (at most 100 bytes
+ * while the coordinates stay under 1e6 m; measured ~70), 1552 "f" lines of
+ * three indices under 64 x 778 (at most 21 bytes), two header lines. */
+#define HAND_OBJ_MAX (112u << 10)
 
-size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int glb) {
+size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_vertices, int format) {
     if (render) {
         /* 8-bit RGB, a filter byte per row (at most 65535 rows); deflate's
          * stored blocks and libpng's 8 KB IDAT chunks add under 0.2%. */
         double raw = 3.0 * (pixels > 0 ? pixels : 0) + 65536.0;
         return (size_t)(raw + raw / 256.0) + (64u << 10);
     }
-    if (glb) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_GLB_MAX;
+    if (format == HM_SRV_FMT_GLB) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_GLB_MAX;
+    if (format == HM_SRV_FMT_OBJ) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_OBJ_MAX;
     return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * (HAND_JSON_MAX + (with_vertices ? VERTICES_JSON_MAX : 0));
 }

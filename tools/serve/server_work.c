@@ -161,7 +161,20 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     job->nbox = r.n_hands;
     atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)(r.n_hands - r.n_failed));
     atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)r.n_failed);
-    if (job->kind == HM_SRV_JOB_PREDICT && job->glb) {
+    if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_OBJ) {
+        char *obj = NULL;
+        size_t len = 0;
+        rc = hamer_job_obj(pj, &obj, &len);
+        if (rc) {
+            snprintf(msg, sizeof msg, "obj: %s", hamer_last_error());
+            goto fail;
+        }
+        *out_len = len;
+        *out = malloc(len ? len : 1);
+        if (*out) memcpy(*out, obj, len);
+        hamer_free(obj);
+        *out_type = "model/obj";
+    } else if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_GLB) {
         uint8_t *glb = NULL;
         size_t len = 0;
         rc = hamer_job_glb(pj, &glb, &len);
