@@ -161,59 +161,41 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     job->nbox = r.n_hands;
     atomic_fetch_add(&s->metrics.hands_ok, (unsigned long long)(r.n_hands - r.n_failed));
     atomic_fetch_add(&s->metrics.hands_failed, (unsigned long long)r.n_failed);
+    /* The answer in the library's memory (freed with hamer_free), then
+     * copied into malloc'd memory the job owns (hamer_free may differ from
+     * free). */
+    char *txt = NULL;
+    uint8_t *bin = NULL;
+    size_t len = 0;
+    const char *what = "";
     if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_OBJ) {
-        char *obj = NULL;
-        size_t len = 0;
-        rc = hamer_job_obj(pj, &obj, &len);
-        if (rc) {
-            snprintf(msg, sizeof msg, "obj: %s", hamer_last_error());
-            goto fail;
-        }
-        *out_len = len;
-        *out = malloc(len ? len : 1);
-        if (*out) memcpy(*out, obj, len);
-        hamer_free(obj);
-        *out_type = "model/obj";
+        what = "obj: ", *out_type = "model/obj";
+        rc = hamer_job_obj(pj, &txt, &len);
     } else if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_GLB) {
-        uint8_t *glb = NULL;
-        size_t len = 0;
-        rc = hamer_job_glb(pj, &glb, &len);
-        if (rc) {
-            snprintf(msg, sizeof msg, "glb: %s", hamer_last_error());
-            goto fail;
-        }
-        *out_len = len;
-        *out = malloc(len ? len : 1);
-        if (*out) memcpy(*out, glb, len);
-        hamer_free(glb);
-        *out_type = "model/gltf-binary";
+        what = "glb: ", *out_type = "model/gltf-binary";
+        rc = hamer_job_glb(pj, &bin, &len);
     } else if (job->kind == HM_SRV_JOB_PREDICT) {
-        char *json = hamer_job_result_json(pj, job->with_vertices);
-        if (!json) {
-            rc = HAMER_E_NOMEM;
-            snprintf(msg, sizeof msg, "%s", hamer_last_error());
-            goto fail;
-        }
-        /* Copy into malloc'd memory the job owns (hamer_free may differ from free). */
-        *out_len = strlen(json);
-        *out = malloc(*out_len + 1);
-        if (*out) memcpy(*out, json, *out_len + 1);
-        hamer_free(json);
         *out_type = "application/json";
+        txt = hamer_job_result_json(pj, job->with_vertices);
+        rc = txt ? HAMER_OK : HAMER_E_NOMEM;
+        len = txt ? strlen(txt) : 0;
     } else {
-        uint8_t *png = NULL;
-        size_t len = 0;
-        rc = hamer_job_render_png(pj, job->side_view, &png, &len);
-        if (rc) {
-            snprintf(msg, sizeof msg, "render: %s", hamer_last_error());
-            goto fail;
-        }
-        *out_len = len;
-        *out = malloc(len ? len : 1);
-        if (*out) memcpy(*out, png, len);
-        hamer_free(png);
-        *out_type = "image/png";
+        what = "render: ", *out_type = "image/png";
+        rc = hamer_job_render_png(pj, job->side_view, &bin, &len);
     }
+    const void *data = txt ? (const void *)txt : (const void *)bin;
+    if (rc) {
+        snprintf(msg, sizeof msg, "%s%s", what, hamer_last_error());
+        goto fail;
+    }
+    *out_len = len;
+    *out = malloc(len + 1);
+    if (*out) {
+        if (len) memcpy(*out, data, len);
+        (*out)[len] = 0;
+    }
+    hamer_free(txt);
+    hamer_free(bin);
     if (!*out) {
         rc = HAMER_E_NOMEM;
         snprintf(msg, sizeof msg, "out of memory");
