@@ -2,6 +2,9 @@
 #include "common/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,23 +130,41 @@ hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
 }
 
 char *hm_tool_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
+    struct stat st;
     char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n < 0 || (size_t)n > max) {
-        snprintf(err, errlen, "'%s': unreadable or larger than %zu MB", path, max >> 20);
-    } else if (rewind(f), !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        snprintf(err, errlen, "cannot read '%s'", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = 0;
-        *len = (size_t)n;
+    /* fstat, not a seek: a directory or a FIFO has no size to trust */
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "'%s': not a regular file", path);
+        goto out;
     }
-    fclose(f);
+    if ((uintmax_t)st.st_size > max) {
+        snprintf(err, errlen, "'%s': larger than %zu MB", path, max >> 20);
+        goto out;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    if (!(buf = malloc(n + 1))) {
+        snprintf(err, errlen, "'%s': out of memory", path);
+        goto out;
+    }
+    while (got < n) {
+        ssize_t k = read(fd, buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", path, k < 0 ? strerror(errno) : "shorter than its size");
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        got += (size_t)k;
+    }
+    buf[n] = 0;
+    *len = n;
+out:
+    close(fd);
     return buf;
 }

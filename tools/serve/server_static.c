@@ -12,13 +12,10 @@
  * origin only, no inline code; images also from blob: and data: URLs, for
  * the overlay PNG and the photo preview).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "common/common.h"
 #include "serve/server.h"
 
 #define WEB_MAX_FILE (8u << 20)     /* larger than any file of the page */
@@ -58,42 +55,6 @@ int hm_srv_web_route(const char *url, size_t n) {
     return -1;
 }
 
-/* Read one regular file of at most WEB_MAX_FILE bytes; NULL with why. */
-static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, whylen, "%.900s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    char *buf = NULL;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > (off_t)WEB_MAX_FILE) {
-        snprintf(why, whylen, "%.900s: not a regular file of at most %u bytes", path, WEB_MAX_FILE);
-        goto out;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    buf = malloc(n ? n : 1);
-    if (!buf) {
-        snprintf(why, whylen, "%.900s: out of memory", path);
-        goto out;
-    }
-    while (got < n) {
-        ssize_t k = read(fd, buf + got, n - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            snprintf(why, whylen, "%.900s: %s", path, k < 0 ? strerror(errno) : "shorter than its size");
-            free(buf);
-            buf = NULL;
-            goto out;
-        }
-        got += (size_t)k;
-    }
-    *len = n;
-out:
-    close(fd);
-    return buf;
-}
-
 void hm_srv_web_load(hm_srv *s) {
     struct hm_srv_web *w = calloc(1, sizeof *w);
     if (!w) return;
@@ -111,7 +72,8 @@ void hm_srv_web_load(hm_srv *s) {
                 w->data[i] = w->data[j], w->len[i] = w->len[j];
                 break;
             }
-        if (!w->data[i] && !(w->data[i] = read_file(path, &w->len[i], w->reason, sizeof w->reason))) w->loaded = 0;
+        if (!w->data[i] && !(w->data[i] = hm_tool_read_file(path, WEB_MAX_FILE, &w->len[i], w->reason, sizeof w->reason)))
+            w->loaded = 0;
     }
     if (w->loaded) {
         hm_srv_log("web page: %s", w->dir);
