@@ -161,11 +161,15 @@ def check_outputs(d):
                 json.loads(line)
         elif f.suffix == ".json":
             doc = json.loads(f.read_text())
-            if isinstance(doc, dict) and "hands" in doc and "image" in doc:
-                assert isinstance(doc["hands"], list), f
-                for h in doc["hands"]:
-                    assert "error" in h or len(h["keypoints_3d"]) == 21, f
-                if doc.get("boxes") == "detected":
+            if not (isinstance(doc, dict) and "hands" in doc and "image" in doc):
+                continue
+            assert isinstance(doc["hands"], list), f
+            if "detector" in doc:           # hamer detect's document
+                assert doc["hands"], f"{f}: no hand detected on {PHOTO}"
+                assert all(len(h["landmarks"]) == 21 for h in doc["hands"]), f
+            elif "boxes" in doc:            # RESULT.json
+                assert all("error" in h or len(h["keypoints_3d"]) == 21 for h in doc["hands"]), f
+                if doc["boxes"] == "detected":
                     assert doc["hands"], f"{f}: no hand detected on {PHOTO}"
         elif f.suffix == ".png":
             assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f
