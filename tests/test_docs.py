@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -176,11 +177,29 @@ def check_outputs(d):
 
 
 def run(cmd, cwd, env=None):
-    try:
-        return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, errors="replace", timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"timed out after {TIMEOUT}s: {cmd}")
+    """Run cmd in its own session, its output in files (a process left in
+    the background cannot hold a pipe open). A block that leaves a process
+    running (a server it started) fails; the session's group is killed."""
+    with open(cwd / ".stdout", "w+") as out, open(cwd / ".stderr", "w+") as err:
+        proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            rc = None
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            left = True
+        except ProcessLookupError:
+            left = False
+        proc.wait()
+        out.seek(0), err.seek(0)
+        done = subprocess.CompletedProcess(proc.args, rc, out.read(), err.read())
+    if rc is None:
+        pytest.fail(f"timed out after {TIMEOUT}s: {cmd}\n" + describe(done))
+    if left and rc == 0:
+        pytest.fail(f"{cmd} exited but left processes running (killed)\n" + describe(done))
+    return done
 
 
 def run_block(b, d):
@@ -214,7 +233,7 @@ def test_block_runs(b, tmp_path, hamer_bin):
 def test_runnable_blocks_cover_the_commands():
     """The main subcommands each appear in a runnable block."""
     text = "".join(b.text for b in RUNNABLE)
-    for cmd in ("run", "detect", "crop", "regress", "batch", "convert"):
+    for cmd in ("run", "detect", "crop", "regress", "batch", "convert", "serve"):
         assert re.search(rf"\bbuild/hamer {cmd}\b", text), f"no runnable block runs `hamer {cmd}`"
     for lang in RUNNERS:
         assert any(b.lang == lang for b in RUNNABLE), f"no runnable {lang} block"
