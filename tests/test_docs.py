@@ -34,7 +34,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -205,7 +204,7 @@ def run(cmd, cwd, env=None):
 def run_block(b, d):
     src = d / {"sh": "block.sh", "c": "block.c", "python": "block.py"}[b.lang]
     src.write_text(b.text)
-    env = dict(os.environ, HAMER_NO_CACHE="1")
+    env = dict(os.environ, HAMER_NO_CACHE="1", PYTHONDONTWRITEBYTECODE="1")
     if b.lang == "sh":
         return run(["bash", "-euo", "pipefail", src], d, env)
     if b.lang == "python":
