@@ -163,3 +163,38 @@ def test_end_to_end(scenes, threads):
             assert not [h for h in got['hands'] if not h['body_only']], f'{what}: a hand with landmarks'
         else:
             assert len(got['hands']) == 2 and not any(h['body_only'] for h in got['hands']), what
+
+
+def run_detect(path, *args, models=None):
+    return subprocess.run([str(tool('tool_detect')), '--models', str(models or models_dir()), *map(str, args),
+                           str(path)], capture_output=True, text=True, timeout=600)
+
+
+def test_merged_into_the_palm_pass(tmp_path):
+    """hm_det_run with the body pass: on the shared photos every body hand
+    is a hand the palm pass found too (merged: both pass bits), nothing is
+    added, nothing changes in the palm pass's hands; auto runs it when the
+    models are there and not when they are not; on without them fails."""
+    for name in PHOTOS:
+        path = shared_images() / name
+        r_off, r_on, r_auto = (run_detect(path, '--single', '--body', b) for b in ('off', 'on', 'auto'))
+        for r in (r_off, r_on, r_auto):
+            assert r.returncode == 0, r.stderr
+        off, on, auto = (json.loads(r.stdout) for r in (r_off, r_on, r_auto))
+        assert on['stats']['body_hands'] == 2 and on['stats']['body_persons'] == 1, name
+        untimed = lambda st: {k: v for k, v in st.items() if k != 'body_ms'}  # noqa: E731
+        assert untimed(auto['stats']) == untimed(on['stats']) and off['stats']['body_hands'] == 0, name
+        assert [h['bbox'] for h in on['hands']] == [h['bbox'] for h in off['hands']], name
+        assert all(h['pass'] == 'palm' for h in on['hands']), name
+        assert sum(h['passes'] == 3 for h in on['hands']) == 2, name
+        assert all(h['passes'] == 1 for h in off['hands']), name
+    # a models directory without the body models
+    d = tmp_path / 'hands_only'
+    d.mkdir()
+    for f in ('palm_detection_full.tflite', 'hand_landmark_full.tflite'):
+        (d / f).symlink_to(models_dir() / f)
+    path = shared_images() / PHOTOS[0]
+    r = run_detect(path, '--single', '--body', 'auto', models=d)
+    assert r.returncode == 0 and json.loads(r.stdout)['stats']['body_persons'] == 0, r.stderr
+    r = run_detect(path, '--single', '--body', 'on', models=d)
+    assert r.returncode == 1 and 'pose_detection.tflite' in r.stderr and 'get_detector.sh' in r.stderr, r.stderr

@@ -219,6 +219,8 @@ static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int
     out->wrist_visibility = lm[wi][3];
     out->pose_roi = pose_roi;
     out->hand.is_right = right;
+    out->hand.pass = HM_DET_PASS_BODY;
+    out->hand.passes = 1u << HM_DET_PASS_BODY;
     out->hand.roi = roi;
     out->hand.palm_score = p->score;
     *found = 1;
