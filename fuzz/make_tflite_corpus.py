@@ -151,6 +151,35 @@ def palm_block():
     return m
 
 
+def sparse_pose_block():
+    """pose_detection's sparse fp16 1x1 conv weights (DENSIFY, DEQUANTIZE),
+    a block-sparse constant, DEPTH_TO_SPACE and hand_recrop's STRIDED_SLICE."""
+    m = fb.ModelBuilder()
+    x = m.input([1, 2, 2, 8])
+    w = (f32(8, 1, 1, 8) * (R.rand(8, 1, 1, 8) < 0.3)).astype(np.float16)
+    sp = m.sparse_const(w, formats=[fb.DENSE, fb.DENSE, fb.DENSE, fb.SPARSE_CSR], seg_kind="u8", idx_kind="u16")
+    dn = m.tensor(w.shape, np.float16)
+    m.op("DENSIFY", [sp], [dn])
+    wf = m.tensor(w.shape)
+    m.op("DEQUANTIZE", [dn], [wf], version=3)
+    c = m.tensor([1, 2, 2, 8])
+    m.op("CONV_2D", [x, wf, m.const(f32(8))], [c], "Conv2DOptions", padding="VALID", stride_w=1, stride_h=1)
+    b = f32(4, 4, 2) * np.repeat(R.rand(4, 2, 2) < 0.5, 2, axis=1)
+    bs = m.sparse_const(b.astype(np.float32), [0, 1, 2, 3], block_map=(1,), block_sizes=(2,),
+                        formats=[fb.DENSE, fb.SPARSE_CSR, fb.DENSE, fb.DENSE])
+    bd = m.tensor([4, 4, 2])
+    m.op("DENSIFY", [bs], [bd])
+    d = m.tensor([1, 4, 4, 2])
+    m.op("DEPTH_TO_SPACE", [c], [d], "DepthToSpaceOptions", block_size=2)
+    e = m.tensor([1, 4, 4, 2])
+    m.op("ADD", [d, bd], [e], "AddOptions")
+    y = m.tensor([1, 2, 4, 1])
+    m.op("STRIDED_SLICE", [e] + [m.const(np.array(v, np.int32)) for v in ([0, 1, 0, 0], [1, 4, 4, 1], [1, 2, 1, 1])],
+         [y], "StridedSliceOptions", end_mask=1)
+    m.output(y)
+    return m
+
+
 SEEDS = {
     "conv.tflite": (conv, False),
     "depthwise.tflite": (depthwise, False),
@@ -161,6 +190,7 @@ SEEDS = {
     "resize_align.tflite": (resize_align, False),
     "palm_block.tflite": (palm_block, False),
     "palm_block_external.tflite": (palm_block, True),
+    "sparse_pose_block.tflite": (sparse_pose_block, False),
 }
 
 

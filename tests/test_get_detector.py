@@ -20,7 +20,12 @@ HASHES = {
     'palm_detection_lite.tflite': 'e9a4aaddf90dda56a87235303cf00e4c2d3fb28725f68fd88772997dac905c18',
     'hand_landmark_full.tflite': '8c026882c9ec059ce0f8e75266bee5a9a23c341a40e0000df755374d3d1b9b68',
     'hand_landmark_lite.tflite': 'd7fde8ac11f8ce03f8663775bfc323f4fc9f2a38062b4f4efa142874ef5b2a48',
+    'pose_detection.tflite': 'a63c614bef30d35947f13be361820b1e4e3bec9cfeebf4d11216a18373108e85',
+    'hand_recrop.tflite': '67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d',
+    'pose_landmark_full.tflite': 'e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f',
+    'pose_landmark_lite.tflite': 'f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61',
 }
+HOLISTIC_RANGES = [('hand_recrop.tflite', 9464955, 9588747), ('pose_detection.tflite', 13915467, 16877755)]
 
 
 def run(*args, env=None):
@@ -83,30 +88,48 @@ def test_dir_is_a_file(tmp_path):
     one_line_error(run(f))
 
 
-def fake_npm(tmp_path, loader_ranges, data):
-    """A stand-in `npm` on PATH whose `pack` writes a doctored package."""
-    pkg = tmp_path / 'pkgsrc'
-    pkg.mkdir()
-    files = ', '.join(f'{{"filename": "/third_party/mediapipe/modules/x/{n}", "start": {s}, "end": {e}}}'
-                      for n, s, e in loader_ranges)
-    members = {
-        'package/hands_solution_packed_assets_loader.js': f'loadPackage({{"files": [{files}], "remote_package_size": {len(data)}}});'.encode(),
-        'package/hands_solution_packed_assets.data': data,
-        'package/hand_landmark_full.tflite': b'a',
-        'package/hand_landmark_lite.tflite': b'b',
-    }
+def _tgz(path, members):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode='w:gz') as t:
         for n, b in members.items():
             info = tarfile.TarInfo(n)
             info.size = len(b)
             t.addfile(info, io.BytesIO(b))
-    tgz = pkg / 'mediapipe-hands-0.4.1675469240.tgz'
-    tgz.write_bytes(buf.getvalue())
+    path.write_bytes(buf.getvalue())
+
+
+def _loader(ranges, size):
+    files = ', '.join(f'{{"filename": "/third_party/mediapipe/modules/x/{n}", "start": {s}, "end": {e}}}'
+                      for n, s, e in ranges)
+    return f'loadPackage({{"files": [{files}], "remote_package_size": {size}}});'.encode()
+
+
+def fake_npm(tmp_path, loader_ranges, data, holistic_ranges=None, holistic_data=None):
+    """A stand-in `npm` on PATH whose `pack` writes doctored packages (the
+    holistic one by default with its real ranges over zeros: wrong hashes)."""
+    pkg = tmp_path / 'pkgsrc'
+    pkg.mkdir()
+    _tgz(pkg / 'mediapipe-hands-0.4.1675469240.tgz', {
+        'package/hands_solution_packed_assets_loader.js': _loader(loader_ranges, len(data)),
+        'package/hands_solution_packed_assets.data': data,
+        'package/hand_landmark_full.tflite': b'a',
+        'package/hand_landmark_lite.tflite': b'b',
+    })
+    hr = HOLISTIC_RANGES if holistic_ranges is None else holistic_ranges
+    hd = bytes(max(e for _, _, e in hr)) if holistic_data is None else holistic_data
+    _tgz(pkg / 'mediapipe-holistic-0.5.1675471629.tgz', {
+        'package/holistic_solution_packed_assets_loader.js': _loader(hr, len(hd)),
+        'package/holistic_solution_packed_assets.data': hd,
+        'package/pose_landmark_full.tflite': b'c',
+        'package/pose_landmark_lite.tflite': b'd',
+    })
     bindir = tmp_path / 'bin'
     bindir.mkdir()
     npm = bindir / 'npm'
-    npm.write_text(f'#!/bin/sh\ncp "{tgz}" .\n')
+    npm.write_text(f'#!/bin/sh\nfor a; do spec="$a"; done\ncase "$spec" in\n'
+                   f'  @mediapipe/hands@*) cp "{pkg}/mediapipe-hands-0.4.1675469240.tgz" . ;;\n'
+                   f'  @mediapipe/holistic@*) cp "{pkg}/mediapipe-holistic-0.5.1675471629.tgz" . ;;\n'
+                   f'  *) echo "npm ERR! 404 $spec" >&2; exit 1 ;;\nesac\n')
     npm.chmod(0o755)
     return {'PATH': f'{bindir}:{os.environ["PATH"]}'}
 
@@ -134,3 +157,34 @@ def test_npm_failure(tmp_path):
     (bindir / 'npm').chmod(0o755)
     msg = one_line_error(run(tmp_path / 'out', env={'PATH': f'{bindir}:{os.environ["PATH"]}'}))
     assert 'npm pack' in msg and 'ENOTFOUND' in msg
+
+
+HANDS_OK = [('handedness.txt', 0, 11), ('palm_detection_full.tflite', 11, 2341291),
+            ('palm_detection_lite.tflite', 2341291, 4326731)]
+
+
+def test_holistic_wrong_ranges(tmp_path):
+    env = fake_npm(tmp_path, HANDS_OK, b'Left\nRight\n' + bytes(4326720),
+                   holistic_ranges=[('hand_recrop.tflite', 9464955, 9588747), ('pose_detection.tflite', 1, 2)])
+    msg = one_line_error(run(tmp_path / 'out', env=env))
+    assert 'pose_detection.tflite' in msg and 'expected [13915467 16877755)' in msg
+    assert not any((tmp_path / 'out').glob('*.tflite'))
+
+
+def test_holistic_missing_range(tmp_path):
+    env = fake_npm(tmp_path, HANDS_OK, b'Left\nRight\n' + bytes(4326720),
+                   holistic_ranges=[('pose_detection.tflite', 13915467, 16877755)])
+    msg = one_line_error(run(tmp_path / 'out', env=env))
+    assert 'hand_recrop.tflite: the loader lists bytes [none)' in msg
+    assert not any((tmp_path / 'out').glob('*.tflite'))
+
+
+def test_holistic_npm_failure(tmp_path):
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    (bindir / 'npm').write_text('#!/bin/sh\nfor a; do spec="$a"; done\ncase "$spec" in\n'
+                                '  @mediapipe/holistic@*) echo "npm ERR! code E404" >&2; exit 1 ;;\nesac\n'
+                                'echo "npm ERR! unexpected" >&2; exit 1\n')
+    (bindir / 'npm').chmod(0o755)
+    msg = one_line_error(run(tmp_path / 'out', env={'PATH': f'{bindir}:{os.environ["PATH"]}'}))
+    assert 'npm pack' in msg

@@ -461,3 +461,119 @@ def test_graph_work_bounded_in_the_detector(tool, tmp_path):
     assert re.search(r"palm_detection_full.tflite: tflite: op 6 \(MAX_POOL_2D\) takes the graph to \d+ operations, "
                      r"over the limit of 4294967296 for the whole graph$", lines[0]), lines[0]
     assert secs < FAST_S and not out.exists()
+
+
+def sparse_model(sparsity=None, values=None, dtype=np.float32):
+    """x [4,6] + DENSIFY(sparse constant [4,6], last axis CSR) -> y; with
+    `sparsity` (a SparsityParameters Table) and / or `values` replaced."""
+    w = np.zeros((4, 6), dtype)
+    w[0, 1], w[2, 0], w[2, 5], w[3, 3] = 1, 2, 3, 4
+    m = fb.ModelBuilder()
+    x = m.input([4, 6], name="x")
+    s = m.sparse_const(w, formats=[fb.DENSE, fb.SPARSE_CSR], name="w", sparsity=sparsity)
+    if values is not None:
+        m.buffers[-1] = np.asarray(values, dtype).tobytes()
+    d = m.tensor([4, 6], dtype, name="dense")
+    m.op("DENSIFY", [s], [d])
+    y = m.tensor([4, 6], name="y")
+    m.op("ADD", [x, d], [y], "AddOptions")
+    m.output(y)
+    return m.build()
+
+
+def csr(segs, idx, order=(0, 1), dense=4, kinds=("i32", "i32"), block_map=()):
+    return fb.sparsity_table(list(order), block_map, [(fb.DENSE, dense, None, None), (fb.SPARSE_CSR, 0, segs, idx)],
+                             *kinds)
+
+
+def test_sparse_metadata_checked(tool):
+    good = [0, 1, 1, 3, 4], [1, 0, 5, 3]
+    x = np.zeros((4, 6), np.float32)
+    want = np.zeros((4, 6))
+    want[0, 1], want[2, 0], want[2, 5], want[3, 3] = 1, 2, 3, 4
+    assert np.array_equal(tr.run_c(tool, sparse_model(csr(*good)), [x])[0], want)
+    for kinds in [("u8", "u16"), ("u16", "u8")]:
+        assert np.array_equal(tr.run_c(tool, sparse_model(csr(*good, kinds=kinds)), [x])[0], want)
+    # every defect refused at load with one line naming it
+    expect(tool, sparse_model(csr([0, 1, 1, 3, 4], [1, 0, 6, 3])), E_FORMAT, r"array_indices\[2\] is 6, dimension 1 has 6")
+    expect(tool, sparse_model(csr([0, 1, 1, 3], [1, 0, 5, 3])), E_FORMAT, "array_segments has 4 entries, 5 expected")
+    expect(tool, sparse_model(csr([0, 2, 1, 3, 4], [1, 0, 5, 3])), E_FORMAT, r"array_segments\[2\] is 1 .*not decrease")
+    expect(tool, sparse_model(csr([1, 1, 1, 3, 4], [1, 0, 5, 3])), E_FORMAT, r"array_segments\[0\] is 1")
+    expect(tool, sparse_model(csr([0, 1, 1, 3, 9], [1, 0, 5, 3])), E_FORMAT, "ends at 9, array_indices has 4")
+    expect(tool, sparse_model(csr(*good), values=[1, 2, 3]), E_FORMAT, "describes 4 values, its buffer holds 3")
+    expect(tool, sparse_model(csr(*good, dense=5)), E_FORMAT, "dense_size is 5, dimension 0 has 4")
+    expect(tool, sparse_model(csr(*good, order=(1, 1))), E_FORMAT, "traversal_order is not a permutation")
+    expect(tool, sparse_model(csr(*good, order=(0, 1, 2))), E_FORMAT, "3 traversal entries and 2 dim_metadata")
+    expect(tool, sparse_model(csr(*good, block_map=(5,))), E_FORMAT, "2 traversal entries and 2 dim_metadata for 3")
+    # union members and missing vectors
+    t = csr(*good)
+    t.fields[2][1][1].fields[2] = ("u8", 7)
+    expect(tool, sparse_model(t), E_FORMAT, "array_segments is union member 7")
+    t = csr(*good)
+    t.fields[2][1][1].fields.pop(5)
+    expect(tool, sparse_model(t), E_FORMAT, "array_indices is missing")
+    t = csr(*good)
+    t.fields[2][1][0].fields[0] = ("i8", 3)
+    expect(tool, sparse_model(t), E_FORMAT, r"dim_metadata\[0\].format is 3")
+    # a negative int32 index, and a sparse constant without data
+    expect(tool, sparse_model(csr([0, 1, 1, 3, 4], [1, 0, -1, 3])), E_FORMAT, "negative index value")
+    m = fb.ModelBuilder()
+    x = m.input([4, 6])
+    s = m.tensor([4, 6])
+    m.sparsity[s] = csr(*good)
+    y = m.tensor([4, 6])
+    m.op("ADD", [x, s], [y], "AddOptions")
+    m.output(y)
+    expect(tool, m.build(), E_FORMAT, "sparse but without constant data")
+
+
+def test_sparse_blocks_checked(tool):
+    def blocked(bs, block_fmt=fb.DENSE):
+        levels = [(fb.DENSE, 4, None, None), (fb.SPARSE_CSR, 0, [0] + [1] * 4, [0]), (block_fmt, bs, None, None)]
+        if block_fmt == fb.SPARSE_CSR:
+            levels[2] = (fb.SPARSE_CSR, 0, [0, 1], [0])
+        return fb.sparsity_table([0, 1, 2], [1], levels)
+    expect(tool, sparse_model(blocked(4)), E_FORMAT, "block size 4 for dimension 1 of 6")
+    expect(tool, sparse_model(blocked(0)), E_FORMAT, "block size 0")
+    expect(tool, sparse_model(blocked(3, fb.SPARSE_CSR)), E_UNSUPPORTED, "sparse block dimension")
+    expect(tool, sparse_model(fb.sparsity_table([0, 1, 2, 3], [1, 1], [(fb.DENSE, 4, None, None)] * 4)), E_FORMAT,
+           r"block_map\[1\] is 1")
+
+
+def test_new_ops_checked(tool):
+    def densify_of_plain():
+        m = fb.ModelBuilder()
+        x = m.input([2, 3])
+        c = m.const(np.ones((2, 3), np.float32))
+        d = m.tensor([2, 3])
+        m.op("DENSIFY", [c], [d])
+        y = m.tensor([2, 3])
+        m.op("ADD", [x, d], [y], "AddOptions")
+        m.output(y)
+        return m.build()
+    expect(tool, densify_of_plain(), E_UNSUPPORTED, "DENSIFY.*not a sparse constant")
+
+    def d2s(b, shape=(1, 2, 2, 8), out=(1, 4, 4, 2)):
+        m = fb.ModelBuilder()
+        x = m.input(list(shape))
+        y = m.tensor(list(out))
+        m.op("DEPTH_TO_SPACE", [x], [y], "DepthToSpaceOptions", block_size=b)
+        m.output(y)
+        return m.build()
+    expect(tool, d2s(3), E_FORMAT, "DEPTH_TO_SPACE.*block size 3 for 8 channels")
+    expect(tool, d2s(0), E_FORMAT, "block size 0")
+
+    def ss(begin, end, strides, out, **opts):
+        m = fb.ModelBuilder()
+        x = m.input([3, 4])
+        y = m.tensor(out)
+        m.op("STRIDED_SLICE", [x] + [m.const(np.array(v, np.int32)) for v in (begin, end, strides)], [y],
+             "StridedSliceOptions", **opts)
+        m.output(y)
+        return m.build()
+    expect(tool, ss([0, 0], [3, 4], [1, 0], [3, 4]), E_FORMAT, "stride 0 on axis 1")
+    expect(tool, ss([0], [3], [1], [3, 4]), E_FORMAT, "must have 2 values")
+    expect(tool, ss([2, 0], [1, 4], [1, 1], [1, 4]), E_UNSUPPORTED, "empty slice on axis 0")
+    expect(tool, ss([0, 0], [3, 4], [1, 1], [3, 4], ellipsis_mask=1), E_UNSUPPORTED, "ellipsis_mask")
+    expect(tool, ss([5, 0], [3, 4], [1, 1], [4], shrink_axis_mask=1), E_FORMAT, "index 5 out of range on axis 0")
+    expect(tool, ss([0, 0], [3, 4], [1, 2], [3, 4]), E_FORMAT, r"declared \[3,4\], the op computes \[3,2\]")

@@ -1,16 +1,20 @@
-"""The four MediaPipe Hands models through the C TFLite executor, against the
-real TFLite runtime (tests/detect/tflite_ref.js), on real photos and on
-random inputs.
+"""The four MediaPipe Hands models and the three of Holistic's body pass
+(pose_detection, with sparse fp16 weights; pose_landmark_full; hand_recrop)
+through the C TFLite executor, against the real TFLite runtime
+(tests/detect/tflite_ref.js), on real photos and on random inputs.
 
 Bound: for every output, max |C - runtime| <= 1e-4 x the output's range
 (max - min of the runtime's values; for the one-element outputs, the
-hand-presence and handedness probabilities, the range is taken as 1). Run on
+hand-presence and handedness probabilities, the range is taken as 1); 1e-3
+for pose_landmark_full's segmentation logits (output 2, not used by the
+detector: large logits after two upsamplings, float rounding differs). Run on
 the active ISA and the portable scalar path (and AVX2 on random inputs); 2
 threads must give the same bits as 1.
 
 Environment:
-  HAMER_DETECTOR_DIR  directory with palm_detection_{full,lite}.tflite and
-                      hand_landmark_{full,lite}.tflite (scripts/get_detector.sh
+  HAMER_DETECTOR_DIR  directory with palm_detection_{full,lite}.tflite,
+                      hand_landmark_{full,lite}.tflite, pose_detection.tflite,
+                      pose_landmark_full.tflite, hand_recrop.tflite (scripts/get_detector.sh
                       installs them); the tests fail when it is not set.
   HAMER_SHARED_IMAGES   the test photos (default: ../shared/images beside the
                       repository, with hands.json).
@@ -28,7 +32,8 @@ from conftest import SANITIZE, require_tool
 
 TOL = 1e-4
 MODELS = {"palm_detection_full": 192, "palm_detection_lite": 192, "hand_landmark_full": 224,
-          "hand_landmark_lite": 224}
+          "hand_landmark_lite": 224, "pose_detection": 224, "pose_landmark_full": 256, "hand_recrop": 256}
+TOL_OUTPUT = {("pose_landmark_full", 2): 1e-3}
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +96,7 @@ def hand_crop(path, point, side, n):
 def real_inputs(model, images):
     d, ann = images
     n = MODELS[model]
-    if model.startswith("palm"):
+    if model.startswith("palm") or model.startswith("pose"):
         return [(name, letterbox(d / name, n)) for name in sorted(ann)]
     out = []
     for name in sorted(ann):
@@ -105,12 +110,13 @@ def output_scale(ref):
     return 1.0 if ref.size == 1 else float(ref.max() - ref.min())
 
 
-def compare(got, ref, what):
+def compare(got, ref, what, model=None):
     assert len(got) == len(ref), what
     for i, (g, r) in enumerate(zip(got, ref)):
         assert g.shape == r.shape, "%s output %d: shape %s, runtime %s" % (what, i, g.shape, r.shape)
         err = tr.max_rel_err(g, r, output_scale(r))
-        assert err <= TOL, "%s output %d: max error %.3g of the output's range (bound %g)" % (what, i, err, TOL)
+        tol = TOL_OUTPUT.get((model, i), TOL)
+        assert err <= tol, "%s output %d: max error %.3g of the output's range (bound %g)" % (what, i, err, tol)
 
 
 @pytest.mark.slow
@@ -122,12 +128,14 @@ def test_model_real_photos(model, tool, ref_runtime, detector_dir, images):
         ref = tr.run_ref(data, [x])
         for isa in isas:
             got = tr.run_c(tool, data, [x], isa=isa)
-            compare(got, ref, "%s on %s (isa %s)" % (model, name, isa or "native"))
+            compare(got, ref, "%s on %s (isa %s)" % (model, name, isa or "native"), model)
         # The models do what they are for on these photos (a sanity check of
         # the inputs, not of the executor): a palm above the detector's 0.5
         # threshold, a hand present in every hand crop.
-        if model.startswith("palm"):
+        if model.startswith("palm") or model == "pose_detection":
             assert got[1].max() > 0, "%s on %s: no anchor scores above 0.5" % (model, name)
+        elif model in ("pose_landmark_full", "hand_recrop"):  # whole photos / hand crops, not their ROIs
+            assert np.all(np.isfinite(got[0])), "%s on %s" % (model, name)
         else:
             assert got[1].ravel()[0] > 0.5, "%s on %s: hand presence %.3f" % (model, name, got[1].ravel()[0])
 
@@ -139,9 +147,9 @@ def test_model_random_input(model, tool, ref_runtime, detector_dir):
     x = np.random.RandomState(7).rand(1, n, n, 3).astype(np.float32)
     ref = tr.run_ref(data, [x])
     got = tr.run_c(tool, data, [x])
-    compare(got, ref, "%s on a random input" % model)
+    compare(got, ref, "%s on a random input" % model, model)
     for isa in [] if SANITIZE else tr.other_isas():
-        compare(tr.run_c(tool, data, [x], isa=isa), ref, "%s on a random input (%s)" % (model, isa))
+        compare(tr.run_c(tool, data, [x], isa=isa), ref, "%s on a random input (%s)" % (model, isa), model)
     two = tr.run_c(tool, data, [x], threads=2)
     for i, (a, b) in enumerate(zip(got, two)):
         assert np.array_equal(a, b), "%s output %d: 2 threads differ from 1" % (model, i)
@@ -150,11 +158,12 @@ def test_model_random_input(model, tool, ref_runtime, detector_dir):
 def test_models_far_inside_the_work_limits(tool, detector_dir):
     """The work and folding limits checked at load (HM_TFL_MAX_WORK,
     _MAX_OP_WORK, _MAX_FOLD_BYTES in src/tflite/tflite_impl.h) leave every
-    model far inside. Measured: work 0.16-0.39 G of 2^32 (palm_detection_full
-    the most, 1/11), largest op 14-23 M of 2^30 (1/46), folded constants
-    3.7-10.4 MiB of 256 MiB (hand_landmark_full the most, 1/24)."""
+    model far inside. Measured: work 0.02-0.47 G of 2^32 (pose_landmark_full
+    the most, 1/9), largest op 4-43 M of 2^30 (pose_detection the most,
+    1/24), folded constants 0-22.7 MiB of 256 MiB (pose_detection the most,
+    its densified sparse weights: 1/11)."""
     for name in MODELS:
         info = tr.run_c_info(tool, (detector_dir / (name + ".tflite")).read_bytes())
         assert 0 < info["run_work"] <= info["work"] and info["work"] * 8 < 1 << 32, (name, info)
-        assert 0 < info["max_op_work"] * 32 < 1 << 30, (name, info)
-        assert 0 < info["folded_bytes"] * 16 < 1 << 28, (name, info)
+        assert 0 < info["max_op_work"] * 16 < 1 << 30, (name, info)
+        assert 0 <= info["folded_bytes"] * 8 < 1 << 28, (name, info)

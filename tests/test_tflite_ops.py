@@ -558,6 +558,146 @@ def _(m):
     return [a, b], [(g, tr.logistic(vm)), (s, vs), (mn, vm)]
 
 
+# ---- sparse constants (densified at load), DENSIFY ----------------------------
+
+def sparse_weights(shape, density, seed, dtype=np.float32):
+    """Random values with about `density` of them non-zero."""
+    r = rs(seed)
+    w = r.randn(*shape) * (r.rand(*shape) < density)
+    return w.astype(dtype)
+
+
+@case("sparse_fp16_conv_1x1_pose_like")
+def _(m):
+    # pose_detection's layout: [O,1,1,I] fp16, the last axis SPARSE_CSR
+    # (uint8 segments, uint16 indices), DENSIFY then DEQUANTIZE.
+    x = rs(40).randn(1, 7, 5, 24).astype(np.float32)
+    w = sparse_weights((19, 1, 1, 24), 0.25, 41, np.float16)
+    xi = m.input(x.shape)
+    sp = m.sparse_const(w, formats=[fb.DENSE, fb.DENSE, fb.DENSE, fb.SPARSE_CSR], seg_kind="u8", idx_kind="u16")
+    dn = m.tensor(w.shape, np.float16)
+    m.op("DENSIFY", [sp], [dn])
+    wf = m.tensor(w.shape)
+    m.op("DEQUANTIZE", [dn], [wf], version=3)
+    b = rs(42).randn(19).astype(np.float32)
+    y = m.tensor([1, 7, 5, 19])
+    m.op("CONV_2D", [xi, wf, m.const(b)], [y], "Conv2DOptions", padding="VALID", stride_w=1, stride_h=1)
+    ref = np.einsum("nhwi,oi->nhwo", x.astype(np.float64), w.astype(np.float64)[:, 0, 0, :]) + b
+    return [x], [(y, ref)]
+
+
+def densify_add_case(name, shape, order, formats, block_map=(), block_sizes=(), seg="i32", idx="i32", density=0.3,
+                     seed=43):
+    @case(name)
+    def build(m):
+        x = rs(seed).randn(*shape).astype(np.float32)
+        w = sparse_weights(shape, density, seed + 1)
+        if block_map:  # whole blocks zero or not, as a block-sparse converter writes them
+            w = np.zeros(shape, np.float32)
+            w += sparse_weights(shape, 1.0, seed + 2)
+            keep = rs(seed + 3).rand(*[s // (block_sizes[list(block_map).index(d)] if d in block_map else 1)
+                                       for d, s in enumerate(shape)]) < density
+            for d, bs in zip(block_map, block_sizes):
+                keep = np.repeat(keep, bs, axis=d)
+            w *= keep
+        xi = m.input(shape)
+        sp = m.sparse_const(w, order, block_map, block_sizes, formats, seg, idx)
+        dn = m.tensor(shape)
+        m.op("DENSIFY", [sp], [dn])
+        y = m.tensor(shape)
+        m.op("ADD", [xi, dn], [y], "AddOptions")
+        return [x], [(y, x.astype(np.float64) + w)]
+
+
+densify_add_case("densify_csr_2d_i32", (9, 13), [0, 1], [fb.DENSE, fb.SPARSE_CSR])
+densify_add_case("densify_csr_both_levels_u8", (6, 11), [0, 1], [fb.SPARSE_CSR, fb.SPARSE_CSR], seg="u8", idx="u8",
+                 density=0.15)
+densify_add_case("densify_column_major_traversal", (7, 10), [1, 0], [fb.DENSE, fb.SPARSE_CSR], seg="u16",
+                 idx="u16")
+densify_add_case("densify_block_1x4", (8, 12), [0, 1, 2], [fb.DENSE, fb.SPARSE_CSR, fb.DENSE], block_map=(1,),
+                 block_sizes=(4,), density=0.4)
+densify_add_case("densify_3d_blocks_2x3", (4, 6, 9), [0, 1, 2, 3, 4],
+                 [fb.DENSE, fb.DENSE, fb.SPARSE_CSR, fb.DENSE, fb.DENSE], block_map=(1, 2), block_sizes=(2, 3),
+                 density=0.5)
+
+
+@case("sparse_fp32_fc_weights_without_densify", runtime=False)
+def _(m):
+    # A sparse constant read directly by an op: densified at load all the same.
+    # (The reference runtime's sparse FULLY_CONNECTED kernel wants its own
+    # block layout and answers NaN for this one: numpy only.)
+    x = rs(50).randn(3, 20).astype(np.float32)
+    w = sparse_weights((7, 20), 0.3, 51)
+    xi = m.input(x.shape)
+    wi = m.sparse_const(w, formats=[fb.DENSE, fb.SPARSE_CSR])
+    y = m.tensor([3, 7])
+    m.op("FULLY_CONNECTED", [xi, wi, m.const(np.zeros(7, np.float32))], [y], "FullyConnectedOptions")
+    return [x], [(y, x.astype(np.float64) @ w.astype(np.float64).T)]
+
+
+# ---- DEPTH_TO_SPACE ------------------------------------------------------------
+
+def d2s_ref(x, b):
+    n, h, w, c = x.shape
+    co = c // (b * b)
+    return x.reshape(n, h, w, b, b, co).transpose(0, 1, 3, 2, 4, 5).reshape(n, h * b, w * b, co).astype(np.float64)
+
+
+def d2s_case(name, shape, b, seed=60):
+    @case(name)
+    def build(m):
+        x = rs(seed).randn(*shape).astype(np.float32)
+        ref = d2s_ref(x, b)
+        xi = m.input(shape)
+        y = m.tensor(ref.shape)
+        m.op("DEPTH_TO_SPACE", [xi], [y], "DepthToSpaceOptions", block_size=b)
+        return [x], [(y, ref)]
+
+
+d2s_case("depth_to_space_2_pose_like", (1, 7, 7, 48), 2)
+d2s_case("depth_to_space_3_odd", (2, 3, 5, 18), 3)
+d2s_case("depth_to_space_1", (1, 2, 3, 5), 1)
+
+
+# ---- STRIDED_SLICE -----------------------------------------------------------
+
+def slice_ref(x, begin, end, strides, begin_mask=0, end_mask=0, shrink=0, offset=False):
+    """numpy's slicing with TFLite's mask rules."""
+    idx = []
+    for d in range(x.ndim):
+        b, e, s = begin[d], end[d], strides[d]
+        if offset:
+            e = b + e
+        if shrink >> d & 1:
+            idx.append(b)
+            continue
+        idx.append(slice(None if begin_mask >> d & 1 else b, None if end_mask >> d & 1 else e, s))
+    return x[tuple(idx)].astype(np.float64)
+
+
+def slice_case(name, shape, begin, end, strides, runtime=True, seed=70, **opts):
+    @case(name, runtime=runtime)
+    def build(m):
+        x = rs(seed).randn(*shape).astype(np.float32)
+        ref = slice_ref(x, begin, end, strides, opts.get("begin_mask", 0), opts.get("end_mask", 0),
+                        opts.get("shrink_axis_mask", 0), opts.get("offset", False))
+        xi = m.input(shape)
+        y = m.tensor(ref.shape)
+        m.op("STRIDED_SLICE", [xi] + [m.const(np.array(v, np.int32)) for v in (begin, end, strides)], [y],
+             "StridedSliceOptions", **opts)
+        return [x], [(y, ref)]
+
+
+slice_case("strided_slice_recrop_like", (1, 4, 4, 64), [0, 0, 0, 0], [1, 4, 4, 32], [1, 1, 1, 1])
+slice_case("strided_slice_steps_negative_index", (2, 9, 8, 5), [0, 1, -7, 1], [2, 9, 8, 5], [1, 3, 2, 2])
+slice_case("strided_slice_reverse", (1, 6, 7, 3), [0, 5, -1, 2], [1, 0, 0, 0], [1, -1, -2, -1], end_mask=0b0100)
+slice_case("strided_slice_masks_shrink", (3, 5, 6), [1, 0, 2], [0, 0, 5], [1, 1, 1], begin_mask=0b010,
+           end_mask=0b011, shrink_axis_mask=0b001)
+slice_case("strided_slice_clamped_ends", (4, 7), [-100, 2], [100, 50], [1, 2])
+# offset (end relative to begin) is newer than the reference runtime's build: numpy only
+slice_case("strided_slice_offset", (5, 8), [1, 2], [3, 4], [1, 1], runtime=False, offset=True)
+
+
 def check(got, want, what):
     assert got.shape == want.shape, "%s: shape %s, want %s" % (what, got.shape, want.shape)
     err = tr.max_rel_err(got, want)

@@ -32,7 +32,7 @@ NP_TYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int32):
            np.dtype(np.uint8): 3, np.dtype(np.int64): 4, np.dtype(np.int8): 9}
 
 BUILTIN = {"ADD": 0, "AVERAGE_POOL_2D": 1, "CONCATENATION": 2, "CONV_2D": 3, "DEPTHWISE_CONV_2D": 4,
-           "DEQUANTIZE": 6, "FULLY_CONNECTED": 9, "LOGISTIC": 14, "MAX_POOL_2D": 17, "MUL": 18,
+           "DEPTH_TO_SPACE": 5, "DEQUANTIZE": 6, "STRIDED_SLICE": 45, "DENSIFY": 124, "FULLY_CONNECTED": 9, "LOGISTIC": 14, "MAX_POOL_2D": 17, "MUL": 18,
            "RELU": 19, "RELU6": 21, "RESHAPE": 22, "RESIZE_BILINEAR": 23, "SOFTMAX": 25, "TANH": 28,
            "CUSTOM": 32, "PAD": 34, "MEAN": 40, "SUB": 41, "PRELU": 54, "HARD_SWISH": 117,
            "PLACEHOLDER_FOR_GREATER_OP_CODES": 127, "GELU": 150}
@@ -63,7 +63,84 @@ OPTIONS = {
     "ReducerOptions": (27, [("keep_dims", 0, "bool", 0)]),
     "SubOptions": (28, [("fused_activation_function", 0, "i8", 0), ("pot_scale_int16", 1, "bool", 1)]),
     "DequantizeOptions": (38, []),
+    "StridedSliceOptions": (32, [("begin_mask", 0, "i32", 0), ("end_mask", 1, "i32", 0), ("ellipsis_mask", 2, "i32", 0),
+                                 ("new_axis_mask", 3, "i32", 0), ("shrink_axis_mask", 4, "i32", 0),
+                                 ("offset", 5, "bool", 0)]),
+    "DepthToSpaceOptions": (94, [("block_size", 0, "i32", 0)]),
+    "DensifyOptions": (99, []),
 }
+
+# SparseIndexVector union members and DimensionType values.
+INDEX_VECTOR = {"i32": 1, "u16": 2, "u8": 3}
+DENSE, SPARSE_CSR = 0, 1
+
+
+def sparse_encode(dense, traversal_order, block_map=(), block_sizes=(), formats=None):
+    """TFLite's sparse encoding of `dense`: the expanded array (each blocked
+    dimension split into blocks, the block dimensions appended) walked in
+    traversal_order; a SPARSE_CSR level keeps only the children with a
+    non-zero value under them. Returns (values, [(format, dense_size,
+    segments, indices)] per level)."""
+    a = np.asarray(dense)
+    rank = a.ndim
+    shape, axes = [], []
+    for d in range(rank):
+        if d in block_map:
+            bs = block_sizes[list(block_map).index(d)]
+            shape += [a.shape[d] // bs, bs]
+        else:
+            shape += [a.shape[d]]
+    e = a.reshape(shape)
+    # positions of each original dim in `shape`, then the block dims
+    pos, k = [], 0
+    blockpos = {}
+    for d in range(rank):
+        pos.append(k)
+        if d in block_map:
+            blockpos[list(block_map).index(d)] = k + 1
+            k += 2
+        else:
+            k += 1
+    expanded = pos + [blockpos[b] for b in range(len(block_map))]
+    t = e.transpose([expanded[x] for x in traversal_order])
+    formats = formats or [DENSE] * t.ndim
+    prefixes, levels = [()], []
+    for lv in range(t.ndim):
+        size = t.shape[lv]
+        new = []
+        if formats[lv] == DENSE:
+            for p in prefixes:
+                new += [p + (i,) for i in range(size)]
+            levels.append((DENSE, size, None, None))
+        else:
+            segs, idx = [0], []
+            for p in prefixes:
+                for i in range(size):
+                    if np.any(t[p + (i,)] != 0):
+                        new.append(p + (i,))
+                        idx.append(i)
+                segs.append(len(idx))
+            levels.append((SPARSE_CSR, 0, segs, idx))
+        prefixes = new
+    values = np.array([t[p] for p in prefixes], a.dtype)
+    return values, levels
+
+
+def sparsity_table(traversal_order, block_map, levels, seg_kind="i32", idx_kind="i32"):
+    """The SparsityParameters Table for sparse_encode's levels."""
+    dims = []
+    for fmt, size, segs, idx in levels:
+        f = {0: ("i8", fmt), 1: ("i32", size)}
+        if fmt == SPARSE_CSR:
+            f[2] = ("u8", INDEX_VECTOR[seg_kind])
+            f[3] = ("table", Table({0: ("vec_" + seg_kind, segs)}))
+            f[4] = ("u8", INDEX_VECTOR[idx_kind])
+            f[5] = ("table", Table({0: ("vec_" + idx_kind, idx)}))
+        dims.append(Table(f))
+    f = {0: ("vec_i32", list(traversal_order)), 2: ("vec_tables", dims)}
+    if len(block_map):
+        f[1] = ("vec_i32", list(block_map))
+    return Table(f)
 OPTIONS_BY_INDEX = {v[0]: k for k, v in OPTIONS.items()}
 
 PADDING = {"SAME": 0, "VALID": 1}
@@ -218,11 +295,24 @@ class ModelBuilder:
         self.opcodes = []      # (builtin, version)
         self.inputs = []
         self.outputs = []
+        self.sparsity = {}     # tensor index -> SparsityParameters Table
 
     def tensor(self, shape, dtype=np.float32, name=None, buffer=0):
         self.tensors.append((list(int(d) for d in shape), NP_TYPE[np.dtype(dtype)], buffer,
                              name or "t%d" % len(self.tensors)))
         return len(self.tensors) - 1
+
+    def sparse_const(self, dense, traversal_order=None, block_map=(), block_sizes=(), formats=None,
+                     seg_kind="i32", idx_kind="i32", name=None, sparsity=None):
+        """A constant of dense's shape stored sparse (sparse_encode); the
+        SparsityParameters Table may be given instead (hostile files)."""
+        a = np.ascontiguousarray(dense)
+        order = list(range(a.ndim + len(block_map))) if traversal_order is None else traversal_order
+        values, levels = sparse_encode(a, order, block_map, block_sizes, formats)
+        self.buffers.append(values.tobytes())
+        t = self.tensor(a.shape, a.dtype, name, buffer=len(self.buffers) - 1)
+        self.sparsity[t] = sparsity or sparsity_table(order, block_map, levels, seg_kind, idx_kind)
+        return t
 
     def input(self, shape, name=None):
         t = self.tensor(shape, name=name)
@@ -252,10 +342,12 @@ class ModelBuilder:
     def tables(self, external=None):
         """The Model as a Table, for tests that edit it before writing."""
         tensors = []
-        for shape, tcode, buf, name in self.tensors:
+        for ti, (shape, tcode, buf, name) in enumerate(self.tensors):
             f = {0: ("vec_i32", shape), 2: ("u32", buf), 3: ("string", name)}
             if tcode:
                 f[1] = ("i8", tcode)
+            if ti in self.sparsity:
+                f[6] = ("table", self.sparsity[ti])
             tensors.append(Table(f))
         ops = []
         for oi, ins, outs, opt in self.ops:

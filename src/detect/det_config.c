@@ -23,6 +23,8 @@ void hm_det_opts_default(hm_det_opts *o) {
     o->palm_iou = 0.5f;
     o->merge_iou = 0.5f;
     o->merge_contain = 0.8f;
+    o->body = HM_DET_BODY_AUTO;
+    o->body_persons = 1;
 }
 
 static int in01(float v) { return v >= 0.0f && v <= 1.0f; }
@@ -44,6 +46,10 @@ int hm_det_opts_check(const hm_det_opts *o) {
     if (o->min_tile < 16) return hm_err(HM_E_ARG, "min_tile %d under 16 pixels", o->min_tile);
     if (!in01(o->palm_iou) || !in01(o->merge_iou) || !in01(o->merge_contain))
         return hm_err(HM_E_ARG, "detector overlap thresholds must lie in [0,1]");
+    if (o->body < HM_DET_BODY_AUTO || o->body > HM_DET_BODY_ON)
+        return hm_err(HM_E_ARG, "body pass mode %d (auto 0, off 1, on 2)", o->body);
+    if (o->body_persons < 1 || o->body_persons > 8)
+        return hm_err(HM_E_ARG, "body_persons %d out of range 1..8", o->body_persons);
     return HM_OK;
 }
 

@@ -3,6 +3,7 @@
 #ifndef HM_DETECT_DET_INTERNAL_H
 #define HM_DETECT_DET_INTERNAL_H
 
+#include "detect/body.h"
 #include "detect/detect.h"
 #include "detect/stages.h"
 #include "tflite/tflite.h"
@@ -12,6 +13,7 @@ struct hm_det_model {
     int palm_boxes, palm_scores;                  /* output indices */
     int lm_landmarks, lm_presence, lm_handedness; /* output indices */
     float anchors[HM_PALM_ANCHORS][2];
+    hm_body_model *body;                          /* optional: hm_det_model_load_body */
 };
 
 /* What one thread needs to run a palm pass or a landmark call on its own:
@@ -43,8 +45,10 @@ struct hm_det_state {
     hm_palm_px cand[HM_DET_MAX_CANDIDATES];
     int ncand, seq;
     int order[HM_DET_MAX_CANDIDATES];
-    hm_det_hand hands[HM_DET_MAX_CANDIDATES]; /* landmarked, then merged in place */
+    hm_det_hand hands[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* landmarked, then merged in place */
     int keep[HM_DET_MAX_CANDIDATES];
+    hm_body_state *body;                      /* when the model has the body models */
+    hm_body_hand body_hands[2 * HM_BODY_MAX_PERSONS];
 };
 
 #endif

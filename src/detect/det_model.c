@@ -91,8 +91,15 @@ int hm_det_model_load(const char *dir, int lite, hm_det_model **out) {
     return hm_det_model_load_files(pp, lp, out);
 }
 
+int hm_det_model_load_body(hm_det_model *m, const char *dir) {
+    if (!m) return hm_err(HM_E_ARG, "hm_det_model_load_body: NULL model");
+    if (m->body) return HM_OK;
+    return hm_body_model_load(dir, &m->body);
+}
+
 void hm_det_model_free(hm_det_model *m) {
     if (!m) return;
+    hm_body_model_free(m->body);
     hm_tfl_free(m->palm);
     hm_tfl_free(m->lm);
     free(m);
@@ -127,6 +134,7 @@ int hm_det_state_new(const hm_det_model *m, hm_det_state **out) {
     memset(s, 0, sizeof *s);
     s->m = m;
     int rc = worker_new(m, &s->w[0]);
+    if (!rc && m->body) rc = hm_body_state_new(m->body, &s->body);
     if (rc) {
         hm_det_state_free(s);
         return rc;
@@ -149,5 +157,6 @@ int hm_det_state_reserve(hm_det_state *s, int n) {
 void hm_det_state_free(hm_det_state *s) {
     if (!s) return;
     for (int i = 0; i < s->nworkers; i++) worker_free(s->w[i]);
+    hm_body_state_free(s->body);
     hm_free(s);
 }

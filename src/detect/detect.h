@@ -86,7 +86,21 @@ typedef struct {
     hm_det_rect roi;   /* the rotated crop the landmarks came from */
     int level;         /* pass level of the representative: 0 full frame, k tile level k */
     unsigned levels;   /* bit k set: a candidate from level k merged into this hand */
+    int pass;          /* the pass that found the representative: HM_DET_PASS_PALM or _BODY */
+    unsigned passes;   /* bit per pass (1 << HM_DET_PASS_*) of it and the repeats merged into it */
 } hm_det_hand;
+
+enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1 };
+
+/* The body pass in hm_det_run (detect/body.h: MediaPipe Holistic's hands
+ * from the pose). AUTO (the default): run it when the body models were
+ * loaded into the detector's model (hm_det_model_load_body) before the
+ * state was made, else not; ON: run it, an error if they were not; OFF:
+ * never. Its hands with landmarks join the palm pass's before the merge
+ * (step 4), after them, so a hand both passes find keeps the palm pass's
+ * landmarks and gets both bits in `passes`; hands the hand landmark model
+ * rejected (body_only) are not returned by hm_det_run. */
+enum { HM_DET_BODY_AUTO = 0, HM_DET_BODY_OFF = 1, HM_DET_BODY_ON = 2 };
 
 typedef struct {
     int max_hands;          /* 1..HM_DET_MAX_HANDS, default 8 */
@@ -100,11 +114,15 @@ typedef struct {
     float palm_iou;         /* cross-pass palm repeat IoU, default 0.5 */
     float merge_iou;        /* landmark-box repeat IoU, default 0.5 */
     float merge_contain;    /* landmark-box containment, default 0.8 */
+    int body;               /* HM_DET_BODY_AUTO (default), _OFF, _ON: see above */
+    int body_persons;       /* persons the body pass landmarks, 1..8, default 1 (MediaPipe's) */
 } hm_det_opts;
 
 typedef struct {
     int palm_calls, landmark_calls, candidates, hands;
     double warp_ms, palm_ms, landmark_ms, post_ms, total_ms;
+    int body_persons, body_hands; /* the body pass: persons, hands with landmarks (before the merge) */
+    double body_ms;
 } hm_det_stats;
 
 void hm_det_opts_default(hm_det_opts *o);
@@ -124,6 +142,10 @@ int hm_det_model_load(const char *dir, int lite, hm_det_model **out);
 /* The same from explicit file paths. */
 int hm_det_model_load_files(const char *palm_path, const char *landmark_path, hm_det_model **out);
 void hm_det_model_free(hm_det_model *m);
+/* Also load the body pass's models (pose_detection.tflite,
+ * pose_landmark_full.tflite, hand_recrop.tflite) from dir (NULL: found as
+ * above), for the states made after this call. */
+int hm_det_model_load_body(hm_det_model *m, const char *dir);
 
 int hm_det_state_new(const hm_det_model *m, hm_det_state **out);
 void hm_det_state_free(hm_det_state *s);

@@ -84,6 +84,8 @@ static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb,
     out->roi = rect;
     out->level = p->level;
     out->levels = p->levels;
+    out->pass = HM_DET_PASS_PALM;
+    out->passes = 1u << HM_DET_PASS_PALM;
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
@@ -227,6 +229,34 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     for (int k = 0; k < nkept; k++)
         if (s->keep[k]) s->hands[nh++] = s->hands[k];
     for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
+
+    /* 3b. the body pass's hands (with landmarks) after the palm pass's */
+    if (opts->body == HM_DET_BODY_ON && !s->body)
+        return hm_err(HM_E_ARG, "the body pass is on but its models were not loaded (hm_det_model_load_body, "
+                      "before the detector state is made)");
+    if (opts->body != HM_DET_BODY_OFF && s->body) {
+        hm_body_opts bo;
+        hm_body_opts_default(&bo);
+        bo.max_persons = opts->body_persons;
+        bo.min_presence = opts->min_presence;
+        hm_body_stats bst;
+        int nb = 0;
+        rc = hm_body_run(s->body, s, rgb, w, h, &bo, pool, s->body_hands, 2 * HM_BODY_MAX_PERSONS, &nb, NULL, NULL,
+                         &bst);
+        if (rc) return rc;
+        st.body_persons = bst.persons;
+        st.body_ms = bst.total_ms;
+        for (int i = 0; i < nb; i++) {
+            if (s->body_hands[i].body_only) continue;
+            s->hands[nh] = s->body_hands[i].hand;
+            s->hands[nh].pass = HM_DET_PASS_BODY;
+            s->hands[nh].passes = 1u << HM_DET_PASS_BODY;
+            s->hands[nh].level = 0;
+            s->hands[nh].levels = 0;
+            nh++;
+            st.body_hands++;
+        }
+    }
 
     /* 4. merge repeats (kept is in palm-score order) */
     t0 = 1e3 * hm_now();

@@ -37,6 +37,7 @@ int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain) {
             if (same_hand(h[j].box, h[i].box, merge_iou, merge_contain)) rep = j;
         if (rep >= 0) {
             h[rep].levels |= h[i].levels;
+            h[rep].passes |= h[i].passes;
         } else {
             if (nout != i) h[nout] = h[i];
             nout++;

@@ -30,7 +30,10 @@ int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const
     case HM_TFL_OP_CONCATENATION: hm_tfl_concat(m, op, in, y); return HM_OK;
     case HM_TFL_OP_MEAN: hm_tfl_mean(m, op, in[0], y); return HM_OK;
     case HM_TFL_OP_LOGISTIC: hm_tfl_logistic(in[0], y, n); return HM_OK;
+    case HM_TFL_OP_DEPTH_TO_SPACE: hm_tfl_depth_to_space(m, op, in[0], y); return HM_OK;
+    case HM_TFL_OP_STRIDED_SLICE: hm_tfl_strided_slice(m, op, in[0], y); return HM_OK;
     case HM_TFL_OP_RESHAPE:
+    case HM_TFL_OP_DENSIFY:
     case HM_TFL_OP_DEQUANTIZE:
         /* A RESHAPE output shares its input's storage; otherwise a copy. */
         if (y != in[0]) memmove(y, in[0], n * sizeof(float));

@@ -21,6 +21,7 @@ enum {
     HM_TFL_OP_CONCATENATION = 2,
     HM_TFL_OP_CONV_2D = 3,
     HM_TFL_OP_DEPTHWISE_CONV_2D = 4,
+    HM_TFL_OP_DEPTH_TO_SPACE = 5,
     HM_TFL_OP_DEQUANTIZE = 6,
     HM_TFL_OP_FULLY_CONNECTED = 9,
     HM_TFL_OP_LOGISTIC = 14,
@@ -29,7 +30,9 @@ enum {
     HM_TFL_OP_RESIZE_BILINEAR = 23,
     HM_TFL_OP_PAD = 34,
     HM_TFL_OP_MEAN = 40,
+    HM_TFL_OP_STRIDED_SLICE = 45,
     HM_TFL_OP_PRELU = 54,
+    HM_TFL_OP_DENSIFY = 124,
 };
 
 /* Fused activations (ActivationFunctionType); TANH and SIGN_BIT are refused. */
@@ -65,6 +68,7 @@ typedef struct {
     int type;              /* HM_TFL_FLOAT32 / FLOAT16 / INT32 */
     hm_tfl_shape shape;
     int64_t numel;
+    int sparse;            /* stored sparse (SparsityParameters): densified at read */
     /* Constant data, decoded at read: FLOAT32 and FLOAT16 as fp32 in f,
      * INT32 in i32 (hm_alloc'd, owned). Both NULL for an activation. */
     float *f;
@@ -89,6 +93,8 @@ typedef struct {
     int filter_w, filter_h, depth_mult;
     int axis, keep_dims, keep_num_dims, weights_format;
     int align_corners, half_pixel;
+    int block_size;        /* DEPTH_TO_SPACE */
+    int begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask, slice_offset; /* STRIDED_SLICE */
     int has_new_shape;     /* ReshapeOptions.new_shape present */
     hm_tfl_shape new_shape;
     /* Prepared at load. */
@@ -107,6 +113,8 @@ typedef struct {
     const float *dw, *bias;/* DEPTHWISE weights [kh*kw][C] and bias [C] (into tensors' f) */
     int reduce[HM_TFL_MAX_DIMS]; /* MEAN: 1 for each reduced axis */
     int pads[HM_TFL_MAX_DIMS][2];/* PAD: before/after per axis */
+    int sl_begin[HM_TFL_MAX_DIMS], sl_stride[HM_TFL_MAX_DIMS]; /* STRIDED_SLICE: per input axis; */
+    int sl_size[HM_TFL_MAX_DIMS];/* the count taken (the output before shrinking) */
     size_t scratch;        /* floats of scratch this op needs while it runs */
     int64_t work;          /* its work estimate (tflite_prep.c), checked at load */
 } hm_tfl_op;
@@ -179,6 +187,8 @@ void hm_tfl_resize(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, f
 void hm_tfl_concat(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y);
 void hm_tfl_mean(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y);
 void hm_tfl_logistic(const float *x, float *y, size_t n);
+void hm_tfl_depth_to_space(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y);
+void hm_tfl_strided_slice(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y);
 
 /* Per-ISA twins (tflite_ops_avx512.c); same results to float rounding. */
 void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,

@@ -285,3 +285,49 @@ void hm_tfl_logistic(const float *x, float *y, size_t n) {
     /* expf(-x) overflows to inf for x < -88.7, giving exactly 0. */
     for (size_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
+
+/* ---- DEPTH_TO_SPACE ------------------------------------------------------- */
+
+/* y[n][h*b+i][w*b+j][c] = x[n][h][w][(i*b+j)*Cout + c]: each input pixel's
+ * channels are b*b runs of Cout, one per output pixel of its block. */
+void hm_tfl_depth_to_space(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y) {
+    const hm_tfl_shape *xs = in_shape(m, op, 0);
+    int N = xs->dims[0], H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], b = op->block_size, Co = C / (b * b);
+    size_t orow = (size_t)W * b * Co;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int w = 0; w < W; w++) {
+                const float *px = x + (((size_t)n * H + h) * W + w) * C;
+                for (int i = 0; i < b; i++) {
+                    float *py = y + ((size_t)n * H * b + (size_t)h * b + i) * orow + (size_t)w * b * Co;
+                    memcpy(py, px + (size_t)i * b * Co, (size_t)b * Co * sizeof(float));
+                }
+            }
+}
+
+/* ---- STRIDED_SLICE -------------------------------------------------------- */
+
+/* Each output element in order, the input index advanced like an odometer
+ * over the sliced axes (sl_begin + k * sl_stride on axis d). */
+void hm_tfl_strided_slice(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y) {
+    const hm_tfl_shape *xs = in_shape(m, op, 0);
+    int r = xs->ndim;
+    int64_t stride[HM_TFL_MAX_DIMS], s = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= xs->dims[d];
+    }
+    int64_t start = 0;
+    for (int d = 0; d < r; d++) start += (int64_t)op->sl_begin[d] * stride[d];
+    int k[HM_TFL_MAX_DIMS] = {0};
+    int64_t n = m->t[op->out[0]].numel, at = start;
+    for (int64_t o = 0; o < n; o++) {
+        y[o] = x[at];
+        for (int d = r - 1; d >= 0; d--) {
+            at += (int64_t)op->sl_stride[d] * stride[d];
+            if (++k[d] < op->sl_size[d]) break;
+            at -= (int64_t)op->sl_stride[d] * stride[d] * k[d];
+            k[d] = 0;
+        }
+    }
+}

@@ -30,7 +30,7 @@ static int fold(hm_tfl_model *m, int oi) {
     y->f = hm_alloc((size_t)y->numel * sizeof(float));
     if (!y->f) return HM_E_NOMEM;
     op->folded = 1;
-    if (op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE) {
+    if (op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE || op->code == HM_TFL_OP_DENSIFY) {
         memcpy(y->f, m->t[op->in[0]].f, (size_t)y->numel * sizeof(float));
         return HM_OK;
     }
@@ -91,6 +91,8 @@ static int64_t op_work(const hm_tfl_model *m, const hm_tfl_op *op) {
     case HM_TFL_OP_MEAN: return 6 * in + out;   /* an index step per input element */
     case HM_TFL_OP_LOGISTIC: return 12 * out;   /* expf */
     case HM_TFL_OP_RESHAPE: return y->alias >= 0 ? 1 : 2 * out;
+    case HM_TFL_OP_DEPTH_TO_SPACE:
+    case HM_TFL_OP_STRIDED_SLICE: return 2 * out + pos * POS_COST;
     default: return 2 * out;                    /* DEQUANTIZE: a copy */
     }
 }
@@ -132,7 +134,8 @@ static int prep_op(hm_tfl_model *m, int oi) {
     if (is_const(y) || y->is_input || y->producer >= 0)
         return hm_err(HM_E_FORMAT, "tflite: op %d (%s): output '%s' is %s", oi, OPNAME(op), y->name,
                       is_const(y) ? "a constant" : y->is_input ? "a graph input" : "written twice");
-    if (y->type != HM_TFL_FLOAT32)
+    /* DENSIFY keeps its input's type (FLOAT16 before a DEQUANTIZE). */
+    if (y->type != HM_TFL_FLOAT32 && op->code != HM_TFL_OP_DENSIFY)
         return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (%s): output '%s' is not FLOAT32", oi, OPNAME(op), y->name);
     if (os.ndim != y->shape.ndim || memcmp(os.dims, y->shape.dims, sizeof(int) * (size_t)os.ndim)) {
         char a[96], b[96];
@@ -153,7 +156,7 @@ static int prep_op(hm_tfl_model *m, int oi) {
      * inputs (broadcasts, pads, resizes of constants): those run at invoke
      * within the arena limit instead of growing the model. DEQUANTIZE and
      * RESHAPE keep the size, and weights must be constants: always folded. */
-    int same_size = op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE;
+    int same_size = op->code == HM_TFL_OP_DEQUANTIZE || op->code == HM_TFL_OP_RESHAPE || op->code == HM_TFL_OP_DENSIFY;
     if (!all_const || (y->numel > HM_TFL_MAX_FOLD && !same_size)) return HM_OK;
     /* Folded outputs are new memory each (a chain of RESHAPEs copies its
      * constant once per op): their sum is bounded before allocating. */

@@ -16,6 +16,7 @@
 #include "core/util.h"
 #include "tflite/tflite_fb.h"
 #include "tflite/tflite_impl.h"
+#include "tflite/tflite_sparse.h"
 
 /* Field ids. A union takes two ids: its type (ubyte), then its value. */
 enum { MODEL_VERSION = 0, MODEL_OPCODES = 1, MODEL_SUBGRAPHS = 2, MODEL_BUFFERS = 4 };
@@ -28,7 +29,8 @@ enum { BUFFER_DATA = 0, BUFFER_OFFSET = 1, BUFFER_SIZE = 2 };
 
 /* BuiltinOptions union members. */
 enum { OPT_CONV = 1, OPT_DEPTHWISE = 2, OPT_POOL = 5, OPT_FC = 8, OPT_CONCAT = 10, OPT_ADD = 11,
-       OPT_RESIZE_BILINEAR = 15, OPT_RESHAPE = 17, OPT_PAD = 22, OPT_REDUCER = 27, OPT_DEQUANTIZE = 38 };
+       OPT_RESIZE_BILINEAR = 15, OPT_RESHAPE = 17, OPT_PAD = 22, OPT_REDUCER = 27, OPT_STRIDED_SLICE = 32,
+       OPT_DEQUANTIZE = 38, OPT_DEPTH_TO_SPACE = 94, OPT_DENSIFY = 99 };
 
 #define BUILTIN_CUSTOM 32
 
@@ -38,7 +40,10 @@ const char *hm_tfl_op_name(int code) {
     case HM_TFL_OP_CONCATENATION: return "CONCATENATION";
     case HM_TFL_OP_CONV_2D: return "CONV_2D";
     case HM_TFL_OP_DEPTHWISE_CONV_2D: return "DEPTHWISE_CONV_2D";
+    case HM_TFL_OP_DEPTH_TO_SPACE: return "DEPTH_TO_SPACE";
     case HM_TFL_OP_DEQUANTIZE: return "DEQUANTIZE";
+    case HM_TFL_OP_STRIDED_SLICE: return "STRIDED_SLICE";
+    case HM_TFL_OP_DENSIFY: return "DENSIFY";
     case HM_TFL_OP_FULLY_CONNECTED: return "FULLY_CONNECTED";
     case HM_TFL_OP_LOGISTIC: return "LOGISTIC";
     case HM_TFL_OP_MAX_POOL_2D: return "MAX_POOL_2D";
@@ -62,6 +67,9 @@ static int expected_options(int code, int *max_version) {
     case HM_TFL_OP_CONV_2D: *max_version = 8; return OPT_CONV;
     case HM_TFL_OP_DEPTHWISE_CONV_2D: *max_version = 7; return OPT_DEPTHWISE;
     case HM_TFL_OP_DEQUANTIZE: *max_version = 6; return OPT_DEQUANTIZE;
+    case HM_TFL_OP_DEPTH_TO_SPACE: *max_version = 2; return OPT_DEPTH_TO_SPACE;
+    case HM_TFL_OP_STRIDED_SLICE: *max_version = 8; return OPT_STRIDED_SLICE;
+    case HM_TFL_OP_DENSIFY: *max_version = 1; return OPT_DENSIFY;
     case HM_TFL_OP_FULLY_CONNECTED: *max_version = 13; return OPT_FC;
     case HM_TFL_OP_LOGISTIC: *max_version = 3; return 0;
     case HM_TFL_OP_MAX_POOL_2D: *max_version = 3; return OPT_POOL;
@@ -152,6 +160,45 @@ static int buffer_bytes(const reader *r, uint32_t bi, const uint8_t **data, size
     return HM_OK;
 }
 
+/* fp32 value k of `data` holding FLOAT32 or FLOAT16 values. */
+static float value_at(const uint8_t *data, int type, size_t k) {
+    if (type == HM_TFL_FLOAT16) return half_to_float((uint16_t)(data[2 * k] | data[2 * k + 1] << 8));
+    float v;
+    memcpy(&v, data + 4 * k, 4);
+    return v;
+}
+
+/* A constant stored sparse: its values scattered into the dense fp32
+ * layout its SparsityParameters give (zeros elsewhere). */
+static int read_sparse(const reader *r, const hm_fb_table *tt, int i, hm_tfl_tensor *t, const uint8_t *data,
+                       size_t len, size_t es) {
+    char what[96];
+    snprintf(what, sizeof what, "Model.subgraphs[0].tensors[%d].sparsity", i);
+    hm_fb_table sp;
+    int present = 0, rc;
+    if ((rc = hm_fb_subtable(&r->f, tt, TENSOR_SPARSITY, what, &sp, &present))) return rc;
+    if (!present) return HM_OK;
+    if (t->type == HM_TFL_INT32)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: tensor %d '%s': sparse INT32 tensors are not supported", i, t->name);
+    if (!len) return hm_err(HM_E_FORMAT, "tflite: tensor %d '%s': sparse but without constant data", i, t->name);
+    if (len % es)
+        return hm_err(HM_E_FORMAT, "tflite: tensor %d '%s': sparse data of %zu bytes is not whole values", i, t->name,
+                      len);
+    int64_t *off = NULL, stored = (int64_t)(len / es);
+    if ((rc = hm_tfl_sparse_layout(&r->f, &sp, i, t, stored, &off))) return rc;
+    float *dst = hm_alloc((size_t)t->numel * sizeof(float));
+    if (!dst) {
+        free(off);
+        return hm_err(HM_E_NOMEM, "tflite: out of memory");
+    }
+    memset(dst, 0, (size_t)t->numel * sizeof(float));
+    for (int64_t k = 0; k < stored; k++) dst[off[k]] = value_at(data, t->type, (size_t)k);
+    free(off);
+    t->f = dst;
+    t->sparse = 1;
+    return HM_OK;
+}
+
 /* Tensor i: name, shape, type, and its constant data decoded (fp16 to
  * fp32). On error the code is returned; what t already owns is freed with
  * the model. */
@@ -199,7 +246,6 @@ static int read_tensor(const reader *r, const hm_fb_vec *tv, int i, hm_tfl_tenso
         return hm_err(HM_E_UNSUPPORTED, "tflite: tensor %d '%s': type %s (only FLOAT32, FLOAT16 weights, INT32 "
                       "constants)", i, t->name, type_name(type));
     if (var) return hm_err(HM_E_UNSUPPORTED, "tflite: tensor %d '%s': variable tensors are not supported", i, t->name);
-    if (p) return hm_err(HM_E_UNSUPPORTED, "tflite: tensor %d '%s': sparse tensors are not supported", i, t->name);
     if (bi >= r->buffers.len)
         return hm_err(HM_E_FORMAT, "tflite: tensor %d '%s': buffer %u of %u", i, t->name, bi, r->buffers.len);
     t->type = type;
@@ -207,8 +253,9 @@ static int read_tensor(const reader *r, const hm_fb_vec *tv, int i, hm_tfl_tenso
     const uint8_t *data = NULL;
     size_t len = 0;
     if (bi && (rc = buffer_bytes(r, bi, &data, &len))) return rc;
-    if (!len) return HM_OK; /* an activation */
     size_t es = type == HM_TFL_FLOAT16 ? 2 : 4, need = (size_t)t->numel * es;
+    if (p) return read_sparse(r, &tt, i, t, data, len, es);
+    if (!len) return HM_OK; /* an activation */
     if (len != need)
         return hm_err(HM_E_FORMAT, "tflite: tensor %d '%s': buffer %u holds %zu bytes, its shape needs %zu", i,
                       t->name, bi, len, need);
@@ -297,6 +344,26 @@ static int read_options(const reader *r, const hm_fb_table *ot, int otype, const
     case OPT_REDUCER:
         if ((rc = hm_fb_u8(f, ot, 0, 0, what, &b0))) return rc;
         break;
+    case OPT_DEPTH_TO_SPACE: {
+        int32_t bs;
+        if ((rc = hm_fb_i32(f, ot, 0, 0, what, &bs))) return rc;
+        op->block_size = bs;
+        break;
+    }
+    case OPT_STRIDED_SLICE: {
+        int32_t v[5];
+        uint8_t o;
+        for (int k = 0; k < 5; k++)
+            if ((rc = hm_fb_i32(f, ot, k, 0, what, &v[k]))) return rc;
+        if ((rc = hm_fb_u8(f, ot, 5, 0, what, &o))) return rc;
+        op->begin_mask = v[0];
+        op->end_mask = v[1];
+        op->ellipsis_mask = v[2];
+        op->new_axis_mask = v[3];
+        op->shrink_axis_mask = v[4];
+        op->slice_offset = o != 0;
+        break;
+    }
     case OPT_RESHAPE: {
         hm_fb_vec v;
         if ((rc = hm_fb_vector(f, ot, 0, 4, what, &v))) return rc;
@@ -309,7 +376,7 @@ static int read_options(const reader *r, const hm_fb_table *ot, int otype, const
         }
         break;
     }
-    default: /* PadOptions, DequantizeOptions: no fields */
+    default: /* PadOptions, DequantizeOptions, DensifyOptions: no fields */
         break;
     }
     op->padding = pad;

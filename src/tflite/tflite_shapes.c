@@ -445,6 +445,95 @@ static int prep_logistic(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     return HM_OK;
 }
 
+/* DENSIFY: a constant stored sparse (densified by the reader) to a plain
+ * constant of the same type; folded at load. */
+static int prep_densify(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
+    hm_tfl_tensor *x;
+    int rc;
+    if ((rc = io_count(m, oi, 1, 1)) || (rc = need_input(m, oi, 0, &x))) return rc;
+    if (!x->sparse || !x->f)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (DENSIFY): input '%s' is not a sparse constant", oi, x->name);
+    if (m->t[m->ops[oi].out[0]].type != x->type)
+        return hm_err(HM_E_FORMAT, "tflite: op %d (DENSIFY): output type differs from the input's", oi);
+    *os = x->shape;
+    return HM_OK;
+}
+
+static int prep_depth_to_space(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
+    hm_tfl_op *op = &m->ops[oi];
+    hm_tfl_tensor *x;
+    int rc;
+    if ((rc = io_count(m, oi, 1, 1)) || (rc = need_float(m, oi, 0, &x)) || (rc = need_rank(m, oi, x, 4, "the input")))
+        return rc;
+    int b = op->block_size, C = x->shape.dims[3];
+    if (b < 1 || b > HM_TFL_MAX_WINDOW || C % (b * b))
+        return hm_err(HM_E_FORMAT, "tflite: op %d (DEPTH_TO_SPACE): block size %d for %d channels", oi, b, C);
+    int64_t h = (int64_t)x->shape.dims[1] * b, w = (int64_t)x->shape.dims[2] * b;
+    if (h > HM_TFL_MAX_DIM || w > HM_TFL_MAX_DIM)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (DEPTH_TO_SPACE): output too large", oi);
+    *os = (hm_tfl_shape){4, {x->shape.dims[0], (int)h, (int)w, C / (b * b)}};
+    return HM_OK;
+}
+
+/* STRIDED_SLICE with TFLite's rules for begin / end (negative values count
+ * from the end, then clamped; masks take the whole axis; offset: end is
+ * relative to begin; shrink: one element, the axis dropped). Ellipsis and
+ * new axes are refused. */
+static int prep_strided_slice(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
+    hm_tfl_op *op = &m->ops[oi];
+    hm_tfl_tensor *x, *bt, *et, *st;
+    int rc;
+    if ((rc = io_count(m, oi, 4, 4)) || (rc = need_float(m, oi, 0, &x)) ||
+        (rc = need_const_i32(m, oi, 1, "begin", &bt)) || (rc = need_const_i32(m, oi, 2, "end", &et)) ||
+        (rc = need_const_i32(m, oi, 3, "strides", &st)))
+        return rc;
+    int r = x->shape.ndim;
+    if (op->ellipsis_mask || op->new_axis_mask)
+        return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (STRIDED_SLICE): ellipsis_mask / new_axis_mask", oi);
+    if (bt->numel != r || et->numel != r || st->numel != r)
+        return hm_err(HM_E_FORMAT, "tflite: op %d (STRIDED_SLICE): begin, end and strides must have %d values", oi, r);
+    os->ndim = 0;
+    for (int d = 0; d < r; d++) {
+        int64_t dim = x->shape.dims[d], s = st->i32[d], b = bt->i32[d], e = et->i32[d];
+        int shrink = op->shrink_axis_mask >> d & 1;
+        if (s == 0 || s < -HM_TFL_MAX_DIM || s > HM_TFL_MAX_DIM)
+            return hm_err(HM_E_FORMAT, "tflite: op %d (STRIDED_SLICE): stride %lld on axis %d", oi, (long long)s, d);
+        if (op->slice_offset) e += b;
+        if (op->begin_mask >> d & 1 && !shrink) {
+            b = s > 0 ? 0 : dim - 1;
+        } else {
+            if (b < 0) b += dim;
+            if (shrink) {
+                if (b < 0 || b >= dim)
+                    return hm_err(HM_E_FORMAT, "tflite: op %d (STRIDED_SLICE): index %d out of range on axis %d", oi,
+                                  bt->i32[d], d);
+            } else {
+                b = s > 0 ? (b < 0 ? 0 : b > dim ? dim : b) : (b < -1 ? -1 : b > dim - 1 ? dim - 1 : b);
+            }
+        }
+        int64_t count;
+        if (shrink) {
+            s = 1;
+            count = 1;
+        } else {
+            if (op->end_mask >> d & 1) {
+                e = s > 0 ? dim : -1;
+            } else {
+                if (e < 0) e += dim;
+                e = s > 0 ? (e < 0 ? 0 : e > dim ? dim : e) : (e < -1 ? -1 : e > dim - 1 ? dim - 1 : e);
+            }
+            count = s > 0 ? (e - b + s - 1) / s : (b - e - s - 1) / -s;
+            if (count < 1)
+                return hm_err(HM_E_UNSUPPORTED, "tflite: op %d (STRIDED_SLICE): empty slice on axis %d", oi, d);
+        }
+        op->sl_begin[d] = (int)b;
+        op->sl_stride[d] = (int)s;
+        op->sl_size[d] = (int)count;
+        if (!shrink) os->dims[os->ndim++] = (int)count;
+    }
+    return HM_OK;
+}
+
 /* See tflite_impl.h. On error the code is returned (the op's load-time
  * fields may be partly set; the model is then freed). */
 int hm_tfl_op_shape(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
@@ -462,6 +551,9 @@ int hm_tfl_op_shape(hm_tfl_model *m, int oi, hm_tfl_shape *os) {
     case HM_TFL_OP_FULLY_CONNECTED: return prep_fc(m, oi, os);
     case HM_TFL_OP_DEQUANTIZE: return prep_dequantize(m, oi, os);
     case HM_TFL_OP_LOGISTIC: return prep_logistic(m, oi, os);
+    case HM_TFL_OP_DENSIFY: return prep_densify(m, oi, os);
+    case HM_TFL_OP_DEPTH_TO_SPACE: return prep_depth_to_space(m, oi, os);
+    case HM_TFL_OP_STRIDED_SLICE: return prep_strided_slice(m, oi, os);
     default: return hm_err(HM_E_UNSUPPORTED, "tflite: op %d: builtin op %d is not supported", oi, m->ops[oi].code);
     }
 }

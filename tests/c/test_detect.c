@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "detect/body.h"
 #include "detect/stages.h"
 
 static float anchors[HM_PALM_ANCHORS][2];
@@ -162,16 +163,54 @@ static void test_tiles_merge(void) {
         memcpy(h[i].box, hb[i], sizeof hb[i]);
         h[i].level = i;
         h[i].levels = 1u << i;
+        h[i].passes = 1u << (i == 3);
     }
     /* 1 lies inside 0 (contained), 2 barely overlaps, 3 has IoU > 0.5 with 0 */
     const int nm = hm_det_merge(h, 4, 0.5f, 0.8f);
     CHECK(nm == 2 && h[0].level == 0 && h[1].level == 2 && h[0].levels == (1u | 2u | 8u));
+    CHECK(h[0].passes == 3u && h[1].passes == 1u); /* the body pass's repeat (3) merged into 0 */
+}
+
+static void test_body_stages(void) {
+    static float a[HM_POSE_ANCHORS][2];
+    hm_pose_anchors(a);
+    CHECK(fabsf(a[0][0] - 0.5f / 28) < 1e-7f && fabsf(a[1][0] - 0.5f / 28) < 1e-7f && fabsf(a[2][0] - 1.5f / 28) < 1e-7f);
+    CHECK(fabsf(a[1568][0] - 0.5f / 14) < 1e-7f && fabsf(a[1959][1] - 13.5f / 14) < 1e-7f);
+    CHECK(fabsf(a[1960][0] - 0.5f / 7) < 1e-7f && fabsf(a[1965][0] - 0.5f / 7) < 1e-7f); /* 6 per cell */
+    CHECK(fabsf(a[2253][0] - 6.5f / 7) < 1e-7f && fabsf(a[2253][1] - 6.5f / 7) < 1e-7f);
+    /* a point straight above the centre at 90 degrees: upright, side twice the distance */
+    hm_det_rect r = hm_align_rect(100, 200, 100, 190, 90.0);
+    CHECK(r.cx == 100 && r.cy == 200 && fabs(r.w - 20) < 1e-12 && fabs(r.rot) < 1e-12);
+    r = hm_rect_transform(r, 2.0, 0.0, -0.5);
+    CHECK(fabs(r.cy - 190) < 1e-9 && fabs(r.w - 40) < 1e-9 && r.w == r.h);
+    /* pointing right at -90 degrees: turned a quarter, the shift along the rotated y */
+    r = hm_rect_transform(hm_align_rect(0, 0, 10, 0, -90.0), 1.0, 0.0, -0.1);
+    CHECK(fabs(r.rot + M_PI / 2) < 1e-9 && fabs(r.cx + 2.0) < 1e-9 && fabs(r.cy) < 1e-9);
+    /* the hand rectangle from the pose: centre (2 index + pinky) / 3, wrist below it */
+    const float wr[2] = {50, 100}, pk[2] = {47, 70}, ix[2] = {51.5f, 70};
+    r = hm_pose_hand_rect(wr, pk, ix);
+    CHECK(fabs(r.cx - 50) < 1e-5 && fabs(r.cy - 70) < 1e-5 && fabs(r.w - 60) < 1e-4 && fabs(r.rot) < 1e-6);
+    hm_body_opts bo;
+    hm_body_opts_default(&bo);
+    CHECK(hm_body_opts_check(&bo) == HM_OK && bo.max_persons == 1);
+    bo.max_persons = HM_BODY_MAX_PERSONS + 1;
+    CHECK(clean_error(hm_body_opts_check(&bo)));
+    hm_body_opts_default(&bo);
+    bo.min_pose = NAN;
+    CHECK(clean_error(hm_body_opts_check(&bo)));
 }
 
 static void test_config(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
     CHECK(hm_det_opts_check(&o) == HM_OK && o.n_levels == 2 && o.levels[1] == 4.0f);
+    CHECK(o.body == HM_DET_BODY_AUTO && o.body_persons == 1);
+    o.body = 3;
+    CHECK(clean_error(hm_det_opts_check(&o)));
+    hm_det_opts_default(&o);
+    o.body_persons = 0;
+    CHECK(clean_error(hm_det_opts_check(&o)));
+    hm_det_opts_default(&o);
     o.max_hands = 0;
     CHECK(clean_error(hm_det_opts_check(&o)));
     hm_det_opts_default(&o);
@@ -195,6 +234,11 @@ static void test_config(void) {
     CHECK(hm_det_find_dir(dir, 0, out, sizeof out) == HM_OK && !strcmp(out, dir));
     CHECK(hm_det_find_dir(dir, 1, out, sizeof out) == HM_E_IO); /* lite files absent */
     CHECK(hm_det_find_dir(dir, 0, out, 4) == HM_E_ARG);
+    /* the body models are looked for beside the hand models, by name */
+    hm_body_model *bm = NULL;
+    rc = hm_body_model_load(dir, &bm);
+    CHECK(rc == HM_E_IO && bm == NULL && strstr(hm_errmsg(), "pose_detection.tflite") &&
+          strstr(hm_errmsg(), "get_detector.sh"));
     /* search order: $HAMER_DETECTOR_DIR, then XDG_DATA_HOME/hamer/detector */
     char xdg[] = "/tmp/hm_det_xdgXXXXXX", sub[4200];
     CHECK(mkdtemp(xdg) != NULL);
@@ -230,6 +274,7 @@ int main(void) {
     test_rects();
     test_warp();
     test_tiles_merge();
+    test_body_stages();
     test_config();
     return check_summary();
 }

@@ -1,7 +1,12 @@
 /* tool_detect - run the built-in hand detector on an image; JSON on stdout.
  *
  *   tool_detect [--models DIR] [--lite] [--single] [--levels 2,4] [--overlap F]
- *               [--max-hands N] [--min-score F] [--threads N] [--repeat N] IMAGE
+ *               [--max-hands N] [--min-score F] [--threads N] [--repeat N]
+ *               [--body auto|on|off] IMAGE
+ *
+ * --body: the body pass (detect/body.h) merged in. Without it the body
+ * models are not loaded, so hm_det_run's default (auto) does not run it;
+ * auto: loaded when present; on: they must be.
  *
  * --single: MediaPipe's own full-frame pass only. --min-score: the palm
  * score threshold. --repeat N: run N times (timings are the last run's,
@@ -9,7 +14,7 @@
  *   {"image": {"width", "height"}, "models": DIR,
  *    "hands": [{"bbox": [x1,y1,x2,y2], "is_right", "palm_score", "presence",
  *               "handedness", "landmarks": [[x,y,z] x21], "roi": [cx,cy,w,h,rot],
- *               "level", "levels"}],
+ *               "level", "levels", "pass" ("palm" / "body"), "passes" (bits: 1 palm, 2 body)}],
  *    "stats": {palm_calls, landmark_calls, candidates},
  *    "timings_ms": {load, decode, warp, palm, landmark, post, detect}}
  * Errors: one line on stderr, exit 1 (2: usage).
@@ -32,7 +37,7 @@ static double now_ms(void) {
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_detect: %s\nusage: tool_detect [--models DIR] [--lite] [--single] [--levels A,B] [--overlap F] "
-                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] IMAGE\n", msg);
+                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--body auto|on|off] IMAGE\n", msg);
     return 2;
 }
 
@@ -43,7 +48,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *image = NULL;
-    int lite = 0, threads = 1, repeat = 1;
+    int lite = 0, threads = 1, repeat = 1, load_body = 0;
     hm_det_opts o;
     hm_det_opts_default(&o);
     for (int i = 1; i < argc; i++) {
@@ -56,6 +61,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
         else if (!strcmp(a, "--repeat")) repeat = atoi(v), i++;
         else if (!strcmp(a, "--max-hands")) o.max_hands = atoi(v), i++;
+        else if (!strcmp(a, "--body")) {
+            i++;
+            if (!strcmp(v, "auto")) o.body = HM_DET_BODY_AUTO, load_body = 1;
+            else if (!strcmp(v, "on")) o.body = HM_DET_BODY_ON, load_body = 2;
+            else if (!strcmp(v, "off")) o.body = HM_DET_BODY_OFF;
+            else return usage("--body takes auto, on or off");
+        }
         else if (!strcmp(a, "--min-score")) o.min_palm = (float)atof(v), i++;
         else if (!strcmp(a, "--overlap")) o.overlap = (float)atof(v), i++;
         else if (!strcmp(a, "--levels")) {
@@ -79,6 +91,10 @@ int main(int argc, char **argv) {
     hm_image img = {0, 0, NULL};
     int rc = hm_det_find_dir(dir, lite, mdir, sizeof mdir);
     if (!rc) rc = hm_det_model_load(mdir, lite, &m);
+    if (!rc && load_body) {
+        rc = hm_det_model_load_body(m, mdir);
+        if (rc && load_body == 1) rc = HM_OK; /* auto: absent models leave the pass off */
+    }
     if (!rc) rc = hm_det_state_new(m, &s);
     if (!rc && getenv("TOOL_DETECT_FINE") == NULL) rc = hm_det_state_reserve(s, threads);
     if (!rc && threads > 1 && !(pool = hm_pool_create(threads))) rc = HM_E_NOMEM;
@@ -109,17 +125,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         const hm_det_hand *hd = &hands[i];
         printf("%s\n  {\"bbox\": [%.9g, %.9g, %.9g, %.9g], \"is_right\": %s, \"palm_score\": %.9g, \"presence\": %.9g, "
-               "\"handedness\": %.9g, \"level\": %d, \"levels\": %u, \"roi\": [%.17g, %.17g, %.17g, %.17g, %.17g], "
+               "\"handedness\": %.9g, \"level\": %d, \"levels\": %u, \"pass\": \"%s\", \"passes\": %u, \"roi\": [%.17g, %.17g, %.17g, %.17g, %.17g], "
                "\"landmarks\": [",
                i ? "," : "", hd->box[0], hd->box[1], hd->box[2], hd->box[3], hd->is_right ? "true" : "false",
-               hd->palm_score, hd->presence, hd->handedness, hd->level, hd->levels, hd->roi.cx, hd->roi.cy, hd->roi.w,
+               hd->palm_score, hd->presence, hd->handedness, hd->level, hd->levels,
+               hd->pass == HM_DET_PASS_BODY ? "body" : "palm", hd->passes, hd->roi.cx, hd->roi.cy, hd->roi.w,
                hd->roi.h, hd->roi.rot);
         for (int k = 0; k < HM_DET_LANDMARKS; k++)
             printf("%s[%.9g, %.9g, %.9g]", k ? ", " : "", hd->landmarks[k][0], hd->landmarks[k][1], hd->landmarks[k][2]);
         printf("]}");
     }
-    printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d},\n", st.palm_calls,
-           st.landmark_calls, st.candidates);
+    printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d, \"body_persons\": %d, "
+           "\"body_hands\": %d, \"body_ms\": %.3f},\n", st.palm_calls,
+           st.landmark_calls, st.candidates, st.body_persons, st.body_hands, st.body_ms);
     printf(" \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"warp\": %.3f, \"palm\": %.3f, \"landmark\": %.3f, "
            "\"post\": %.3f, \"detect\": %.3f, \"median_detect\": %.3f}}\n",
            t_load, t_decode, st.warp_ms, st.palm_ms, st.landmark_ms, st.post_ms, st.total_ms, tot[repeat / 2]);
