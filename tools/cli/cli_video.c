@@ -172,6 +172,9 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     a->tp.max_hands = a->det.params.max_hands;
     a->tp.min_score = a->det.params.min_score;
     a->tp.tiles = a->det.params.tiles;
+    if (a->det.params.body == HAMER_BODY_ON)
+        return hm_tool_fail(2, "video: --body on is for photos (the tracker uses the palm pass)%s", "");
+    a->det.params.body = HAMER_BODY_OFF; /* the detector need not load the body models */
     return 0;
 }
 

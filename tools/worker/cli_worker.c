@@ -30,7 +30,7 @@ static const char *USAGE_WORKER =
     "                    [--dead-letters STREAM] [--batch 4] [--claim-idle-ms 60000] [--max-deliveries 5]\n"
     "                    [--result-ttl-s 604800] [--max-payload-mb 20] [--precision fp32|fast] [--threads N]\n"
     "                    [--mano FILE.npz] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                    [--single-pass] [--no-detect] [--metrics-port P] [--metrics-host 127.0.0.1]\n"
+    "                    [--single-pass] [--body auto|on|off] [--no-detect] [--metrics-port P] [--metrics-host 127.0.0.1]\n"
     "                    [--redis-timeout-s 10]\n"
     "\n"
     "Serves HaMeR jobs from a Redis stream as one consumer of a consumer group\n"
