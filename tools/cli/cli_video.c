@@ -58,6 +58,8 @@ static const char *USAGE_VIDEO =
     "                    2.0 for Blender, three.js, Unity; needs --model\n"
     "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
     "  --tiles           palm detection also on tiles (small hands; slower)\n"
+    "  --body auto|off   taken for the other commands' sake: the tracker uses the palm\n"
+    "                    pass (--body on is an error)\n"
     "  --smooth MODE     one-euro (default) or none\n"
     "  --min-cutoff HZ   One Euro minimum cutoff (default 1.0)\n"
     "  --beta B          One Euro speed coefficient (default 1.0; speeds in metres\n"
