@@ -320,13 +320,16 @@ def _hand_dicts(ptr, boxes):
 
 def _detection_fields(value):
     """A detection's scores and landmarks from the library's JSON: floats
-    (float32 values), "pass" an int, landmarks float32 [21, 3]."""
+    (float32 values), "pass" and "person" ints, "source" a str, landmarks
+    float32 [21, 3]."""
     out = {}
     for k, v in value.items():
         if k == "landmarks":
             out[k] = np.array(v, np.float32).reshape(N_KP, 3)
-        elif k == "pass":
+        elif k in ("pass", "person"):
             out[k] = int(v)
+        elif k == "source":
+            out[k] = str(v)
         else:
             out[k] = float(np.float32(v))
     return out
