@@ -456,6 +456,9 @@ typedef struct {
     double d_cutoff;        /* One Euro cutoff of the speed, Hz (default 1.0) */
     int betas_frames;       /* frames whose betas make a track's shape, 1..256 (default 30) */
     int betas_min;          /* frames before the shape is fixed, 1..betas_frames (default 5) */
+    hamer_body_mode body;   /* the body pass on detection frames (its hands start tracks too:
+                               re-acquisition from the pose): as hamer_detect_params.body
+                               (default AUTO: with tiles, when its models are loaded) */
 } hamer_tracker_params;
 
 typedef struct {

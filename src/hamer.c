@@ -720,6 +720,15 @@ hamer_tracker *hamer_tracker_new(const hamer_detector *d, const hamer_tracker_pa
         return NULL;
     }
     if (n_threads == 0) n_threads = hm_cpu_online();
+    if (p && p->body != HAMER_BODY_AUTO && p->body != HAMER_BODY_ON && p->body != HAMER_BODY_OFF) {
+        hm_err(HM_E_ARG, "%s: body %d is not HAMER_BODY_AUTO, _ON or _OFF", __func__, (int)p->body);
+        return NULL;
+    }
+    if (p && p->body == HAMER_BODY_ON && !d->body) {
+        hm_err(HM_E_ARG, "%s: the body pass is on but its models are not loaded (bash scripts/get_detector.sh "
+               "installs them)", __func__);
+        return NULL;
+    }
     return hm_tracker_new(d->m, p, n_threads);
 }
 

@@ -523,6 +523,7 @@ class TrackerParams(_Struct):
         ("d_cutoff", ctypes.c_double),
         ("betas_frames", ctypes.c_int),
         ("betas_min", ctypes.c_int),
+        ("body", ctypes.c_int),  # hamer_body_mode
     ]
 
 
