@@ -266,7 +266,10 @@ typedef struct {
     int source;             /* HAMER_SOURCE_*: the pass whose result this is */
     int body;               /* 1: the body pass found this hand (source BODY, or a palm
                                hand it found too); is_right is then the person's side */
-    int person;             /* the body pass's person index when body = 1, else -1 */
+    int person;             /* the body pass's person index when body = 1, else -1; also -1
+                               (and is_right from handedness) when the hand landmark model
+                               confidently (> 0.9 / < 0.1) says the other side: the pose's
+                               wrist was on another person's hand */
 } hamer_detection;
 
 HAMER_API hamer_detector_params hamer_detector_default_params(void);

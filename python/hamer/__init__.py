@@ -646,7 +646,8 @@ class Detector(_Handle):
         hand)) floats, pass int (0 full frame, k tile level k), landmarks
         float32[21, 3] (x, y image pixels; z relative depth); where the
         body pass found the hand also source ("palm" / "body": whose result
-        it is) and person (its index; is_right is then that person's side)."""
+        it is) and person (its index, is_right then that person's side; -1
+        where the landmark model confidently said the other side)."""
         rgb = _as_rgb(image)
         dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body)
         return [_detection_dict(dets[i]) for i in range(n)]

@@ -255,8 +255,19 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
             s->hands[nh].passes = 1u << HM_DET_PASS_BODY;
             s->hands[nh].level = 0;
             s->hands[nh].levels = 0;
-            s->hands[nh].person = s->body_hands[i].person;
-            s->hands[nh].is_right = s->body_hands[i].is_right;
+            /* The person's side, unless the landmark model confidently says
+             * the other: then the pose's wrist was on someone else's hand
+             * (seen on hamer_example_1.jpg), so neither its side nor its
+             * person is trusted */
+            const float hd = s->body_hands[i].hand.handedness;
+            const int confident = hd > 0.9f || hd < 0.1f, model_right = hd > 0.5f;
+            if (confident && model_right != s->body_hands[i].is_right) {
+                s->hands[nh].person = -1;
+                s->hands[nh].is_right = model_right;
+            } else {
+                s->hands[nh].person = s->body_hands[i].person;
+                s->hands[nh].is_right = s->body_hands[i].is_right;
+            }
             nh++;
             st.body_hands++;
         }

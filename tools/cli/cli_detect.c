@@ -39,7 +39,8 @@ static const char *USAGE_DETECT =
     "                  installed (else the palm pass only: \"detector\": {\"body\"} says\n"
     "                  which), on always (an error without its models), off never.\n"
     "                  Hands it found carry \"source\" (\"palm\" / \"body\") and \"person\";\n"
-    "                  is_right is then the person's side\n"
+    "                  is_right is then the person's side (person -1: the landmark\n"
+    "                  model confidently said the other side)\n"
     "\n"
     "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
     "(nothing written); 2 bad usage.\n";
