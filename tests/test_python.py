@@ -869,3 +869,22 @@ if DELEGATE_TO_ASAN_CHILD:
     for _name, _fn in list(globals().items()):
         if _name.startswith("test_") and _name != "test_binding_under_sanitizer" and callable(_fn):
             globals()[_name] = pytest.mark.skip(reason="runs in test_binding_under_sanitizer's ASan python")(_fn)
+
+
+def test_detector_body_option():
+    """body=: the detector's body models (has_body) and the pass per call;
+    a bad value and on without the models are HamerError."""
+    img = hamer.read_image(shared_images() / "hamer_example_5.jpg")
+    with pytest.raises(hamer.HamerError):
+        hamer.Detector(models_dir(), body="yes")
+    with hamer.Detector(models_dir(), threads=1) as det:
+        assert det.has_body
+        off, on = det.detect(img, tiles=False, body="off"), det.detect(img, tiles=False, body="on")
+        assert [d["bbox"].tolist() for d in on] == [d["bbox"].tolist() for d in off]
+        assert all("source" not in d for d in off) and all(d["source"] == "palm" for d in on)
+        with pytest.raises(hamer.HamerError):
+            det.detect(img, body="sometimes")
+    with hamer.Detector(models_dir(), threads=1, body="off") as det:
+        assert not det.has_body
+        with pytest.raises(hamer.HamerError, match="get_detector.sh"):
+            det.detect(img, body="on")
