@@ -263,7 +263,8 @@ typedef struct {
     float handedness;       /* P(right hand) on a non-mirrored photo */
     float landmarks[21 * 3];/* x, y image pixels; z relative depth on x's scale */
     int pass;               /* 0 full frame, k > 0 tile level k (0 for source BODY) */
-    int source;             /* HAMER_SOURCE_*: the pass whose result this is */
+    int source;             /* HAMER_SOURCE_*: the pass whose result this is (BODY: score is
+                               the person's pose detection score) */
     int body;               /* 1: the body pass found this hand (source BODY, or a palm
                                hand it found too); is_right is then the person's side */
     int person;             /* the body pass's person index when body = 1, else -1; also -1
