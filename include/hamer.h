@@ -288,7 +288,8 @@ HAMER_API int hamer_detector_get_body(const hamer_detector *detector);
 HAMER_API hamer_detect_state *hamer_detect_state_new(const hamer_detector *detector, int n_threads);
 HAMER_API void hamer_detect_state_free(hamer_detect_state *state);
 /* Hands in an RGB image (w x h, interleaved, 8-bit): up to max (and
- * params->max_hands) detections, best palm score first; returns their
+ * params->max_hands) detections, best palm score first (the body pass's own
+ * hands after the palm pass's); returns their
  * count, or a negative code. Duplicates across passes are merged: a hand
  * is never returned twice. detect_ms (may be NULL) receives the time. */
 HAMER_API int hamer_detect(hamer_detect_state *state, const uint8_t *rgb, int w, int h,
