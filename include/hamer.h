@@ -189,6 +189,7 @@ typedef struct {
         float handedness;        /* P(right hand) */
         float landmarks[HAMER_N_KP * 3]; /* x, y image pixels; z relative depth on x's scale */
         int pass;                /* 0 full frame, k > 0 tile level k */
+        int source, body, person; /* as in hamer_detection */
     } detection;
 } hamer_hand;
 
@@ -220,9 +221,21 @@ HAMER_API int hamer_predict(hamer_state *state, const uint8_t *rgb, int w, int h
 typedef struct hamer_detector hamer_detector;
 typedef struct hamer_detect_state hamer_detect_state;
 
+/* The body pass (MediaPipe Holistic's hands from the pose: pose detection,
+ * pose landmarks, the hand rectangle from the wrist, pinky and index, the
+ * hand re-crop, the hand landmark model): its models are installed by
+ * scripts/get_detector.sh next to the hand models. */
+typedef enum {
+    HAMER_BODY_AUTO = 0,    /* detector: load the body models when installed (palm pass only when not);
+                               detect: run the body pass when they are loaded and tiles = 1 */
+    HAMER_BODY_ON = 1,      /* detector: the body models are required; detect: always run it */
+    HAMER_BODY_OFF = 2      /* detector: do not load them; detect: never run it */
+} hamer_body_mode;
+
 typedef struct {
     const char *dir;        /* models directory, or NULL to search (above) */
     int lite;               /* 1: the lite models (faster, less accurate) */
+    hamer_body_mode body;   /* the body pass's models (above); default HAMER_BODY_AUTO */
 } hamer_detector_params;
 
 typedef struct {
@@ -232,7 +245,16 @@ typedef struct {
     int tiles;              /* 1 (default): also search overlapping tiles of the
                                image for small hands; 0: MediaPipe's one
                                full-frame pass only (faster) */
+    hamer_body_mode body;   /* the body pass (above); default HAMER_BODY_AUTO. ON with a
+                               detector without the body models: an error naming
+                               scripts/get_detector.sh */
 } hamer_detect_params;
+
+/* Which pass found a detection (hamer_detection.source). */
+enum {
+    HAMER_SOURCE_PALM = 0,  /* the palm detector (pass: full frame or tile level) */
+    HAMER_SOURCE_BODY = 1   /* the body pass (pose -> hand re-crop -> hand landmarks) */
+};
 
 typedef struct {
     hamer_box box;          /* tight box of the 21 landmarks; is_right from handedness */
@@ -240,7 +262,15 @@ typedef struct {
     float presence;         /* hand presence */
     float handedness;       /* P(right hand) on a non-mirrored photo */
     float landmarks[21 * 3];/* x, y image pixels; z relative depth on x's scale */
-    int pass;               /* 0 full frame, k > 0 tile level k */
+    int pass;               /* 0 full frame, k > 0 tile level k (0 for source BODY) */
+    int source;             /* HAMER_SOURCE_*: the pass whose result this is (BODY: score is
+                               the person's pose detection score) */
+    int body;               /* 1: the body pass found this hand (source BODY, or a palm
+                               hand it found too); is_right is then the person's side */
+    int person;             /* the body pass's person index when body = 1, else -1; also -1
+                               (and is_right from handedness) when the hand landmark model
+                               confidently (> 0.9 / < 0.1) says the other side: the pose's
+                               wrist was on another person's hand */
 } hamer_detection;
 
 HAMER_API hamer_detector_params hamer_detector_default_params(void);
@@ -251,11 +281,15 @@ HAMER_API hamer_detector *hamer_detector_load(const hamer_detector_params *param
 HAMER_API void hamer_detector_free(hamer_detector *detector);
 /* The directory the models were loaded from (owned by the detector). */
 HAMER_API const char *hamer_detector_get_dir(const hamer_detector *detector);
+/* 1 when the body pass's models are loaded, 0 when not (AUTO and not
+ * installed, or OFF), negative on a NULL detector. */
+HAMER_API int hamer_detector_get_body(const hamer_detector *detector);
 /* Per-thread detection state with n_threads worker threads (0 = online CPUs). */
 HAMER_API hamer_detect_state *hamer_detect_state_new(const hamer_detector *detector, int n_threads);
 HAMER_API void hamer_detect_state_free(hamer_detect_state *state);
 /* Hands in an RGB image (w x h, interleaved, 8-bit): up to max (and
- * params->max_hands) detections, best palm score first; returns their
+ * params->max_hands) detections, best palm score first (the body pass's own
+ * hands after the palm pass's); returns their
  * count, or a negative code. Duplicates across passes are merged: a hand
  * is never returned twice. detect_ms (may be NULL) receives the time. */
 HAMER_API int hamer_detect(hamer_detect_state *state, const uint8_t *rgb, int w, int h,
@@ -427,6 +461,9 @@ typedef struct {
     double d_cutoff;        /* One Euro cutoff of the speed, Hz (default 1.0) */
     int betas_frames;       /* frames whose betas make a track's shape, 1..256 (default 30) */
     int betas_min;          /* frames before the shape is fixed, 1..betas_frames (default 5) */
+    hamer_body_mode body;   /* the body pass on detection frames (its hands start tracks too:
+                               re-acquisition from the pose): as hamer_detect_params.body
+                               (default AUTO: with tiles, when its models are loaded) */
 } hamer_tracker_params;
 
 typedef struct {

@@ -7,8 +7,10 @@ apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libhiredis-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
     python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
-    libopenblas0-pthread clang libclang-rt-14-dev valgrind chromium >/dev/null
-# chromium: the browser tests/test_web.py drives the web page of hamer serve in.
+    libopenblas0-pthread clang libclang-rt-14-dev valgrind chromium opencv-doc >/dev/null
+# chromium: the browser tests/test_web.py drives the web page of hamer serve in
+# (and tests/test_holistic_web.py runs MediaPipe Holistic in); opencv-doc: its
+# sample photos (messi5.jpg, basketball1.png, handSrc.jpg, handDst.jpg) for that test.
 # npm fetches the hand-detector models (scripts/get_detector.sh), three.js
 # for the web page (scripts/get_web.sh) and, for the tests, the reference
 # TFLite runtime, the glTF validator and playwright-core; most machines

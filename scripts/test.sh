@@ -74,6 +74,7 @@ detector_deps() {
     (cd tests/gltf && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
     bash scripts/get_web.sh
     (cd tests/web && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
+    (cd tests/holistic && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
 }
 stage "deps (detector models, npm)" detector_deps
 

@@ -467,6 +467,8 @@ int hamer_box_parse(const char *text, hamer_box *box) {
 struct hamer_detector {
     hm_det_model *m;
     int lite;
+    int body;          /* the body pass's models are loaded */
+    int body_mode;     /* hamer_detector_params.body */
     char dir[4096];
 };
 
@@ -477,14 +479,14 @@ struct hamer_detect_state {
 };
 
 hamer_detector_params hamer_detector_default_params(void) {
-    hamer_detector_params p = {NULL, 0};
+    hamer_detector_params p = {NULL, 0, HAMER_BODY_AUTO};
     return p;
 }
 
 hamer_detect_params hamer_detect_default_params(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
-    hamer_detect_params p = {o.max_hands, o.min_palm, o.min_presence, 1};
+    hamer_detect_params p = {o.max_hands, o.min_palm, o.min_presence, 1, HAMER_BODY_AUTO};
     return p;
 }
 
@@ -496,9 +498,28 @@ hamer_detector *hamer_detector_load(const hamer_detector_params *params) {
         return NULL;
     }
     d->lite = p.lite != 0;
+    if (p.body != HAMER_BODY_AUTO && p.body != HAMER_BODY_ON && p.body != HAMER_BODY_OFF) {
+        hm_err(HM_E_ARG, "%s: body %d is not HAMER_BODY_AUTO, _ON or _OFF", __func__, (int)p.body);
+        free(d);
+        return NULL;
+    }
+    d->body_mode = p.body;
     if (hm_det_find_dir(p.dir, d->lite, d->dir, sizeof d->dir) || hm_det_model_load(d->dir, d->lite, &d->m)) {
         free(d);
         return NULL;
+    }
+    if (p.body != HAMER_BODY_OFF) {
+        /* AUTO: missing body models mean the palm pass only (the detector's
+         * description says so); a malformed one is still an error */
+        int rc = hm_det_model_load_body(d->m, d->dir);
+        if (rc == HM_E_IO && p.body == HAMER_BODY_AUTO) {
+            hm_errclear();
+        } else if (rc) {
+            hamer_detector_free(d);
+            return NULL;
+        } else {
+            d->body = 1;
+        }
     }
     return d;
 }
@@ -507,6 +528,11 @@ void hamer_detector_free(hamer_detector *d) {
     if (!d) return;
     hm_det_model_free(d->m);
     free(d);
+}
+
+int hamer_detector_get_body(const hamer_detector *d) {
+    if (!d) return hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
+    return d->body;
 }
 
 const char *hamer_detector_get_dir(const hamer_detector *d) {
@@ -554,6 +580,12 @@ static int det_opts(const hamer_detect_params *p, hm_det_opts *o) {
         o->min_palm = p->min_score;
         o->min_presence = p->min_presence;
         if (!p->tiles) o->n_levels = 0;
+        switch (p->body) {
+        case HAMER_BODY_AUTO: o->body = HM_DET_BODY_AUTO; break;
+        case HAMER_BODY_ON: o->body = HM_DET_BODY_ON; break;
+        case HAMER_BODY_OFF: o->body = HM_DET_BODY_OFF; break;
+        default: return hm_err(HM_E_ARG, "detect: body %d is not HAMER_BODY_AUTO, _ON or _OFF", (int)p->body);
+        }
     }
     return hm_det_opts_check(o);
 }
@@ -565,6 +597,10 @@ int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const
     hm_det_opts o;
     int rc = det_opts(params, &o), n = 0;
     if (rc) return rc;
+    if (o.body == HM_DET_BODY_ON && !st->d->body)
+        return hm_err(HM_E_ARG, "detect: the body pass is on but its models are not loaded (%s; bash "
+                      "scripts/get_detector.sh installs them)",
+                      st->d->body_mode == HAMER_BODY_OFF ? "the detector was loaded with body off" : "not installed");
     hm_det_hand hands[HM_DET_MAX_HANDS];
     hm_det_stats stats;
     double t0 = hm_now();
@@ -579,6 +615,9 @@ int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const
         d->score = hands[i].palm_score, d->presence = hands[i].presence, d->handedness = hands[i].handedness;
         memcpy(d->landmarks, hands[i].landmarks, sizeof d->landmarks);
         d->pass = hands[i].level;
+        d->source = hands[i].pass == HM_DET_PASS_BODY ? HAMER_SOURCE_BODY : HAMER_SOURCE_PALM;
+        d->body = (hands[i].passes >> HM_DET_PASS_BODY) & 1u;
+        d->person = d->body ? hands[i].person : -1;
     }
     return n;
 }
@@ -598,8 +637,20 @@ int hamer_predict_detections(hamer_state *st, const uint8_t *rgb, int w, int h, 
         d->score = dets[i].score, d->presence = dets[i].presence, d->handedness = dets[i].handedness;
         memcpy(d->landmarks, dets[i].landmarks, sizeof d->landmarks);
         d->pass = dets[i].pass;
+        d->source = dets[i].source, d->body = dets[i].body, d->person = dets[i].person;
     }
     return HAMER_OK;
+}
+
+/* The detector's "body" line: whether the body pass runs, and why not. */
+static const char *hm_body_desc(const hamer_detector *d, const hamer_detect_params *p) {
+    const int mode = p ? p->body : HAMER_BODY_AUTO, tiles = p ? p->tiles : 1;
+    if (!d->body)
+        return d->body_mode == HAMER_BODY_OFF ? "off (not loaded)"
+                                             : "off: models not installed, palm pass only (bash scripts/get_detector.sh)";
+    if (mode == HAMER_BODY_OFF) return "off";
+    if (mode == HAMER_BODY_ON) return "on";
+    return tiles ? "auto: on (with the tiles)" : "auto: off (single pass)";
 }
 
 char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, const hamer_detector *detector,
@@ -609,7 +660,7 @@ char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, co
         return NULL;
     }
     return hm_detections_json(w, h, dets, n, detector ? detector->dir : NULL, detector ? detector->lite : 0,
-                              params ? params->tiles : 1, detect_ms);
+                              params ? params->tiles : 1, detector ? hm_body_desc(detector, params) : NULL, detect_ms);
 }
 
 int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n, uint8_t **png,
@@ -669,6 +720,15 @@ hamer_tracker *hamer_tracker_new(const hamer_detector *d, const hamer_tracker_pa
         return NULL;
     }
     if (n_threads == 0) n_threads = hm_cpu_online();
+    if (p && p->body != HAMER_BODY_AUTO && p->body != HAMER_BODY_ON && p->body != HAMER_BODY_OFF) {
+        hm_err(HM_E_ARG, "%s: body %d is not HAMER_BODY_AUTO, _ON or _OFF", __func__, (int)p->body);
+        return NULL;
+    }
+    if (p && p->body == HAMER_BODY_ON && !d->body) {
+        hm_err(HM_E_ARG, "%s: the body pass is on but its models are not loaded (bash scripts/get_detector.sh "
+               "installs them)", __func__);
+        return NULL;
+    }
     return hm_tracker_new(d->m, p, n_threads);
 }
 

@@ -173,8 +173,9 @@ def run_detect(path, *args, models=None):
 def test_merged_into_the_palm_pass(tmp_path):
     """hm_det_run with the body pass: on the shared photos every body hand
     is a hand the palm pass found too (merged: both pass bits), nothing is
-    added, nothing changes in the palm pass's hands; auto runs it when the
-    models are there and not when they are not; on without them fails."""
+    added, nothing changes in the palm pass's hands; auto runs it with the
+    tile pass when the models are there (not with the single pass, not
+    without the models); on without them fails."""
     for name in PHOTOS:
         path = shared_images() / name
         r_off, r_on, r_auto = (run_detect(path, '--single', '--body', b) for b in ('off', 'on', 'auto'))
@@ -183,7 +184,10 @@ def test_merged_into_the_palm_pass(tmp_path):
         off, on, auto = (json.loads(r.stdout) for r in (r_off, r_on, r_auto))
         assert on['stats']['body_hands'] == 2 and on['stats']['body_persons'] == 1, name
         untimed = lambda st: {k: v for k, v in st.items() if k != 'body_ms'}  # noqa: E731
-        assert untimed(auto['stats']) == untimed(on['stats']) and off['stats']['body_hands'] == 0, name
+        assert untimed(auto['stats']) == untimed(off['stats']) and off['stats']['body_hands'] == 0, name
+        r_tiles = run_detect(path, '--body', 'auto')
+        assert r_tiles.returncode == 0, r_tiles.stderr
+        assert json.loads(r_tiles.stdout)['stats']['body_hands'] == 2, name
         assert [h['bbox'] for h in on['hands']] == [h['bbox'] for h in off['hands']], name
         assert all(h['pass'] == 'palm' for h in on['hands']), name
         assert sum(h['passes'] == 3 for h in on['hands']) == 2, name

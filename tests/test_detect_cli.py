@@ -42,7 +42,10 @@ def test_detect_scores_on_the_photos(tmp_path, name):
         # The box is the tight box of the landmarks.
         np.testing.assert_allclose(h["bbox"], [*lm[:, :2].min(0), *lm[:, :2].max(0)], atol=1e-3)
         assert 0.5 <= h["score"] <= 1 and 0.5 <= h["presence"] <= 1 and 0 <= h["handedness"] <= 1
-        assert h["is_right"] == (h["handedness"] > 0.5)
+        if "source" not in h or h["person"] < 0:  # the landmark model's side (palm pass alone, or
+            assert h["is_right"] == (h["handedness"] > 0.5)  # a person's side it contradicted)
+        if "source" in h:  # where the body pass found it (and the model agreed): the person's side
+            assert h["source"] in ("palm", "body") and h["person"] >= -1
     # The picture is the photo with marks only near the hands.
     src = np.asarray(Image.open(shared_images() / name).convert("RGB")).astype(int)
     got = np.asarray(Image.open(pic).convert("RGB")).astype(int)
@@ -128,10 +131,43 @@ def test_missing_models_fail_cleanly(tmp_path, ckpt):
 @pytest.mark.parametrize("args,needle", [
     (["--max-hands", "0"], "--max-hands"), (["--max-hands", "65"], "--max-hands"),
     (["--min-score", "1"], "--min-score"), (["--min-score", "0x1"], "--min-score"),
-    (["--detector"], "needs a value"),
+    (["--detector"], "needs a value"), (["--body", "yes"], "--body"), (["--body"], "needs a value"),
 ])
 def test_detect_usage_errors(tmp_path, args, needle):
     out = tmp_path / "o.json"
     proc = detect(shared_images() / "hamer_example_5.jpg", out, *args)
     assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.splitlines()) == 1, describe(proc)
     assert not out.exists()
+
+
+def test_body_option(tmp_path):
+    """--body: the detector's "body" line says what ran; the body pass's
+    hands carry source and person; with the hand models alone, auto is the
+    palm pass (said on stderr and in the document) and on fails naming
+    scripts/get_detector.sh."""
+    img = shared_images() / "hamer_example_5.jpg"
+    docs = {}
+    for mode in ("auto", "on", "off"):
+        out = tmp_path / f"{mode}.json"
+        proc = detect(img, out, "--body", mode, "--single-pass")
+        assert proc.returncode == 0, describe(proc)
+        docs[mode] = json.loads(out.read_text())
+    assert docs["auto"]["detector"]["body"] == "auto: off (single pass)"
+    assert docs["on"]["detector"]["body"] == "on" and docs["off"]["detector"]["body"] == "off (not loaded)"
+    assert all("source" not in h for h in docs["off"]["hands"] + docs["auto"]["hands"])
+    assert [h["bbox"] for h in docs["on"]["hands"]] == [h["bbox"] for h in docs["off"]["hands"]]
+    assert sorted(h["source"] + str(h["person"]) for h in docs["on"]["hands"]) == ["palm0", "palm0"]
+    # the annotated sides: the body side agrees on this photo
+    assert [h["is_right"] for h in docs["on"]["hands"]] == [h["is_right"] for h in docs["off"]["hands"]]
+    hands_only = tmp_path / "hands_only"
+    hands_only.mkdir()
+    for f in ("palm_detection_full.tflite", "hand_landmark_full.tflite"):
+        (hands_only / f).symlink_to(models_dir() / f)
+    out = tmp_path / "h.json"
+    proc = detect(img, out, "--detector", hands_only)
+    assert proc.returncode == 0 and "palm pass only" in proc.stderr and "get_detector.sh" in proc.stderr, \
+        describe(proc)
+    assert json.loads(out.read_text())["detector"]["body"].startswith("off: models not installed")
+    proc = detect(img, tmp_path / "h2.json", "--detector", hands_only, "--body", "on")
+    assert proc.returncode == 1 and "pose_detection.tflite" in proc.stderr and "get_detector.sh" in proc.stderr, \
+        describe(proc)

@@ -73,7 +73,7 @@ def assert_detection_equal_json(got, want, where):
         if k == "landmarks":
             ref = np.array(v, np.float32)
             assert got[k].dtype == np.float32 and np.array_equal(bits(got[k]), bits(ref)), f"{where} {k}"
-        elif k in ("pass", "is_right"):
+        elif k in ("pass", "is_right", "source", "person"):
             assert type(got[k]) is type(v) and got[k] == v, f"{where} {k}"
         elif k == "bbox":
             assert np.array_equal(bits(got[k]), bits(np.array(v, np.float32))), f"{where} {k}"
@@ -186,8 +186,9 @@ int main(void) {
     F(hamer_hand, keypoints_3d) F(hamer_hand, keypoints_2d) F(hamer_hand, vertices) F(hamer_hand, box_center)
     F(hamer_hand, box_size) F(hamer_hand, detection)
     S(hamer_detection) F(hamer_detection, box) F(hamer_detection, score) F(hamer_detection, landmarks)
-    F(hamer_detection, pass)
-    S(hamer_detect_params) F(hamer_detect_params, tiles) S(hamer_detector_params) F(hamer_detector_params, lite)
+    F(hamer_detection, pass) F(hamer_detection, source) F(hamer_detection, body) F(hamer_detection, person)
+    S(hamer_detect_params) F(hamer_detect_params, tiles) F(hamer_detect_params, body)
+    S(hamer_detector_params) F(hamer_detector_params, lite) F(hamer_detector_params, body)
     S(hamer_job_params) F(hamer_job_params, predict) F(hamer_job_params, detect)
     S(hamer_job_input) F(hamer_job_input, path) F(hamer_job_input, data) F(hamer_job_input, len)
     F(hamer_job_input, rgb) F(hamer_job_input, width) F(hamer_job_input, height) F(hamer_job_input, decode_ms)
@@ -868,3 +869,22 @@ if DELEGATE_TO_ASAN_CHILD:
     for _name, _fn in list(globals().items()):
         if _name.startswith("test_") and _name != "test_binding_under_sanitizer" and callable(_fn):
             globals()[_name] = pytest.mark.skip(reason="runs in test_binding_under_sanitizer's ASan python")(_fn)
+
+
+def test_detector_body_option():
+    """body=: the detector's body models (has_body) and the pass per call;
+    a bad value and on without the models are HamerError."""
+    img = hamer.read_image(shared_images() / "hamer_example_5.jpg")
+    with pytest.raises(hamer.HamerError):
+        hamer.Detector(models_dir(), body="yes")
+    with hamer.Detector(models_dir(), threads=1) as det:
+        assert det.has_body
+        off, on = det.detect(img, tiles=False, body="off"), det.detect(img, tiles=False, body="on")
+        assert [d["bbox"].tolist() for d in on] == [d["bbox"].tolist() for d in off]
+        assert all("source" not in d for d in off) and all(d["source"] == "palm" for d in on)
+        with pytest.raises(hamer.HamerError):
+            det.detect(img, body="sometimes")
+    with hamer.Detector(models_dir(), threads=1, body="off") as det:
+        assert not det.has_body
+        with pytest.raises(hamer.HamerError, match="get_detector.sh"):
+            det.detect(img, body="on")

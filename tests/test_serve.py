@@ -350,6 +350,22 @@ def test_no_hand_found_says_detected_as_run(main_server, scene):
     assert set(got["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, got
     assert strip_timings(r.text) == strip_timings(out.read_text())
 
+
+def test_body_query(main_server, scene):
+    """?body=auto|on|off chooses the detector's body pass (no boxes only):
+    a bad value and body= with boxes are 400 naming it; off / on answer."""
+    d = scene["dir"]
+    Image.fromarray(np.full((120, 160, 3), 128, np.uint8)).save(d / "grey-body.png")
+    grey = (d / "grey-body.png").read_bytes()
+    for q in ("?body=off", "?body=on", "?body=auto"):
+        r = post(main_server.url + "/v1/predict", grey, "image/png", q)
+        assert r.status_code == 200 and r.json()["hands"] == [], (q, r.text)
+    r = post(main_server.url + "/v1/predict", grey, "image/png", "?body=yes")
+    assert r.status_code == 400 and "body must be auto, on or off" in r.text, r.text
+    r = post(main_server.url + "/v1/render", grey, "image/png", "?body=on&boxes=" + box_arg(RIGHT))
+    assert r.status_code == 400 and "body=" in r.text, r.text
+
+
 def burst(server, scene, n_requests, n_clients=16):
     """n_requests predicts from n_clients threads; returns the outcomes."""
     lock = threading.Lock()

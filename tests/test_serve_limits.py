@@ -526,7 +526,7 @@ def test_predict_without_boxes_detects_like_run(scene, tmp_path):
     srv = Server(scene["dir"], scene["model"], "--threads", 2, "--timeout-s", 120 * SLOW)
     try:
         ready = srv.wait_ready()
-        assert ready["detector"]["loaded"] is True and ready["detector"]["dir"]
+        assert ready["detector"]["loaded"] is True and ready["detector"]["dir"] and ready["detector"]["body"] is True
         info = requests.get(srv.url + "/info", timeout=10).json()
         assert info["detector"] == ready["detector"]
         body = photo.read_bytes()

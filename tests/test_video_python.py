@@ -230,7 +230,7 @@ int main(void) {
     S(hamer_detector_params) F(hamer_detector_params, lite)
     S(hamer_tracker_params) F(hamer_tracker_params, tiles) F(hamer_tracker_params, cut_threshold)
     F(hamer_tracker_params, smooth) F(hamer_tracker_params, min_cutoff) F(hamer_tracker_params, d_cutoff)
-    F(hamer_tracker_params, betas_min)
+    F(hamer_tracker_params, betas_min) F(hamer_tracker_params, body)
     S(hamer_video_params) F(hamer_video_params, stride) F(hamer_video_params, threads)
     S(hamer_video_info) F(hamer_video_info, fps) F(hamer_video_info, frames) F(hamer_video_info, format)
     S(hamer_video_frame) F(hamer_video_frame, index) F(hamer_video_frame, time_s) F(hamer_video_frame, decode_ms)

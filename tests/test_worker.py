@@ -652,6 +652,8 @@ def test_poison_jobs_get_error_results(redis_factory, scene, tmp_path):
         "bad-vertices": (["image", png, "vertices", "yes"], "'vertices'"),
         "bad-rescale": (["image", png, "boxes", "[]", "rescale", "nan"], "'rescale'"),
         "bad-crop-mode": (["image", png, "boxes", "[]", "crop_mode", "zoom"], "'crop_mode'"),
+        "bad-body": (["image", png, "body", "yes"], "'body'"),
+        "body-with-boxes": (["image", png, "boxes", "[]", "body", "on"], "without 'boxes'"),
         "65-hands": (["image", png, "boxes", json.dumps([{"bbox": [1, 1, 9, 9]}] * 65)], "64"),
     }
     good = ["none", "right", "outside", "two_vertices"]

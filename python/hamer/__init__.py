@@ -320,13 +320,16 @@ def _hand_dicts(ptr, boxes):
 
 def _detection_fields(value):
     """A detection's scores and landmarks from the library's JSON: floats
-    (float32 values), "pass" an int, landmarks float32 [21, 3]."""
+    (float32 values), "pass" and "person" ints, "source" a str, landmarks
+    float32 [21, 3]."""
     out = {}
     for k, v in value.items():
         if k == "landmarks":
             out[k] = np.array(v, np.float32).reshape(N_KP, 3)
-        elif k == "pass":
+        elif k in ("pass", "person"):
             out[k] = int(v)
+        elif k == "source":
+            out[k] = str(v)
         else:
             out[k] = float(np.float32(v))
     return out
@@ -334,7 +337,7 @@ def _detection_fields(value):
 
 def _detection_dict(det):
     """One hamer_detection as `hamer detect`'s JSON entry has it."""
-    return {
+    d = {
         "bbox": np.array(det.box.bbox[:], np.float32),
         "is_right": bool(det.box.is_right),
         "score": float(det.score),
@@ -343,6 +346,19 @@ def _detection_dict(det):
         "pass": int(det.pass_),
         "landmarks": np.array(det.landmarks[:], np.float32).reshape(N_KP, 3),
     }
+    if det.body or det.source == _lib.SOURCE_BODY:  # as the JSON: only where the body pass found it
+        d["source"] = "body" if det.source == _lib.SOURCE_BODY else "palm"
+        d["person"] = int(det.person)
+    return d
+
+
+_BODY_MODES = {"auto": _lib.BODY_AUTO, "on": _lib.BODY_ON, "off": _lib.BODY_OFF}
+
+
+def _body_arg(body):
+    if body not in _BODY_MODES:
+        raise HamerError(f"body must be 'auto', 'on' or 'off', got {body!r}", E_ARG)
+    return _BODY_MODES[body]
 
 
 _RENDER_NEEDS = ("vertices", "cam_t_full", "focal_length")
@@ -484,7 +500,7 @@ class Detector(_Handle):
     """The built-in hand detector: MediaPipe Hands' palm detector and hand
     landmark model, run by the library's own TFLite executor on the CPU.
 
-    Detector(dir=None, lite=False, threads=None)
+    Detector(dir=None, lite=False, threads=None, body="auto")
 
     dir      the models' directory; None: the library's search
              ($HAMER_DETECTOR_DIR, ${XDG_DATA_HOME:-~/.local/share}/hamer/detector,
@@ -494,13 +510,17 @@ class Detector(_Handle):
              script.
     lite     the lite models (faster, less accurate)
     threads  worker threads per detection state; None: online CPUs
+    body     the body pass's models (MediaPipe Holistic's pose and hand
+             re-crop models, installed by the same script): "auto" loads
+             them when installed (``has_body`` says whether), "on"
+             requires them, "off" does not load them
 
     ``detect(image)`` gives the hands, as ``hamer detect``. Thread-safe
     like Model (a pool of detection states, one per concurrent call). A
     context manager; ``close()`` frees it. Cannot be copied or pickled.
     """
 
-    def __init__(self, dir=None, lite=False, threads=None):
+    def __init__(self, dir=None, lite=False, threads=None, body="auto"):
         self._handle = None
         self._closed = True
         threads = _threads_arg(threads)
@@ -509,6 +529,7 @@ class Detector(_Handle):
         dir_b = None if dir is None else os.fsencode(dir)
         params.dir = dir_b
         params.lite = int(bool(lite))
+        params.body = _body_arg(body)
         handle = lib.hamer_detector_load(ctypes.byref(params))
         if not handle:
             raise _library_error(fallback="cannot load the hand detector (run scripts/get_detector.sh)")
@@ -523,6 +544,12 @@ class Detector(_Handle):
         """The directory the models were loaded from."""
         self._check_open()
         return os.fsdecode(self._lib.hamer_detector_get_dir(self._handle))
+
+    @property
+    def has_body(self):
+        """True when the body pass's models are loaded."""
+        self._check_open()
+        return self._lib.hamer_detector_get_body(self._handle) == 1
 
     @property
     def closed(self):
@@ -553,7 +580,7 @@ class Detector(_Handle):
     def __repr__(self):
         return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
 
-    def _params(self, max_hands, min_score, min_presence, tiles):
+    def _params(self, max_hands, min_score, min_presence, tiles, body="auto"):
         """hamer_detect_params from detect()'s arguments (checked)."""
         if not (isinstance(max_hands, int) and 1 <= max_hands <= MAX_HANDS):
             raise HamerError(f"max_hands must be an integer in 1..{MAX_HANDS}, got {max_hands!r}", E_ARG)
@@ -563,6 +590,7 @@ class Detector(_Handle):
         params = self._lib.hamer_detect_default_params()
         params.max_hands, params.min_score, params.min_presence = max_hands, float(min_score), float(min_presence)
         params.tiles = int(bool(tiles))
+        params.body = _body_arg(body)
         return params
 
     @contextlib.contextmanager
@@ -586,9 +614,9 @@ class Detector(_Handle):
                 self._active -= 1
                 self._cond.notify_all()
 
-    def _raw(self, rgb, max_hands, min_score, min_presence, tiles):
+    def _raw(self, rgb, max_hands, min_score, min_presence, tiles, body="auto"):
         """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
-        params = self._params(max_hands, min_score, min_presence, tiles)
+        params = self._params(max_hands, min_score, min_presence, tiles, body)
         h, w = rgb.shape[:2]
         dets = (_lib.Detection * MAX_HANDS)()
         with self._lend() as st:
@@ -598,7 +626,7 @@ class Detector(_Handle):
                 raise _library_error(n)
         return dets, n
 
-    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
         """The hands of a photo, best palm score first, as the "hands" of
         ``hamer detect``'s document (which ``hamer run --boxes`` reads).
 
@@ -608,13 +636,20 @@ class Detector(_Handle):
         min_presence  hand presence threshold in (0, 1)
         tiles         also search overlapping tiles for small hands (the
                       default; False: MediaPipe's one full-frame pass)
+        body          the body pass (MediaPipe Holistic: pose -> hand
+                      re-crop -> hand landmarks): "auto" (with tiles, when
+                      its models are loaded), "on" (HamerError without
+                      them), "off"
 
         One dict per hand: bbox float32[4] (the tight box of the
         landmarks), is_right bool, score, presence, handedness (P(right
         hand)) floats, pass int (0 full frame, k tile level k), landmarks
-        float32[21, 3] (x, y image pixels; z relative depth)."""
+        float32[21, 3] (x, y image pixels; z relative depth); where the
+        body pass found the hand also source ("palm" / "body": whose result
+        it is) and person (its index, is_right then that person's side; -1
+        where the landmark model confidently said the other side)."""
         rgb = _as_rgb(image)
-        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles)
+        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body)
         return [_detection_dict(dets[i]) for i in range(n)]
 
 
@@ -865,15 +900,15 @@ class Model(_Handle):
                 self._detector = Detector(self._detector_dir, threads=self._threads or None)
             return self._detector
 
-    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
         """The hands of a photo found by the built-in detector, as ``hamer
         detect`` finds them: see Detector.detect (same arguments, same
         dicts: bbox, is_right, score, presence, handedness, pass,
         landmarks [21, 3])."""
-        return self.detector.detect(image, max_hands, min_score, min_presence, tiles)
+        return self.detector.detect(image, max_hands, min_score, min_presence, tiles, body)
 
     def predict(self, image, boxes=None, is_right=True, rescale=2.0, crop_mode="warp", vertices=False,
-                max_hands=8, min_score=0.5, min_presence=0.5, tiles=True):
+                max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
         """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
 
         image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
@@ -881,7 +916,7 @@ class Model(_Handle):
         boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
                     rounded to float32 as the CLI does; None: the hands are
                     found by the detector first (``self.detector``; with
-                    max_hands, min_score, min_presence, tiles as in
+                    max_hands, min_score, min_presence, tiles, body as in
                     detect()), as ``hamer run`` without boxes does, and each
                     hand also has "detection": {score, presence,
                     handedness, pass, landmarks float32[21,3]}
@@ -914,7 +949,7 @@ class Model(_Handle):
         inp = _lib.JobInput(rgb=rgb.ctypes.data_as(_lib.c_uint8_p), width=w, height=h, params=ctypes.pointer(jp))
         if boxes is None:
             detector = self.detector
-            jp.detect = detector._params(max_hands, min_score, min_presence, tiles)
+            jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body)
             inp.source = _lib.BOXES_DETECTED
             with detector._lend() as dst:
                 return self._job(inp, dst, vertices)

@@ -200,6 +200,9 @@ class HandDetection(_Struct):
         ("handedness", ctypes.c_float),
         ("landmarks", ctypes.c_float * (N_KP * 3)),
         ("pass_", ctypes.c_int),
+        ("source", ctypes.c_int),
+        ("body", ctypes.c_int),
+        ("person", ctypes.c_int),
     ]
 
 
@@ -231,6 +234,9 @@ class Detection(_Struct):
         ("handedness", ctypes.c_float),
         ("landmarks", ctypes.c_float * (N_KP * 3)),
         ("pass_", ctypes.c_int),
+        ("source", ctypes.c_int),
+        ("body", ctypes.c_int),
+        ("person", ctypes.c_int),
     ]
 
 
@@ -240,13 +246,20 @@ class DetectParams(_Struct):
         ("min_score", ctypes.c_float),
         ("min_presence", ctypes.c_float),
         ("tiles", ctypes.c_int),
+        ("body", ctypes.c_int),  # hamer_body_mode: a C enum, int-sized with gcc/clang
     ]
+
+
+# hamer_body_mode
+BODY_AUTO, BODY_ON, BODY_OFF = 0, 1, 2
+SOURCE_PALM, SOURCE_BODY = 0, 1
 
 
 class DetectorParams(_Struct):
     _fields_ = [
         ("dir", ctypes.c_char_p),
         ("lite", ctypes.c_int),
+        ("body", ctypes.c_int),
     ]
 
 
@@ -510,6 +523,7 @@ class TrackerParams(_Struct):
         ("d_cutoff", ctypes.c_double),
         ("betas_frames", ctypes.c_int),
         ("betas_min", ctypes.c_int),
+        ("body", ctypes.c_int),  # hamer_body_mode
     ]
 
 
@@ -555,6 +569,7 @@ _PROTOTYPES.update({
     "hamer_detector_load": (_P, [ctypes.POINTER(DetectorParams)]),
     "hamer_detector_free": (None, [_P]),
     "hamer_detector_get_dir": (ctypes.c_char_p, [_P]),
+    "hamer_detector_get_body": (ctypes.c_int, [_P]),
     "hamer_detect_default_params": (DetectParams, []),
     "hamer_detect_state_new": (_P, [_P, _INT]),
     "hamer_detect_state_free": (None, [_P]),

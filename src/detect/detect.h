@@ -88,6 +88,8 @@ typedef struct {
     unsigned levels;   /* bit k set: a candidate from level k merged into this hand */
     int pass;          /* the pass that found the representative: HM_DET_PASS_PALM or _BODY */
     unsigned passes;   /* bit per pass (1 << HM_DET_PASS_*) of it and the repeats merged into it */
+    int person;        /* the body pass's person index when it found the hand (or a repeat merged
+                          into it; is_right is then that person's side), else -1 */
 } hm_det_hand;
 
 enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1 };
@@ -95,7 +97,9 @@ enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1 };
 /* The body pass in hm_det_run (detect/body.h: MediaPipe Holistic's hands
  * from the pose). AUTO (the default): run it when the body models were
  * loaded into the detector's model (hm_det_model_load_body) before the
- * state was made, else not; ON: run it, an error if they were not; OFF:
+ * state was made and the palm search is the multi-pass one (n_levels > 0;
+ * measured in docs/detector.md: the body pass adds about a quarter to it,
+ * but would double MediaPipe's single pass), else not; ON: run it, an error if they were not; OFF:
  * never. Its hands with landmarks join the palm pass's before the merge
  * (step 4), after them, so a hand both passes find keeps the palm pass's
  * landmarks and gets both bits in `passes`; hands the hand landmark model

@@ -86,6 +86,7 @@ static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb,
     out->levels = p->levels;
     out->pass = HM_DET_PASS_PALM;
     out->passes = 1u << HM_DET_PASS_PALM;
+    out->person = -1;
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
@@ -234,7 +235,8 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     if (opts->body == HM_DET_BODY_ON && !s->body)
         return hm_err(HM_E_ARG, "the body pass is on but its models were not loaded (hm_det_model_load_body, "
                       "before the detector state is made)");
-    if (opts->body != HM_DET_BODY_OFF && s->body) {
+    const int run_body = s->body && (opts->body == HM_DET_BODY_ON || (opts->body == HM_DET_BODY_AUTO && opts->n_levels > 0));
+    if (run_body) {
         hm_body_opts bo;
         hm_body_opts_default(&bo);
         bo.max_persons = opts->body_persons;
@@ -253,6 +255,19 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
             s->hands[nh].passes = 1u << HM_DET_PASS_BODY;
             s->hands[nh].level = 0;
             s->hands[nh].levels = 0;
+            /* The person's side, unless the landmark model confidently says
+             * the other: then the pose's wrist was on someone else's hand
+             * (seen on hamer_example_1.jpg), so neither its side nor its
+             * person is trusted */
+            const float hd = s->body_hands[i].hand.handedness;
+            const int confident = hd > 0.9f || hd < 0.1f, model_right = hd > 0.5f;
+            if (confident && model_right != s->body_hands[i].is_right) {
+                s->hands[nh].person = -1;
+                s->hands[nh].is_right = model_right;
+            } else {
+                s->hands[nh].person = s->body_hands[i].person;
+                s->hands[nh].is_right = s->body_hands[i].is_right;
+            }
             nh++;
             st.body_hands++;
         }

@@ -38,6 +38,11 @@ int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain) {
         if (rep >= 0) {
             h[rep].levels |= h[i].levels;
             h[rep].passes |= h[i].passes;
+            /* a body hand merged into a palm hand: the person and its side */
+            if (h[rep].person < 0 && h[i].person >= 0) {
+                h[rep].person = h[i].person;
+                h[rep].is_right = h[i].is_right;
+            }
         } else {
             if (nout != i) h[nout] = h[i];
             nout++;

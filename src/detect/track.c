@@ -110,6 +110,7 @@ int hm_det_track(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det
     hm_det_stats st;
     memset(&st, 0, sizeof st);
     memset(out, 0, sizeof *out);
+    out->person = -1;
     int rc = landmark_on(s, rgb, w, h, roi, min_presence, pool, &st, out, found);
     st.hands = *found;
     if (stats) {

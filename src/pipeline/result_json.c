@@ -57,6 +57,14 @@ json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
     return o;
 }
 
+/* The body pass's part in a hand, when it had one (palm-only hands keep
+ * their bytes): which pass's result it is and the person. */
+void hm_result_detection_body(json_t *o, int source, int body, int person) {
+    if (!body && source != HAMER_SOURCE_BODY) return;
+    json_object_set_new(o, "source", json_string(source == HAMER_SOURCE_BODY ? "body" : "palm"));
+    json_object_set_new(o, "person", json_integer(person));
+}
+
 /* The detector's view of one hand: scores, pass and landmarks. */
 json_t *hm_result_detection_json(float score, float presence, float handedness, int pass, const float *landmarks) {
     return json_pack("{s:f,s:f,s:f,s:i,s:o}", "score", score, "presence", presence, "handedness", handedness, "pass",
@@ -71,8 +79,11 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
     for (int i = 0; i < n; i++) {
         json_t *o = hm_result_hand_json(&hands[i], with_vertices);
         const __typeof__(hands[i].detection) *d = &hands[i].detection;
-        if (d->detected)
-            json_object_set_new(o, "detection", hm_result_detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks));
+        if (d->detected) {
+            json_t *dj = hm_result_detection_json(d->score, d->presence, d->handedness, d->pass, d->landmarks);
+            if (dj) hm_result_detection_body(dj, d->source, d->body, d->person);
+            json_object_set_new(o, "detection", dj);
+        }
         json_array_append_new(arr, o);
     }
     /* Which boxes the hands came from: the caller's, or the detector's. */
@@ -93,14 +104,16 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
 }
 
 char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const char *models, int lite, int tiles,
-                         double detect_ms) {
+                         const char *body, double detect_ms) {
     json_t *root = json_object();
     json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
     json_object_set_new(root, "detector", json_pack("{s:s,s:s,s:s}", "models", models ? models : "", "variant",
                                                     lite ? "lite" : "full", "passes", tiles ? "full frame + tiles" : "full frame"));
+    if (body) json_object_set_new(json_object_get(root, "detector"), "body", json_string(body));
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         json_t *o = hm_result_detection_json(d[i].score, d[i].presence, d[i].handedness, d[i].pass, d[i].landmarks);
+        hm_result_detection_body(o, d[i].source, d[i].body, d[i].person);
         json_object_set_new(o, "bbox", floats(d[i].box.bbox, 4));
         json_object_set_new(o, "is_right", json_boolean(d[i].box.is_right));
         json_array_append_new(arr, o);

@@ -89,6 +89,8 @@ hamer_tracker *hm_tracker_new(const hm_det_model *m, const hamer_tracker_params 
     t->dopts.min_palm = p.min_score;
     t->dopts.min_presence = p.min_presence;
     if (!p.tiles) t->dopts.n_levels = 0;
+    t->dopts.body = p.body == HAMER_BODY_ON ? HM_DET_BODY_ON : p.body == HAMER_BODY_OFF ? HM_DET_BODY_OFF
+                                                                                       : HM_DET_BODY_AUTO;
     const int cap = p.max_hands;
     t->tr = calloc((size_t)cap, sizeof *t->tr);
     t->ended = calloc((size_t)cap, sizeof *t->ended);

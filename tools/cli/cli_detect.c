@@ -14,7 +14,8 @@
 
 static const char *USAGE_DETECT =
     "usage: hamer detect --image IMG --output BOXES.json [--render PNG] [--detector DIR] [--lite]\n"
-    "                    [--max-hands N] [--min-score S] [--single-pass] [--threads N]\n"
+    "                    [--max-hands N] [--min-score S] [--single-pass] [--body auto|on|off]\n"
+    "                    [--threads N]\n"
     "\n"
     "Finds the hands in a JPEG or PNG photo with the built-in detector (MediaPipe\n"
     "Hands' palm detector and hand landmark model, installed by\n"
@@ -32,6 +33,14 @@ static const char *USAGE_DETECT =
     "  --min-score S   palm score threshold in (0, 1) (default 0.5)\n"
     "  --single-pass   MediaPipe's one full-frame pass only (faster; misses small\n"
     "                  hands in large photos, which the default tile pass finds)\n"
+    "  --body MODE     the body pass (MediaPipe Holistic: pose -> hand re-crop ->\n"
+    "                  hand landmarks; its models come with scripts/get_detector.sh):\n"
+    "                  auto (default) runs it with the tile pass when its models are\n"
+    "                  installed (else the palm pass only: \"detector\": {\"body\"} says\n"
+    "                  which), on always (an error without its models), off never.\n"
+    "                  Hands it found carry \"source\" (\"palm\" / \"body\") and \"person\";\n"
+    "                  is_right is then the person's side (person -1: the landmark\n"
+    "                  model confidently said the other side)\n"
     "\n"
     "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
     "(nothing written); 2 bad usage.\n";
@@ -88,6 +97,9 @@ static int run(const detect_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    if (a->det.params.body == HAMER_BODY_AUTO && hamer_detector_get_body(det) == 0)
+        fprintf(stderr, "hamer: detect: the body pass's models are not installed: palm pass only "
+                        "(bash scripts/get_detector.sh installs them)\n");
     double ms = 0;
     int n = hamer_detect(ds, rgb, w, h, &a->det.params, dets, HAMER_MAX_HANDS, &ms);
     if (n < 0 || !(json = hamer_detections_json(w, h, dets, n, det, &a->det.params, ms)) ||

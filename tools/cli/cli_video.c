@@ -29,7 +29,7 @@
 static const char *USAGE_VIDEO =
     "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
     "                   [--glb ANIM.glb]\n"
-    "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles]\n"
+    "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles] [--body auto|on|off]\n"
     "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
     "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast]\n"
     "                   [--vertices] [--mano FILE.npz] [--redetect-every N] [--cut-threshold X]\n"
@@ -58,6 +58,8 @@ static const char *USAGE_VIDEO =
     "                    2.0 for Blender, three.js, Unity; needs --model\n"
     "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
     "  --tiles           palm detection also on tiles (small hands; slower)\n"
+    "  --body MODE       the body pass on detection frames (auto: with --tiles, when its\n"
+    "                    models are installed; on; off): its hands start tracks too\n"
     "  --smooth MODE     one-euro (default) or none\n"
     "  --min-cutoff HZ   One Euro minimum cutoff (default 1.0)\n"
     "  --beta B          One Euro speed coefficient (default 1.0; speeds in metres\n"
@@ -172,6 +174,7 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     a->tp.max_hands = a->det.params.max_hands;
     a->tp.min_score = a->det.params.min_score;
     a->tp.tiles = a->det.params.tiles;
+    a->tp.body = a->det.params.body;
     return 0;
 }
 

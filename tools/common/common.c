@@ -87,6 +87,18 @@ double hm_tool_pcc(const float *a, const float *b, size_t n) {
     return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : (saa == sbb ? 1.0 : 0.0);
 }
 
+int hm_tool_parse_body(const char *s, hamer_body_mode *out) {
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) return *out = HAMER_BODY_AUTO, 0;
+    if (!strcmp(s, "on")) return *out = HAMER_BODY_ON, 0;
+    if (!strcmp(s, "off")) return *out = HAMER_BODY_OFF, 0;
+    return -1;
+}
+
+const char *hm_tool_body_name(hamer_body_mode m) {
+    return m == HAMER_BODY_ON ? "on" : m == HAMER_BODY_OFF ? "off" : "auto";
+}
+
 void hm_tool_detect_defaults(hm_tool_detect_args *d) {
     d->dir = NULL;
     d->lite = 0;
@@ -97,7 +109,8 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
     const char *o = argv[*i];
     if (!strcmp(o, "--lite")) return d->lite = 1, 0;
     if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
-    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score")) return -1;
+    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score") && strcmp(o, "--body"))
+        return -1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
         return 2;
@@ -105,6 +118,11 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
     const char *v = argv[++*i];
     if (!strcmp(o, "--detector")) {
         d->dir = v;
+    } else if (!strcmp(o, "--body")) {
+        if (hm_tool_parse_body(v, &d->params.body)) {
+            fprintf(stderr, "hamer: %s: --body must be auto, on or off, got '%s'\n", cmd, v);
+            return 2;
+        }
     } else if (!strcmp(o, "--max-hands")) {
         if (hm_tool_parse_int(v, 1, HAMER_MAX_HANDS, &d->params.max_hands)) {
             fprintf(stderr, "hamer: %s: --max-hands must be an integer in 1..%d, got '%s'\n", cmd, HAMER_MAX_HANDS, v);
@@ -126,6 +144,8 @@ hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
     hamer_detector_params p = hamer_detector_default_params();
     p.dir = d->dir;
     p.lite = d->lite;
+    /* on: the body models are required; off: not loaded; auto: when installed */
+    p.body = d->params.body;
     return hamer_detector_load(&p);
 }
 

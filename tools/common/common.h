@@ -37,11 +37,15 @@ int hm_tool_parse_precision(const char *s, int *out);
 /* hamer_model_load with the commands' common parameters (a progress bar on
  * a terminal); NULL with hamer_last_error() set on failure. */
 hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision);
+/* "auto" | "on" | "off" -> HAMER_BODY_* (--body, the server's body=, the
+ * worker's "body"); 0 ok, -1 bad. */
+int hm_tool_parse_body(const char *s, hamer_body_mode *out);
+const char *hm_tool_body_name(hamer_body_mode m);
 /* The detector options `detect`, `run`, `bench` and `worker` share. */
 typedef struct {
     const char *dir;            /* --detector DIR */
     int lite;                   /* --lite */
-    hamer_detect_params params; /* --max-hands, --min-score, --single-pass */
+    hamer_detect_params params; /* --max-hands, --min-score, --single-pass, --body auto|on|off */
 } hm_tool_detect_args;
 void hm_tool_detect_defaults(hm_tool_detect_args *d);
 /* If argv[*i] is a detector option, consume it (and its value) into d:

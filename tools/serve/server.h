@@ -140,7 +140,7 @@ int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 7
+#define HM_SRV_QUERY_NKEYS 8
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -163,6 +163,7 @@ typedef struct {
     int nbox;                       /* >= 1 for an image body; 0 for multipart ('hands' part) */
     double timeout_s;               /* ?timeout_s=: the client's own deadline, 0: none given */
     int format;                     /* /v1/predict?format=: HM_SRV_FMT_* */
+    hamer_body_mode body;           /* ?body=: the detector's body pass (no boxes only), default auto */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -193,6 +194,7 @@ typedef struct hm_srv_job {
     int with_vertices, side_view;
     int format;                     /* HM_SRV_FMT_* (predict) */
     int detect;                     /* no boxes given: the detector finds them */
+    hamer_body_mode body_mode;      /* ?body=: the detector's body pass */
     size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
     uint8_t key[32];

@@ -210,8 +210,8 @@ static const char *phase_name(int phase) {
  * (caller holds s->mu: the warm-up publishes the detector under it). */
 static json_t *detector_json(hm_srv *s) {
     if (s->detector)
-        return json_pack("{s:b,s:s,s:b}", "loaded", 1, "dir", hamer_detector_get_dir(s->detector), "lite",
-                         s->cfg.detector_lite);
+        return json_pack("{s:b,s:s,s:b,s:b}", "loaded", 1, "dir", hamer_detector_get_dir(s->detector), "lite",
+                         s->cfg.detector_lite, "body", hamer_detector_get_body(s->detector) == 1);
     return json_pack("{s:b,s:s}", "loaded", 0, "reason", s->detector_reason);
 }
 
@@ -397,6 +397,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     job->format = query.format;
     job->with_vertices = query.with_vertices;
     job->side_view = query.side_view;
+    job->body_mode = query.body;
     job->body = r->body;
     r->body = NULL;
     if (image_body) {
@@ -434,6 +435,10 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
         }
         /* No 'hands' part: the detector finds them. */
         job->detect = !hands;
+        if (hands && args.value[7]) {   /* hm_srv_query_keys[7]: "body" */
+            snprintf(msg, msglen, "body= chooses the detector's passes: it is for requests without hands");
+            return 400;
+        }
         job->nbox = hands ? hm_boxes_parse_json((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;
         if (job->nbox < 0) {
             snprintf(msg, msglen, "hands: %s", hm_errmsg());

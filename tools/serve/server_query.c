@@ -1,6 +1,6 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
- * crop_mode, vertices, side_view, timeout_s, format).
+ * crop_mode, vertices, side_view, timeout_s, format, body).
  *
  * Separate from server_http.c so that it takes plain strings and can be
  * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
@@ -16,12 +16,13 @@
 #include <string.h>
 #include <strings.h>
 #include "pipeline/boxes.h"
+#include "common/common.h"
 #include "serve/server.h"
 #include "core/util.h"
 
-enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT };
+enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY };
 const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale", "crop_mode",
-                                                           "side_view", "timeout_s", "format"};
+                                                           "side_view", "timeout_s", "format",    "body"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -157,6 +158,17 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
         return 400;
     }
     const char *boxes = a->value[QUERY_BOXES];
+    /* body=auto|on|off: the detector's body pass, so only without boxes */
+    if ((v = a->value[QUERY_BODY])) {
+        if (hm_tool_parse_body(v, &q->body)) {
+            snprintf(msg, msglen, "body must be auto, on or off, got '%.40s'", v);
+            return 400;
+        }
+        if (boxes) {
+            snprintf(msg, msglen, "body= chooses the detector's passes: it is for requests without boxes");
+            return 400;
+        }
+    }
     if (image_body) {
         if (!boxes) {
             snprintf(msg, msglen, "an image body needs ?boxes=x1,y1,x2,y2[:left];...");

@@ -242,7 +242,12 @@ void *hm_srv_warmup_main(void *arg) {
         if (det) s->detector = det;
         else snprintf(s->detector_reason, sizeof s->detector_reason, "%s", hamer_last_error());
         pthread_mutex_unlock(&s->mu);
-        if (det) hm_srv_log("hand detector loaded from %s%s", hamer_detector_get_dir(det), s->cfg.detector_lite ? " (lite)" : "");
+        if (det)
+            hm_srv_log("hand detector loaded from %s%s; body pass %s", hamer_detector_get_dir(det),
+                       s->cfg.detector_lite ? " (lite)" : "",
+                       hamer_detector_get_body(det) == 1
+                           ? "models loaded (?body=auto|on|off)"
+                           : "models not installed: palm pass only (bash scripts/get_detector.sh)");
         else hm_srv_log("no hand detector (requests without boxes get 400): %s", s->detector_reason);
     }
     for (int i = 0; s->detector && i < s->cfg.workers; i++) {

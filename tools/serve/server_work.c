@@ -141,6 +141,7 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     *out = NULL;
     hamer_job_params jp = hamer_job_default_params();
     jp.predict = job->pp;
+    jp.detect.body = job->body_mode;
     hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = job->boxes, .n_boxes = job->nbox,
                           .source = job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
     hamer_job_result r;

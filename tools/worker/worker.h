@@ -110,6 +110,8 @@ typedef struct {
     size_t image_len, boxes_len;
     int with_vertices;
     hamer_predict_params pp;
+    int body_given;                 /* the 'body' field (auto|on|off) was given: body below */
+    hamer_body_mode body;           /* the detector's body pass for this job */
     double t_read;                  /* monotonic seconds when read */
 } hm_wk_job;
 
