@@ -6,12 +6,9 @@
 
 #include "detect/stages.h"
 
-void hm_palm_anchors(float a[HM_PALM_ANCHORS][2]) {
-    /* strides 8, 16, 16, 16: layers of equal stride share one grid; each
-     * layer adds 2 anchors per cell (aspect 1 and the interpolated scale) */
-    static const int grid[2] = {24, 12}, per_cell[2] = {2, 6};
+int hm_ssd_anchors(const int *grid, const int *per_cell, int ngrids, float (*a)[2]) {
     int k = 0;
-    for (int g = 0; g < 2; g++)
+    for (int g = 0; g < ngrids; g++)
         for (int y = 0; y < grid[g]; y++)
             for (int x = 0; x < grid[g]; x++)
                 for (int j = 0; j < per_cell[g]; j++) {
@@ -19,19 +16,27 @@ void hm_palm_anchors(float a[HM_PALM_ANCHORS][2]) {
                     a[k][1] = (y + 0.5f) * 1.0f / grid[g];
                     k++;
                 }
+    return k;
 }
 
-int hm_palm_decode(const float *rb, const float *rs, const float a[HM_PALM_ANCHORS][2], float min_score,
-                   hm_palm_det *out) {
-    const float s = (float)HM_PALM_SIZE;
+void hm_palm_anchors(float a[HM_PALM_ANCHORS][2]) {
+    /* strides 8, 16, 16, 16: layers of equal stride share one grid; each
+     * layer adds 2 anchors per cell (aspect 1 and the interpolated scale) */
+    static const int grid[2] = {24, 12}, per_cell[2] = {2, 6};
+    hm_ssd_anchors(grid, per_cell, 2, a);
+}
+
+int hm_ssd_decode(const float *rb, const float *rs, const float (*a)[2], int nanchors, int ncoords, int size,
+                  int nkp, float min_score, hm_palm_det *out) {
+    const float s = (float)size;
     int n = 0;
-    for (int i = 0; i < HM_PALM_ANCHORS; i++) {
+    for (int i = 0; i < nanchors; i++) {
         float sc = rs[i];
         sc = sc < -100.0f ? -100.0f : sc;
         sc = sc > 100.0f ? 100.0f : sc;
         sc = 1.0f / (1.0f + expf(-sc));
         if (!(sc >= min_score)) continue;
-        const float *r = rb + (size_t)i * HM_PALM_COORDS;
+        const float *r = rb + (size_t)i * ncoords;
         const float xc = r[0] / s + a[i][0], yc = r[1] / s + a[i][1];
         const float w = r[2] / s, h = r[3] / s;
         hm_palm_det *d = &out[n];
@@ -44,12 +49,17 @@ int hm_palm_decode(const float *rb, const float *rs, const float a[HM_PALM_ANCHO
         d->score = sc;
         d->anchor = i;
         for (int k = 0; k < HM_PALM_KP; k++) {
-            d->kp[k][0] = r[4 + 2 * k] / s + a[i][0];
-            d->kp[k][1] = r[5 + 2 * k] / s + a[i][1];
+            d->kp[k][0] = k < nkp ? r[4 + 2 * k] / s + a[i][0] : 0.0f;
+            d->kp[k][1] = k < nkp ? r[5 + 2 * k] / s + a[i][1] : 0.0f;
         }
         n++;
     }
     return n;
+}
+
+int hm_palm_decode(const float *rb, const float *rs, const float a[HM_PALM_ANCHORS][2], float min_score,
+                   hm_palm_det *out) {
+    return hm_ssd_decode(rb, rs, a, HM_PALM_ANCHORS, HM_PALM_COORDS, HM_PALM_SIZE, HM_PALM_KP, min_score, out);
 }
 
 float hm_det_iou(const float a[4], const float b[4]) {

@@ -15,45 +15,12 @@ void hm_pose_anchors(float a[HM_POSE_ANCHORS][2]) {
     /* strides 8, 16, 32, 32, 32: layers of equal stride share a grid
      * (ceil(224 / stride) cells a side), 2 anchors per layer and cell */
     static const int grid[3] = {28, 14, 7}, per_cell[3] = {2, 2, 6};
-    int k = 0;
-    for (int g = 0; g < 3; g++)
-        for (int y = 0; y < grid[g]; y++)
-            for (int x = 0; x < grid[g]; x++)
-                for (int j = 0; j < per_cell[g]; j++) {
-                    a[k][0] = (x + 0.5f) * 1.0f / grid[g];
-                    a[k][1] = (y + 0.5f) * 1.0f / grid[g];
-                    k++;
-                }
+    hm_ssd_anchors(grid, per_cell, 3, a);
 }
 
 int hm_pose_decode(const float *rb, const float *rs, const float a[HM_POSE_ANCHORS][2], float min_score,
                    hm_palm_det *out) {
-    const float s = (float)HM_POSE_SIZE;
-    int n = 0;
-    for (int i = 0; i < HM_POSE_ANCHORS; i++) {
-        float sc = rs[i];
-        sc = sc < -100.0f ? -100.0f : sc;
-        sc = sc > 100.0f ? 100.0f : sc;
-        sc = 1.0f / (1.0f + expf(-sc));
-        if (!(sc >= min_score)) continue;
-        const float *r = rb + (size_t)i * HM_POSE_COORDS;
-        const float xc = r[0] / s + a[i][0], yc = r[1] / s + a[i][1];
-        const float w = r[2] / s, h = r[3] / s;
-        hm_palm_det *d = &out[n];
-        d->box[0] = xc - w / 2.0f;
-        d->box[1] = yc - h / 2.0f;
-        d->box[2] = xc + w / 2.0f;
-        d->box[3] = yc + h / 2.0f;
-        if (!(d->box[2] - d->box[0] >= 0.0f) || !(d->box[3] - d->box[1] >= 0.0f)) continue;
-        d->score = sc;
-        d->anchor = i;
-        for (int k = 0; k < HM_PALM_KP; k++) {
-            d->kp[k][0] = k < HM_POSE_KP ? r[4 + 2 * k] / s + a[i][0] : 0.0f;
-            d->kp[k][1] = k < HM_POSE_KP ? r[5 + 2 * k] / s + a[i][1] : 0.0f;
-        }
-        n++;
-    }
-    return n;
+    return hm_ssd_decode(rb, rs, a, HM_POSE_ANCHORS, HM_POSE_COORDS, HM_POSE_SIZE, HM_POSE_KP, min_score, out);
 }
 
 static double normalize_radians(double a) { return a - 2 * M_PI * floor((a + M_PI) / (2 * M_PI)); }

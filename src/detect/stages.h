@@ -33,9 +33,22 @@ typedef struct {
     int seq;         /* arrival order over all passes: the tie-break */
 } hm_palm_px;
 
-/* SsdAnchorsCalculator with the palm graph's options: (x, y) centres of the
- * 2016 anchors (24x24 cells x 2, then 12x12 cells x 6), sizes fixed to 1. */
+/* SsdAnchorsCalculator with fixed anchor sizes, as MediaPipe's palm and
+ * pose detectors configure it: for each of ngrids square grids (cells a
+ * side, layers of one stride merged), per_cell anchors at each cell centre
+ * (x, y in [0,1]), row by row. Returns the count written to a. */
+int hm_ssd_anchors(const int *grid, const int *per_cell, int ngrids, float (*a)[2]);
+/* The palm graph's options: 2016 anchors (24x24 cells x 2, then 12x12 cells x 6). */
 void hm_palm_anchors(float a[HM_PALM_ANCHORS][2]);
+
+/* TensorsToDetectionsCalculator for an SSD head of nanchors anchors: raw
+ * boxes [nanchors, ncoords] (x, y, w, h, then nkp (<= HM_PALM_KP) keypoints
+ * x, y, in size-pixel units relative to the anchor) and raw scores ->
+ * the detections with sigmoid(clip(score, +-100)) >= min_score and a
+ * non-negative size, in anchor order (keypoints past nkp are 0). Returns
+ * their count. */
+int hm_ssd_decode(const float *raw_boxes, const float *raw_scores, const float (*a)[2], int nanchors, int ncoords,
+                  int size, int nkp, float min_score, hm_palm_det *out);
 
 /* TensorsToDetectionsCalculator: raw [2016,18] boxes (x, y, w, h, then 7
  * keypoints x, y; 192-pixel units relative to the anchor) and [2016] raw
