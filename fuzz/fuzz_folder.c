@@ -53,13 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hamer_folder *f = NULL;
     if (hamer_folder_open(&p, &f) == HAMER_OK) {
         int owners = 0;
-        for (int i = 0; i < hamer_folder_count(f); i++) {
+        for (int i = 0; i < hamer_folder_get_count(f); i++) {
             hamer_folder_image im;
-            if (hamer_folder_image_info(f, i, &im)) __builtin_trap();
+            if (hamer_folder_get_image(f, i, &im)) __builtin_trap();
             if (im.status == HAMER_FOLDER_COMPUTED) __builtin_trap();   /* nothing ran */
             owners += strncmp(im.rel, "a.", 2) == 0 && !(im.error_stage && !strcmp(im.error_stage, "name"));
         }
-        if (hamer_folder_count(f) != 3 || owners != 1) __builtin_trap();   /* one image owns NAME a */
+        if (hamer_folder_get_count(f) != 3 || owners != 1) __builtin_trap();   /* one image owns NAME a */
         hamer_folder_close(f);
     }
     /* the names' round trip */

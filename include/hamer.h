@@ -133,7 +133,7 @@ HAMER_API void hamer_model_free(hamer_model *model);
 /* HAMER_OK, or HAMER_E_ARG when model or info is NULL. */
 HAMER_API int hamer_model_get_info(const hamer_model *model, hamer_model_info *info);
 /* The MANO triangle list [1538*3] (right hand winding), or NULL without MANO. */
-HAMER_API const int32_t *hamer_model_faces(const hamer_model *model);
+HAMER_API const int32_t *hamer_model_get_faces(const hamer_model *model);
 
 /* Per-thread inference state for up to max_batch crops per internal pass
  * (larger batches are processed in passes) and n_threads worker threads
@@ -280,7 +280,7 @@ HAMER_API hamer_detect_params hamer_detect_default_params(void);
 HAMER_API hamer_detector *hamer_detector_load(const hamer_detector_params *params);
 HAMER_API void hamer_detector_free(hamer_detector *detector);
 /* The directory the models were loaded from (owned by the detector). */
-HAMER_API const char *hamer_detector_dir(const hamer_detector *detector);
+HAMER_API const char *hamer_detector_get_dir(const hamer_detector *detector);
 /* 1 when the body pass's models are loaded, 0 when not (AUTO and not
  * installed, or OFF), negative on a NULL detector. */
 HAMER_API int hamer_detector_get_body(const hamer_detector *detector);
@@ -397,7 +397,7 @@ typedef struct hamer_video_writer hamer_video_writer;
 HAMER_API hamer_video_writer *hamer_video_writer_open(const char *path, int width, int height, int time_base_num,
                                                       int time_base_den, double fps);
 /* The encoder in use ("libx264" or "mpeg4"). */
-HAMER_API const char *hamer_video_writer_codec(const hamer_video_writer *writer);
+HAMER_API const char *hamer_video_writer_get_codec(const hamer_video_writer *writer);
 /* One RGB frame (width x height x 3) at pts (time-base units, increasing). */
 HAMER_API int hamer_video_writer_write(hamer_video_writer *writer, const uint8_t *rgb, long long pts);
 /* Flush the encoder, finish the file and rename it into place; frees the
@@ -432,7 +432,7 @@ HAMER_API int hamer_video_writer_close(hamer_video_writer *writer, int abort);
  * the per-component median of the betas of its frames so far, frozen once
  * betas_frames frames are in (one shape per hand). A track whose voted
  * side flips starts its filters again. The raw values stay available
- * (hamer_tracker_results, "raw" in the JSON).
+ * (hamer_tracker_get_results, "raw" in the JSON).
  *
  * A tracker holds per-stream state only (tracks, filters, its own
  * detection state and buffers, all allocated by hamer_tracker_new; a frame
@@ -522,7 +522,7 @@ HAMER_API int hamer_tracker_smooth(hamer_tracker *tracker, const hamer_track *tr
                                    hamer_hand *smoothed);
 /* One whole frame: push, then (state not NULL) every hand regressed as one
  * batch (hamer_predict_detections) and smoothed. The results stay in the
- * tracker until the next frame (hamer_tracker_results). With state NULL
+ * tracker until the next frame (hamer_tracker_get_results). With state NULL
  * the hands are tracked only (no regression). The hand count, or a
  * negative code. */
 HAMER_API int hamer_tracker_frame(hamer_tracker *tracker, hamer_state *state, const uint8_t *rgb, int w, int h,
@@ -530,7 +530,7 @@ HAMER_API int hamer_tracker_frame(hamer_tracker *tracker, hamer_state *state, co
 /* The last frame's results (owned by the tracker; any pointer may be
  * NULL): tracks, raw and smoothed hands (NULL hands when the frame was not
  * regressed), stats; returns the count. */
-HAMER_API int hamer_tracker_results(const hamer_tracker *tracker, const hamer_track **tracks, const hamer_hand **raw,
+HAMER_API int hamer_tracker_get_results(const hamer_tracker *tracker, const hamer_track **tracks, const hamer_hand **raw,
                                     const hamer_hand **smoothed, hamer_track_stats *stats);
 /* The last frame as one JSON Lines record (no newline): {"frame", "time_s",
  * "detected", "cut", "hands": [RESULT.json hand fields (smoothed) +
@@ -777,9 +777,9 @@ HAMER_API hamer_folder_params hamer_folder_default_params(void);
  * when cancel said stop) and nothing is written. */
 HAMER_API int hamer_folder_open(const hamer_folder_params *params, hamer_folder **out);
 /* The number of images (0 for NULL). */
-HAMER_API int hamer_folder_count(const hamer_folder *f);
+HAMER_API int hamer_folder_get_count(const hamer_folder *f);
 /* Image i into *out; HAMER_E_ARG for NULL or i out of range. */
-HAMER_API int hamer_folder_image_info(const hamer_folder *f, int i, hamer_folder_image *out);
+HAMER_API int hamer_folder_get_image(const hamer_folder *f, int i, hamer_folder_image *out);
 /* Compute TODO image i with job (its detection state is used when there is
  * no boxes_dir): decode it (or take pre), read its boxes, run the job,
  * write its outputs (NAME.json last, each atomically) and record its
@@ -818,7 +818,7 @@ HAMER_API void hamer_free(void *p);
 HAMER_API int hamer_state_set_plain(hamer_state *state, int plain);
 
 /* Per-stage profiling: set_profile(1) zeroes and starts the counters;
- * hamer_state_profile copies up to max accumulated seconds per stage and
+ * hamer_state_get_profile copies up to max accumulated seconds per stage and
  * their names ("patch_embed", "layernorm", "qkv", "attention", "proj",
  * "fc1_gelu", "fc2", "head", "mano", "finalise") and returns the count. */
 /* Cancellation: while a call on this state runs, cancel(user) is asked
@@ -832,7 +832,7 @@ HAMER_API int hamer_state_set_cancel(hamer_state *state, hamer_cancel_fn cancel,
 
 #define HAMER_N_STAGES 10
 HAMER_API int hamer_state_set_profile(hamer_state *state, int on);
-HAMER_API int hamer_state_profile(const hamer_state *state, double *seconds, const char **names, int max);
+HAMER_API int hamer_state_get_profile(const hamer_state *state, double *seconds, const char **names, int max);
 
 /* This thread's last error message, and its code (HAMER_E_*, 0 if none). */
 HAMER_API const char *hamer_last_error(void);

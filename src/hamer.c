@@ -183,7 +183,7 @@ int hamer_model_get_info(const hamer_model *model, hamer_model_info *info) {
     return HAMER_OK;
 }
 
-const int32_t *hamer_model_faces(const hamer_model *model) {
+const int32_t *hamer_model_get_faces(const hamer_model *model) {
     if (!model) {
         hm_err(HM_E_ARG, "%s: model is NULL", __func__);
         return NULL;
@@ -283,7 +283,7 @@ int hamer_state_set_profile(hamer_state *st, int on) {
     return HAMER_OK;
 }
 
-int hamer_state_profile(const hamer_state *st, double *seconds, const char **names, int max) {
+int hamer_state_get_profile(const hamer_state *st, double *seconds, const char **names, int max) {
     if (!st || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
     int n = max < HM_ST_COUNT ? max : HM_ST_COUNT;
     for (int i = 0; i < n; i++) {
@@ -535,7 +535,7 @@ int hamer_detector_get_body(const hamer_detector *d) {
     return d->body;
 }
 
-const char *hamer_detector_dir(const hamer_detector *d) {
+const char *hamer_detector_get_dir(const hamer_detector *d) {
     if (!d) {
         hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
         return NULL;
@@ -706,7 +706,7 @@ void hamer_video_close(hamer_video *v) { hm_video_close(v); }
 hamer_video_writer *hamer_video_writer_open(const char *path, int w, int h, int tb_num, int tb_den, double fps) {
     return hm_video_writer_open(path, w, h, tb_num, tb_den, fps);
 }
-const char *hamer_video_writer_codec(const hamer_video_writer *wr) { return hm_video_writer_codec(wr); }
+const char *hamer_video_writer_get_codec(const hamer_video_writer *wr) { return hm_video_writer_codec(wr); }
 int hamer_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts) {
     return hm_video_writer_write(wr, rgb, pts);
 }
@@ -763,7 +763,7 @@ int hamer_tracker_frame(hamer_tracker *t, hamer_state *st, const uint8_t *rgb, i
     return n;
 }
 
-int hamer_tracker_results(const hamer_tracker *t, const hamer_track **tracks, const hamer_hand **raw,
+int hamer_tracker_get_results(const hamer_tracker *t, const hamer_track **tracks, const hamer_hand **raw,
                           const hamer_hand **smoothed, hamer_track_stats *stats) {
     if (!t) return hm_err(HM_E_ARG, "%s: tracker is NULL", __func__);
     const hm_tracker_frame *f = hm_tracker_frame_get(t);

@@ -702,9 +702,9 @@ int hamer_folder_open(const hamer_folder_params *params, hamer_folder **out) {
     return 0;
 }
 
-int hamer_folder_count(const hamer_folder *f) { return f ? (int)f->n : 0; }
+int hamer_folder_get_count(const hamer_folder *f) { return f ? (int)f->n : 0; }
 
-int hamer_folder_image_info(const hamer_folder *f, int i, hamer_folder_image *out) {
+int hamer_folder_get_image(const hamer_folder *f, int i, hamer_folder_image *out) {
     if (!f || !out || i < 0 || (size_t)i >= f->n) return hm_err(HM_E_ARG, "%s: no image %d", __func__, i);
     const item *it = &f->v[i];
     out->path = it->path, out->rel = it->rel, out->shown = it->shown;

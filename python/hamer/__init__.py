@@ -543,7 +543,7 @@ class Detector(_Handle):
     def dir(self):
         """The directory the models were loaded from."""
         self._check_open()
-        return os.fsdecode(self._lib.hamer_detector_dir(self._handle))
+        return os.fsdecode(self._lib.hamer_detector_get_dir(self._handle))
 
     @property
     def has_body(self):
@@ -831,7 +831,7 @@ class Model(_Handle):
         """The MANO triangles, int32 [1538, 3] (right-hand winding), or None
         for a model without MANO buffers."""
         with self._use(need_state=False):
-            ptr = self._lib.hamer_model_faces(self._handle)
+            ptr = self._lib.hamer_model_get_faces(self._handle)
             if not ptr:
                 return None
             return np.ctypeslib.as_array(ptr, shape=(N_FACES * 3,)).copy().reshape(N_FACES, 3)

@@ -127,7 +127,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
 
 def _image(lib, folder, i):
     im = _lib.FolderImage()
-    lib.hamer_folder_image_info(folder, i, ctypes.byref(im))
+    lib.hamer_folder_get_image(folder, i, ctypes.byref(im))
     return im
 
 
@@ -141,7 +141,7 @@ def _run(self, lib, folder, detected, params, dparams, detector, lite, _library_
     jp = lib.hamer_job_default_params()
     jp.predict, jp.detect = params, dparams
     try:
-        for i in range(lib.hamer_folder_count(folder)):
+        for i in range(lib.hamer_folder_get_count(folder)):
             im = _image(lib, folder, i)
             out = {"path": _text(im.path), "name": _text(im.rel), "status": _STATUS.get(im.status, "todo"),
                    "result": None, "error": _error(im)}

@@ -34,7 +34,7 @@ int hm_tracker_push(hamer_tracker *t, const uint8_t *rgb, int w, int h, double t
                     hamer_track_stats *stats);
 int hm_tracker_smooth(hamer_tracker *t, const hamer_track *tracks, int n, const hamer_hand *raw, hamer_hand *smoothed);
 
-/* What hamer_tracker_frame fills and hamer_tracker_results reads: the last
+/* What hamer_tracker_frame fills and hamer_tracker_get_results reads: the last
  * frame's tracks, their detections (for hamer_predict_detections), raw and
  * smoothed hands; cap = max_hands. */
 typedef struct {

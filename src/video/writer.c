@@ -234,7 +234,7 @@ fail:
 
 const char *hm_video_writer_codec(const hamer_video_writer *wr) {
     if (!wr) {
-        hm_err(HM_E_ARG, "hamer_video_writer_codec: writer is NULL");
+        hm_err(HM_E_ARG, "hamer_video_writer_get_codec: writer is NULL");
         return NULL;
     }
     return wr->enc->codec->name;

@@ -40,7 +40,7 @@ static void null_handles(void) {
     hamer_box box = {{0, 0, 1, 1}, 1};
     CHECK(hamer_model_get_info(NULL, &info) == HAMER_E_ARG && clean_error(HAMER_E_ARG));
     CHECK(hamer_last_error_code() == HAMER_E_ARG);
-    CHECK(hamer_model_faces(NULL) == NULL && hamer_last_error_code() == HAMER_E_ARG);
+    CHECK(hamer_model_get_faces(NULL) == NULL && hamer_last_error_code() == HAMER_E_ARG);
     CHECK(hamer_model_load(NULL, NULL) == NULL && hamer_last_error_code() == HAMER_E_ARG);
     CHECK(hamer_model_save_packed(NULL, "x.hpk") == HAMER_E_ARG);
     CHECK(hamer_state_new(NULL, 1, 1) == NULL && hamer_last_error_code() == HAMER_E_ARG);
@@ -50,7 +50,7 @@ static void null_handles(void) {
     CHECK(hamer_render_png(NULL, u8, 1, 1, &hand, 1, 0, &png, &len) == HAMER_E_ARG);
     CHECK(hamer_state_set_plain(NULL, 1) == HAMER_E_ARG);
     CHECK(hamer_state_set_profile(NULL, 1) == HAMER_E_ARG);
-    CHECK(hamer_state_profile(NULL, NULL, NULL, 1) == HAMER_E_ARG);
+    CHECK(hamer_state_get_profile(NULL, NULL, NULL, 1) == HAMER_E_ARG);
     CHECK(hamer_image_load(NULL, &rgb, &w, &h) == HAMER_E_ARG);
     CHECK(hamer_image_decode(NULL, 0, &rgb, &w, &h) == HAMER_E_ARG);
     CHECK(hamer_result_json(1, 1, NULL, 1, 0, NULL) == NULL && hamer_last_error_code() == HAMER_E_ARG);

@@ -83,9 +83,9 @@ static void errors_paths(void) {
     p = params_for("blocker/out");
     rc = hamer_folder_open(&p, &f);
     CHECK(rc == HAMER_E_IO && clean_error(rc) && strstr(hamer_last_error(), "output folder"));
-    CHECK(hamer_folder_count(NULL) == 0);
+    CHECK(hamer_folder_get_count(NULL) == 0);
     hamer_folder_image im;
-    CHECK(hamer_folder_image_info(NULL, 0, &im) == HAMER_E_ARG);
+    CHECK(hamer_folder_get_image(NULL, 0, &im) == HAMER_E_ARG);
     CHECK(hamer_folder_process(NULL, 0, NULL, NULL, NULL) == HAMER_E_ARG);
     hamer_folder_stats s;
     CHECK(hamer_folder_get_stats(NULL, &s) == HAMER_E_ARG);
@@ -98,9 +98,9 @@ static void errors_paths(void) {
 
 /* The index of the image whose rel is `rel`, -1 if none. */
 static int find(hamer_folder *f, const char *rel) {
-    for (int i = 0; i < hamer_folder_count(f); i++) {
+    for (int i = 0; i < hamer_folder_get_count(f); i++) {
         hamer_folder_image im;
-        if (hamer_folder_image_info(f, i, &im) == 0 && !strcmp(im.rel, rel)) return i;
+        if (hamer_folder_get_image(f, i, &im) == 0 && !strcmp(im.rel, rel)) return i;
     }
     return -1;
 }
@@ -114,13 +114,13 @@ static void run_folder(hamer_state *st) {
     if (!f) return;
     /* by name (bytes: '.' sorts before 'a'); b.png and b.txt (no glob): one
      * NAME, the first by name owns it; .hidden left out */
-    CHECK(hamer_folder_count(f) == 4);
+    CHECK(hamer_folder_get_count(f) == 4);
     int a = find(f, "a.png"), bp = find(f, "b.png"), bt = find(f, "b.txt"), bad = find(f, "bad.png");
     CHECK(a == 0 && bp == 1 && bt == 2 && bad == 3);
     hamer_folder_image im;
-    CHECK(hamer_folder_image_info(f, bt, &im) == 0 && im.status == HAMER_FOLDER_FAILED &&
+    CHECK(hamer_folder_get_image(f, bt, &im) == 0 && im.status == HAMER_FOLDER_FAILED &&
           !strcmp(im.error_stage, "name") && strstr(im.error_reason, "b.png") && im.result_path == NULL);
-    CHECK(hamer_folder_image_info(f, 9, &im) == HAMER_E_ARG);
+    CHECK(hamer_folder_get_image(f, 9, &im) == HAMER_E_ARG);
     /* another open of the same OUT: the lock */
     hamer_folder *g = NULL;
     int rc = hamer_folder_open(&p, &g);
@@ -134,18 +134,18 @@ static void run_folder(hamer_state *st) {
     CHECK(disk && doc && !strcmp(disk, doc));
     free(disk);
     hamer_free(doc);
-    CHECK(hamer_folder_image_info(f, a, &im) == 0 && im.status == HAMER_FOLDER_COMPUTED && im.error_stage == NULL);
+    CHECK(hamer_folder_get_image(f, a, &im) == 0 && im.status == HAMER_FOLDER_COMPUTED && im.error_stage == NULL);
     /* not TODO any more; a decoded image needs a job */
     CHECK(hamer_folder_process(f, a, job, NULL, NULL) == HAMER_E_ARG && clean_error(HAMER_E_ARG));
     hamer_folder_decoded pre = {.rgb = (const uint8_t *)"x", .width = 1, .height = 1};
     CHECK(hamer_folder_process(f, bp, NULL, &pre, NULL) == HAMER_E_ARG);
     /* bad.png does not decode: FAILED, one line in errors.jsonl */
     CHECK(hamer_folder_process(f, bad, job, NULL, &doc) == HAMER_OK && doc == NULL);
-    CHECK(hamer_folder_image_info(f, bad, &im) == 0 && im.status == HAMER_FOLDER_FAILED &&
+    CHECK(hamer_folder_get_image(f, bad, &im) == 0 && im.status == HAMER_FOLDER_FAILED &&
           !strcmp(im.error_stage, "decode"));
     /* b.png's boxes file is missing: stage boxes */
     CHECK(hamer_folder_process(f, bp, job, NULL, NULL) == HAMER_OK);
-    CHECK(hamer_folder_image_info(f, bp, &im) == 0 && !strcmp(im.error_stage, "boxes"));
+    CHECK(hamer_folder_get_image(f, bp, &im) == 0 && !strcmp(im.error_stage, "boxes"));
     hamer_folder_stats s;
     CHECK(hamer_folder_get_stats(f, &s) == 0 && s.images == 4 && s.todo == 3 && s.computed == 1 && s.failed == 3 &&
           s.hands == 1 && s.skipped == 0);
@@ -159,12 +159,12 @@ static void run_folder(hamer_state *st) {
     f = NULL;
     CHECK(hamer_folder_open(&p, &f) == HAMER_OK && f);
     if (f) {
-        CHECK(hamer_folder_image_info(f, a, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED && im.error_stage == NULL &&
+        CHECK(hamer_folder_get_image(f, a, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED && im.error_stage == NULL &&
               im.result_path && strstr(im.result_path, "out/a.json"));
-        CHECK(hamer_folder_image_info(f, bad, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED &&
+        CHECK(hamer_folder_get_image(f, bad, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED &&
               !strcmp(im.error_stage, "decode"));
-        CHECK(hamer_folder_image_info(f, bp, &im) == 0 && im.status == HAMER_FOLDER_TODO && im.error_stage == NULL);
-        CHECK(hamer_folder_image_info(f, bt, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED &&
+        CHECK(hamer_folder_get_image(f, bp, &im) == 0 && im.status == HAMER_FOLDER_TODO && im.error_stage == NULL);
+        CHECK(hamer_folder_get_image(f, bt, &im) == 0 && im.status == HAMER_FOLDER_SKIPPED &&
               !strcmp(im.error_stage, "name"));
         CHECK(hamer_folder_get_stats(f, &s) == 0 && s.skipped == 3 && s.failed_earlier == 2 && s.todo == 1);
         hamer_folder_close(f);
@@ -178,10 +178,10 @@ static void run_folder(hamer_state *st) {
     p.globs = (const char *const[]){"a.*"};
     p.n_globs = 1;
     f = NULL;
-    CHECK(hamer_folder_open(&p, &f) == HAMER_OK && hamer_folder_count(f) == 1);
+    CHECK(hamer_folder_open(&p, &f) == HAMER_OK && hamer_folder_get_count(f) == 1);
     if (f) {
         doc = NULL;
-        CHECK(hamer_folder_image_info(f, 0, &im) == 0 && im.status == HAMER_FOLDER_TODO && im.result_path == NULL);
+        CHECK(hamer_folder_get_image(f, 0, &im) == 0 && im.status == HAMER_FOLDER_TODO && im.result_path == NULL);
         CHECK(hamer_folder_process(f, 0, job, NULL, &doc) == HAMER_OK && doc && strstr(doc, "\"hands\""));
         hamer_free(doc);
         hamer_folder_close(f);

@@ -213,7 +213,7 @@ static void decode_into(batch *b, int idx, slot *s) {
     memset(s, 0, sizeof *s);
     s->idx = idx;
     hamer_folder_image im;
-    hamer_folder_image_info(b->folder, idx, &im);
+    hamer_folder_get_image(b->folder, idx, &im);
     double t0 = hm_now();
     if (hamer_image_load(im.path, &s->rgb, &s->w, &s->h)) snprintf(s->err, sizeof s->err, "%s", hamer_last_error());
     s->decode_ms = 1e3 * (hm_now() - t0);
@@ -273,7 +273,7 @@ static int next_image(batch *b, slot *s) {
  * silent even when errors.jsonl cannot be written. */
 static void tell_failure(const hamer_folder *f, int idx) {
     hamer_folder_image im;
-    if (hamer_folder_image_info(f, idx, &im) || im.status != HAMER_FOLDER_FAILED || !im.error_reason) return;
+    if (hamer_folder_get_image(f, idx, &im) || im.status != HAMER_FOLDER_FAILED || !im.error_reason) return;
     int named = strstr(im.error_reason, im.shown) != NULL; /* most library messages name the file already */
     fprintf(stderr, "%shamer: %s%s%s\n", isatty(2) ? "\r\033[K" : "", named ? "" : im.shown, named ? "" : ": ",
             im.error_reason);
@@ -449,14 +449,14 @@ static int batch_main(batch_args *a) {
         say(hamer_last_error());
         return rc == HAMER_E_CANCELLED ? 130 : 1;
     }
-    int n = hamer_folder_count(b.folder), status = 1;
+    int n = hamer_folder_get_count(b.folder), status = 1;
     if (!(b.todo = malloc((size_t)(n ? n : 1) * sizeof *b.todo))) {
         say("out of memory");
         goto done;
     }
     for (int i = 0; i < n; i++) {
         hamer_folder_image im;
-        hamer_folder_image_info(b.folder, i, &im);
+        hamer_folder_get_image(b.folder, i, &im);
         if (im.status == HAMER_FOLDER_TODO) b.todo[b.ntodo++] = i;
         else if (im.status == HAMER_FOLDER_FAILED) tell_failure(b.folder, i); /* name clashes */
     }

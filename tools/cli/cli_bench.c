@@ -297,7 +297,7 @@ static int run(bench_args *args) {
             rc = hm_tool_fail(1, "%s", hamer_last_error());
             goto done;
         }
-        nst = hamer_state_profile(st, st_s, stage_names, HAMER_N_STAGES);
+        nst = hamer_state_get_profile(st, st_s, stage_names, HAMER_N_STAGES);
         for (int k = 0; k < HAMER_N_STAGES; k++) stage_s[(size_t)k * iters + it] = st_s[k];
     }
     hamer_state_set_profile(st, 0);

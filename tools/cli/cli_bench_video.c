@@ -66,7 +66,7 @@ int hm_cli_bench_video(hamer_model *model, const char *path, const hm_tool_detec
         double t2 = hm_now();
         if (nh < 0) goto fail;
         hamer_track_stats s;
-        hamer_tracker_results(t, NULL, NULL, NULL, &s);
+        hamer_tracker_get_results(t, NULL, NULL, NULL, &s);
         double full = 0;
         if (hamer_detect(ds, f.rgb, f.width, f.height, &single, dets, HAMER_MAX_HANDS, &full) < 0) goto fail;
         col[DECODE][n] = f.decode_ms, col[TRACK][n] = s.track_ms, col[DETECT][n] = s.detect_ms;

@@ -324,7 +324,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
         const hamer_hand *raw, *smoothed;
         hamer_track_stats st;
         const hamer_track *tracks;
-        hamer_tracker_results(r->tracker, &tracks, &raw, &smoothed, &st);
+        hamer_tracker_get_results(r->tracker, &tracks, &raw, &smoothed, &st);
         t0 = hm_now();
         char *line = hamer_tracker_frame_json(r->tracker, f.index, a->with_vertices, f.decode_ms);
         int bad = !line || fputs(line, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0;
@@ -405,7 +405,7 @@ static int open_writer(hm_video_run *r, const hamer_video_info *vi) {
         fprintf(stderr, "hamer: out of memory\n");
         return 1;
     }
-    r->writer_codec = hamer_video_writer_codec(r->writer);
+    r->writer_codec = hamer_video_writer_get_codec(r->writer);
     return 0;
 }
 

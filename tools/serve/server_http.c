@@ -210,7 +210,7 @@ static const char *phase_name(int phase) {
  * (caller holds s->mu: the warm-up publishes the detector under it). */
 static json_t *detector_json(hm_srv *s) {
     if (s->detector)
-        return json_pack("{s:b,s:s,s:b,s:b}", "loaded", 1, "dir", hamer_detector_dir(s->detector), "lite",
+        return json_pack("{s:b,s:s,s:b,s:b}", "loaded", 1, "dir", hamer_detector_get_dir(s->detector), "lite",
                          s->cfg.detector_lite, "body", hamer_detector_get_body(s->detector) == 1);
     return json_pack("{s:b,s:s}", "loaded", 0, "reason", s->detector_reason);
 }

@@ -243,7 +243,7 @@ void *hm_srv_warmup_main(void *arg) {
         else snprintf(s->detector_reason, sizeof s->detector_reason, "%s", hamer_last_error());
         pthread_mutex_unlock(&s->mu);
         if (det)
-            hm_srv_log("hand detector loaded from %s%s; body pass %s", hamer_detector_dir(det),
+            hm_srv_log("hand detector loaded from %s%s; body pass %s", hamer_detector_get_dir(det),
                        s->cfg.detector_lite ? " (lite)" : "",
                        hamer_detector_get_body(det) == 1
                            ? "models loaded (?body=auto|on|off)"

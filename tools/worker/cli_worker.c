@@ -427,7 +427,7 @@ static int serve(worker *w) {
             hm_wk_log("ready: consumer %s on %s, stream %s, group %s, results %s (batch %d, claim idle %lld ms, "
                       "max deliveries %lld, detector %s)", w->a->consumer, show, w->a->q.stream, w->a->q.group,
                       w->a->q.results, w->a->q.batch, w->a->q.claim_idle_ms, w->a->q.max_deliveries,
-                      w->e.detector ? hamer_detector_dir(w->e.detector) : "off");
+                      w->e.detector ? hamer_detector_get_dir(w->e.detector) : "off");
         }
         if (!rc) rc = next_batch(w, &b, cursor, sizeof cursor, &next_claim);
         if (!rc && b.n) {
