@@ -863,14 +863,6 @@ def test_binding_under_sanitizer(ckpt, mano_npz, hamer_bin):
     assert proc.returncode == 0, f"binding tests under ASan failed (exit {proc.returncode}):\n{proc.stdout[-12000:]}"
 
 
-if DELEGATE_TO_ASAN_CHILD:
-    # Everything else runs in the ASan child; the decision is made before
-    # any fixture is built, so nothing is computed twice.
-    for _name, _fn in list(globals().items()):
-        if _name.startswith("test_") and _name != "test_binding_under_sanitizer" and callable(_fn):
-            globals()[_name] = pytest.mark.skip(reason="runs in test_binding_under_sanitizer's ASan python")(_fn)
-
-
 def test_detector_body_option():
     """body=: the detector's body models (has_body) and the pass per call;
     a bad value and on without the models are HamerError."""
@@ -888,3 +880,12 @@ def test_detector_body_option():
         assert not det.has_body
         with pytest.raises(hamer.HamerError, match="get_detector.sh"):
             det.detect(img, body="on")
+
+
+# Keep this last: it marks every test defined above it.
+if DELEGATE_TO_ASAN_CHILD:
+    # Everything else runs in the ASan child; the decision is made before
+    # any fixture is built, so nothing is computed twice.
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and _name != "test_binding_under_sanitizer" and callable(_fn):
+            globals()[_name] = pytest.mark.skip(reason="runs in test_binding_under_sanitizer's ASan python")(_fn)
