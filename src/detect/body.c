@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/util.h"
 #include "detect/body.h"
@@ -27,12 +26,6 @@ struct hm_body_state {
     hm_palm_det dec[HM_POSE_ANCHORS], nms[HM_POSE_ANCHORS];
     int idx[HM_POSE_ANCHORS];
 };
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 void hm_body_opts_default(hm_body_opts *o) {
     memset(o, 0, sizeof *o);
@@ -205,12 +198,12 @@ static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int
     const hm_det_rect big = hm_rect_transform(pose_roi, 2.7, 0.0, -0.1);
     if (!valid(&pose_roi) || !valid(&big)) return HM_OK;
     float pad[4];
-    double t0 = now_ms();
+    double t0 = 1e3 * hm_now();
     const hm_det_rect lbig = crop(rgb, w, h, big, HM_RECROP_SIZE, 1, 0, hm_tfl_input(s->recrop, 0), pad);
     int rc = hm_tfl_invoke(s->recrop, pool);
     if (rc) return rc;
     const hm_det_rect roi = hm_recrop_rect(hm_tfl_output(s->recrop, 0), &lbig, pad);
-    double t1 = now_ms();
+    double t1 = 1e3 * hm_now();
     st->recrop_ms += t1 - t0;
 
     memset(out, 0, sizeof *out);
@@ -238,7 +231,7 @@ static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int
             int ok = 1;
             for (int k = 0; k < 4; k++) ok &= isfinite(out->hand.box[k]) != 0;
             if (ok) {
-                st->hand_ms += now_ms() - t1;
+                st->hand_ms += 1e3 * hm_now() - t1;
                 return HM_OK;
             }
         }
@@ -247,7 +240,7 @@ static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int
     memset(out->hand.landmarks, 0, sizeof out->hand.landmarks);
     rect_box(&pose_roi, out->hand.box);
     out->body_only = 1;
-    st->hand_ms += now_ms() - t1;
+    st->hand_ms += 1e3 * hm_now() - t1;
     return HM_OK;
 }
 
@@ -269,7 +262,7 @@ int hm_body_run(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, i
     int rc = hm_body_opts_check(opts);
     if (rc) return rc;
     const hm_body_model *m = s->m;
-    const double t_start = now_ms();
+    const double t_start = 1e3 * hm_now();
 
     /* 1. pose detection on the whole image */
     float pad[4];
@@ -280,7 +273,7 @@ int hm_body_run(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, i
                                   m->anchors, opts->min_pose, s->dec);
     int nk = hm_palm_wnms(s->dec, nd, 0.3f, s->nms, s->idx);
     if (nk > opts->max_persons) nk = opts->max_persons;
-    st.pose_ms = now_ms() - t_start;
+    st.pose_ms = 1e3 * hm_now() - t_start;
 
     int nh = 0, npers = 0;
     for (int k = 0; k < nk; k++) {
@@ -297,12 +290,12 @@ int hm_body_run(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, i
         for (int i = 0; i < 4; i++) p.box[i] = (float)px.box[i];
         p.roi = hm_rect_transform(hm_align_rect(px.kp[0][0], px.kp[0][1], px.kp[1][0], px.kp[1][1], 90.0), 1.25, 0, 0);
         if (!valid(&p.roi)) continue;
-        double t0 = now_ms();
+        double t0 = 1e3 * hm_now();
         float lpad[4];
         const hm_det_rect lroi = crop(rgb, w, h, p.roi, HM_POSE_LM_SIZE, 1, 0, hm_tfl_input(s->lm, 0), lpad);
         if ((rc = hm_tfl_invoke(s->lm, pool))) return rc;
         p.presence = hm_tfl_output(s->lm, m->lm_flag)[0];
-        st.pose_lm_ms += now_ms() - t0;
+        st.pose_lm_ms += 1e3 * hm_now() - t0;
         if (!(p.presence >= opts->min_pose_presence)) continue;
         hm_pose_project(hm_tfl_output(s->lm, m->lm_points), hm_tfl_output(s->lm, m->lm_heat), &lroi, lpad, p.lm);
         const int person = npers;
@@ -319,7 +312,7 @@ int hm_body_run(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, i
     if (np) *np = npers;
     st.persons = npers;
     st.hands = nh;
-    st.total_ms = now_ms() - t_start;
+    st.total_ms = 1e3 * hm_now() - t_start;
     if (stats) *stats = st;
     return HM_OK;
 }
