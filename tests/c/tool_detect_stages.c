@@ -23,28 +23,9 @@
 #include "core/util.h"
 #include "detect/stages.h"
 #include "format/npy.h"
+#define STAGE_TOOL "tool_detect_stages"
+#include "stage_io.h"
 
-static hm_npz *in;
-static hm_npz_writer *wr;
-
-static int get(const char *name, hm_dtype dt, hm_array *a) {
-    if (!hm_npz_has(in, name)) return 0;
-    if (hm_npz_get(in, name, a)) return -1;
-    if (a->dtype != dt) {
-        fprintf(stderr, "tool_detect_stages: %s has the wrong dtype\n", name);
-        exit(1);
-    }
-    return 1;
-}
-
-static void put(const char *name, hm_dtype dt, int nd, const int64_t *shape, const void *data) {
-    if (hm_npz_write_add(wr, name, dt, nd, shape, data)) {
-        fprintf(stderr, "tool_detect_stages: writing %s: %s\n", name, hm_errmsg());
-        exit(1);
-    }
-}
-
-static hm_det_rect rect_of(const double *r) { return (hm_det_rect){r[0], r[1], r[2], r[3], r[4]}; }
 
 static void do_warp(void) {
     hm_array img, rects, cfg;
