@@ -155,7 +155,7 @@ int hm_tfl_sparse_layout(const hm_fb *f, const hm_fb_table *sp, int ti, const hm
         seen[e] = 1;
         w.lv[l].dim = e;
         char lw[120];
-        snprintf(lw, sizeof lw, "%s.dim_metadata[%d]", what, l);
+        snprintf(lw, sizeof lw, "%.90s.dim_metadata[%d]", what, l);
         int8_t fmt;
         int32_t ds;
         if ((rc = hm_fb_vec_table(f, &dm, (uint32_t)l, lw, &dmt[l])) ||
@@ -184,7 +184,7 @@ int hm_tfl_sparse_layout(const hm_fb *f, const hm_fb_table *sp, int ti, const hm
         if (e >= w.rank) extent = w.block_size[e - w.rank];
         else extent = t->shape.dims[e] / (w.blocked_by[e] >= 0 ? w.block_size[w.blocked_by[e]] : 1);
         char lw[120];
-        snprintf(lw, sizeof lw, "%s.dim_metadata[%d]", what, l);
+        snprintf(lw, sizeof lw, "%.90s.dim_metadata[%d]", what, l);
         if (L->fmt == FMT_DENSE) {
             if (L->size != extent)
                 return hm_err(HM_E_FORMAT, "tflite: tensor %d '%s': dim_metadata[%d].dense_size is %d, dimension %d "
