@@ -7,6 +7,7 @@
  */
 #include <immintrin.h>
 
+#include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/vmath_avx512.h"
 
@@ -65,7 +66,7 @@ void hm_gelu_vec_avx512(float *x, size_t n) {
 
 /* One mr x NR tile; mr is a compile-time constant at every call site, so the
  * accumulator arrays are fully unrolled into registers. */
-HM_INLINE void hm_tile512(const int mr, int nr, int kc, const float *A, size_t lda,
+HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, int nr, int kc, const float *A, size_t lda,
                           const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
     __m512 c0[MR], c1[MR];
     __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
@@ -112,8 +113,26 @@ HM_INLINE void hm_tile512(const int mr, int nr, int kc, const float *A, size_t l
         for (int i = 0; i < mr; i++) hm_gelu_vec_avx512(C + i * ldc, (size_t)nr);
 }
 
-void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
-                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
+/* Under ASan the operands are checked here, region by region (sanitize.h):
+ * A's rows (kc floats each), the packed chunk (kc x NR), the bias (NR, the
+ * padded copy), C's rows (nr floats, read when load_c, always written). */
+#ifdef HM_ASAN
+static void block_regions(int m, int nr, int kc, const float *A, size_t lda, const float *P, float *C, size_t ldc,
+                          const hm_gemm_epi_args *e) {
+    hm_asan_region(P, (size_t)kc * NR * sizeof(float), 0);
+    if (e->bias) hm_asan_region(e->bias, NR * sizeof(float), 0);
+    for (int i = 0; i < m; i++) {
+        hm_asan_region(A + i * lda, (size_t)kc * sizeof(float), 0);
+        hm_asan_region(C + i * ldc, (size_t)nr * sizeof(float), 1);
+    }
+}
+#endif
+
+HM_ASAN_BY_REGION void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
+                                            const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
+#ifdef HM_ASAN
+    block_regions(m, nr, kc, A, lda, P, C, ldc, e);
+#endif
     int i = 0;
     for (; i + MR <= m; i += MR) hm_tile512(MR, nr, kc, A + i * lda, lda, P, C + i * ldc, ldc, e);
     const float *a = A + i * lda;
