@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
 
@@ -23,14 +24,7 @@
 /* Full unrolling keeps the accumulator arrays in registers. AddressSanitizer
  * builds skip it: it makes them compile ~4x slower (minutes with clang's
  * fuzzing instrumentation) and their speed does not matter. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HM_NO_UNROLL 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HM_NO_UNROLL 1
-#endif
-#endif
-#ifdef HM_NO_UNROLL
+#ifdef HM_ASAN
 #define HM_UNROLL(n)
 #else
 #define HM_PRAGMA(x) _Pragma(#x)

@@ -72,8 +72,7 @@ static int in_child(int which, char *out, size_t cap) {
     close(fd[1]);
     size_t got = 0;
     ssize_t r;
-    while ((r = read(fd[0], out + got, cap - 1 - got)) > 0 && got + (size_t)r < cap - 1) got += (size_t)r;
-    if (r > 0) got += (size_t)r;
+    while (got < cap - 1 && (r = read(fd[0], out + got, cap - 1 - got)) > 0) got += (size_t)r;
     out[got] = 0;
     while (read(fd[0], &(char){0}, 1) > 0) {}
     close(fd[0]);
