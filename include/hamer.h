@@ -22,10 +22,27 @@
  * hamer_last_error_code() (per calling thread). Every function checks its
  * handles and pointers: NULL where a handle is required is HAMER_E_ARG,
  * never a crash.
+ *
+ * Parameter structs (every hamer_*_params) can grow without breaking
+ * programs built against an older header: each ends with
+ * `uint8_t reserved[...]`, HAMER_PARAMS_RESERVED (64) bytes when the struct
+ * was introduced. A later version takes a new field from the front of that
+ * space and shrinks the array by as much, so within a major version the
+ * struct's size and every field's offset stay the same, and the new field's
+ * zero value keeps the old behaviour. Start from hamer_*_default_params()
+ * (it zeroes the reserved bytes) or zero the whole struct. Every function
+ * taking params refuses non-zero reserved bytes with HAMER_E_ARG and a
+ * message naming the struct ("hamer_detect_params: reserved bytes must be
+ * zero ..."), before doing anything else: a program built against a newer
+ * header that sets a field this library does not have fails instead of
+ * having it ignored. In params, yes/no fields are bool and choices are
+ * named enums (int-sized); result records (hamer_box, hamer_hand,
+ * hamer_detection, ...) keep int 0/1 for their yes/no fields.
  */
 #ifndef HAMER_H
 #define HAMER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,30 +85,34 @@ typedef enum hamer_status {
  * covers 16 times the box, already far beyond any use. */
 #define HAMER_MAX_RESCALE 16.0
 
+/* Size of the reserved space ending each *_params struct when it was
+ * introduced (see "Parameter structs" above). */
+#define HAMER_PARAMS_RESERVED 64
+
 typedef struct hamer_model hamer_model;
 typedef struct hamer_state hamer_state;
-
-typedef struct {
-    const char *mano_path;  /* optional .npz with MANO buffers (no "mano." prefix);
-                               used when the checkpoint lacks mano.* */
-    int progress;           /* 1: report load progress (HAMER_LOG_PROGRESS messages) */
-    int precision;          /* HAMER_PRECISION_FP32 (default) or HAMER_PRECISION_FAST */
-    int no_cache;           /* 1: a checkpoint is neither looked up in nor written to the
-                               packed-model cache (see hamer_model_load) */
-} hamer_model_params;
 
 /* FP32 computes the PyTorch model to float precision. FAST is the gated
  * low-precision scheme for the backbone's big matmuls (hamer_model_get_info
  * names it); loading fails if this CPU cannot run it. */
-#define HAMER_PRECISION_FP32 0
-#define HAMER_PRECISION_FAST 1
+typedef enum { HAMER_PRECISION_FP32 = 0, HAMER_PRECISION_FAST = 1 } hamer_precision;
+
+typedef struct {
+    const char *mano_path;  /* optional .npz with MANO buffers (no "mano." prefix);
+                               used when the checkpoint lacks mano.* */
+    bool progress;          /* report load progress (HAMER_LOG_PROGRESS messages) */
+    hamer_precision precision; /* default HAMER_PRECISION_FP32 */
+    bool no_cache;          /* a checkpoint is neither looked up in nor written to the
+                               packed-model cache (see hamer_model_load) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_model_default_params) */
+} hamer_model_params;
 
 typedef struct {
     int vit_depth, vit_dim, vit_heads, vit_mlp, n_tokens;      /* 32, 1280, 16, 5120, 192 */
     int head_depth, head_dim, head_heads, head_dim_head, head_mlp; /* 6, 1024, 8, 64, 1024 */
     int has_mano;
     const char *isa;        /* kernel ISA in use: "avx512", "avx2", "scalar" */
-    int precision;          /* HAMER_PRECISION_* the model was loaded with */
+    hamer_precision precision; /* the precision the model was loaded with */
     const char *scheme;     /* what that precision is inside, e.g. "fp32" */
 } hamer_model_info;
 
@@ -162,6 +183,7 @@ typedef enum { HAMER_CROP_WARP = 0, HAMER_CROP_PAD = 1 } hamer_crop_mode;
 typedef struct {
     double rescale;         /* box scale factor, default 2.0 */
     hamer_crop_mode crop_mode;  /* default HAMER_CROP_WARP (the official demo's) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_predict_default_params) */
 } hamer_predict_params;
 
 /* One hand's result. Left hands are mirrored back as HaMeR's demo does:
@@ -227,27 +249,29 @@ typedef struct hamer_detect_state hamer_detect_state;
  * scripts/get_detector.sh next to the hand models. */
 typedef enum {
     HAMER_BODY_AUTO = 0,    /* detector: load the body models when installed (palm pass only when not);
-                               detect: run the body pass when they are loaded and tiles = 1 */
+                               detect: run the body pass when they are loaded and tiles is on */
     HAMER_BODY_ON = 1,      /* detector: the body models are required; detect: always run it */
     HAMER_BODY_OFF = 2      /* detector: do not load them; detect: never run it */
 } hamer_body_mode;
 
 typedef struct {
     const char *dir;        /* models directory, or NULL to search (above) */
-    int lite;               /* 1: the lite models (faster, less accurate) */
+    bool lite;              /* the lite models (faster, less accurate) */
     hamer_body_mode body;   /* the body pass's models (above); default HAMER_BODY_AUTO */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_detector_default_params) */
 } hamer_detector_params;
 
 typedef struct {
     int max_hands;          /* at most this many hands (1..HAMER_MAX_HANDS), default 8 */
     float min_score;        /* palm detector score threshold, default 0.5 */
     float min_presence;     /* hand presence threshold, default 0.5 */
-    int tiles;              /* 1 (default): also search overlapping tiles of the
-                               image for small hands; 0: MediaPipe's one
+    bool tiles;             /* true (default): also search overlapping tiles of the
+                               image for small hands; false: MediaPipe's one
                                full-frame pass only (faster) */
     hamer_body_mode body;   /* the body pass (above); default HAMER_BODY_AUTO. ON with a
                                detector without the body models: an error naming
                                scripts/get_detector.sh */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_detect_default_params) */
 } hamer_detect_params;
 
 /* Which pass found a detection (hamer_detection.source). */
@@ -338,6 +362,7 @@ typedef struct {
                                others are decoded (they may be references) but not converted */
     int queue;              /* frames decoded ahead, 1..64 (default 4) */
     int threads;            /* decoder threads, 0..64; 0 = FFmpeg's choice (default 1) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_video_default_params) */
 } hamer_video_params;
 
 typedef struct {
@@ -441,21 +466,20 @@ HAMER_API int hamer_video_writer_close(hamer_video_writer *writer, int abort);
 
 typedef struct hamer_tracker hamer_tracker;
 
-#define HAMER_SMOOTH_NONE 0
-#define HAMER_SMOOTH_ONE_EURO 1
+typedef enum { HAMER_SMOOTH_NONE = 0, HAMER_SMOOTH_ONE_EURO = 1 } hamer_smooth_mode;
 
 typedef struct {
     int max_hands;          /* hands tracked at once, 1..HAMER_MAX_HANDS (default 2) */
     float min_score;        /* palm detector score threshold (default 0.5) */
     float min_presence;     /* presence a newly detected hand needs (default 0.5) */
     float track_presence;   /* a tracked hand below this presence is lost (default 0.5) */
-    int tiles;              /* 1: palm detection also on tiles (small hands); default 0 */
+    bool tiles;             /* palm detection also on tiles (small hands); default false */
     int redetect_every;     /* frames between palm detections while fewer than max_hands
                                hands are tracked, 1..10000 (default 10) */
     float cut_threshold;    /* scene cut: mean absolute difference of 16x16 RGB thumbnails
                                of consecutive frames, in [0, 1] of full scale (default 0.15;
                                1 or more: never) */
-    int smooth;             /* HAMER_SMOOTH_ONE_EURO (default) or HAMER_SMOOTH_NONE */
+    hamer_smooth_mode smooth; /* default HAMER_SMOOTH_ONE_EURO */
     double min_cutoff;      /* One Euro minimum cutoff, Hz (default 1.0) */
     double beta;            /* One Euro speed coefficient (default 1.0) */
     double d_cutoff;        /* One Euro cutoff of the speed, Hz (default 1.0) */
@@ -464,6 +488,7 @@ typedef struct {
     hamer_body_mode body;   /* the body pass on detection frames (its hands start tracks too:
                                re-acquisition from the pose): as hamer_detect_params.body
                                (default AUTO: with tiles, when its models are loaded) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_tracker_default_params) */
 } hamer_tracker_params;
 
 typedef struct {
@@ -617,6 +642,7 @@ typedef struct hamer_job hamer_job;
 typedef struct {
     hamer_predict_params predict;   /* rescale, crop mode (hamer_predict_default_params) */
     hamer_detect_params detect;     /* used when the boxes are detected (hamer_detect_default_params) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_job_default_params) */
 } hamer_job_params;
 
 /* The stage a job stopped at (hamer_job_result.failed_stage). */
@@ -662,9 +688,10 @@ typedef struct {
 
 HAMER_API hamer_job_params hamer_job_default_params(void);
 /* A job on state (required) and detect_state (NULL: boxes must be given),
- * with params (NULL: the defaults; checked by hamer_job_run, with
+ * with params (NULL: the defaults; its values checked by hamer_job_run, with
  * hamer_predict's and hamer_detect's messages). On error NULL is returned
- * (HAMER_E_ARG for a NULL state, HAMER_E_NOMEM) and nothing is created. */
+ * (HAMER_E_ARG for a NULL state or non-zero reserved bytes in params or
+ * the two it holds, HAMER_E_NOMEM) and nothing is created. */
 HAMER_API hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, const hamer_job_params *params);
 HAMER_API void hamer_job_free(hamer_job *job);
 /* Run one photo: decode, detect or take the boxes, crop, regress. A bad box
@@ -724,11 +751,15 @@ typedef struct {
     const char *boxes_dir;          /* D/.../NAME.json per image; NULL: the job's detector finds the hands */
     const char *const *globs;       /* fnmatch patterns on the file name; n_globs 0: every file */
     int n_globs;
-    int recursive, force, retry_failed;
-    int render, side_view, save_mesh, vertices;     /* the outputs */
-    int glb;                        /* NAME.glb: the hands as a skinned binary glTF (hamer_hands_glb) */
+    bool recursive;                 /* subfolders too (their outputs in OUT's mirror of them) */
+    bool force;                     /* compute every image, even those done earlier */
+    bool retry_failed;              /* compute again the images whose failure stands */
+    bool render, side_view, save_mesh, vertices;    /* the outputs: NAME_all.png, NAME_side.png,
+                                                       NAME_N.obj, vertices in NAME.json */
+    bool glb;                       /* NAME.glb: the hands as a skinned binary glTF (hamer_hands_glb) */
     int (*cancel)(void *user);      /* polled by the scan (NULL: never stop) */
     void *cancel_user;
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_folder_default_params) */
 } hamer_folder_params;
 
 typedef enum {

@@ -70,12 +70,12 @@ struct hamer_state {
 const hamer_model *hm_state_model(const hamer_state *st) { return st ? st->model : NULL; }
 
 hamer_model_params hamer_model_default_params(void) {
-    hamer_model_params p = {NULL, 0, HAMER_PRECISION_FP32, 0};
+    hamer_model_params p = {.mano_path = NULL, .progress = false, .precision = HAMER_PRECISION_FP32, .no_cache = false};
     return p;
 }
 
 hamer_predict_params hamer_predict_default_params(void) {
-    hamer_predict_params p = {2.0, HAMER_CROP_WARP};
+    hamer_predict_params p = {.rescale = 2.0, .crop_mode = HAMER_CROP_WARP};
     return p;
 }
 
@@ -126,6 +126,7 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
         hm_err(HM_E_ARG, "%s: model path is NULL", __func__);
         return NULL;
     }
+    if (HM_CHECK_RESERVED(&p, "hamer_model_params")) return NULL;
     if (p.precision != HAMER_PRECISION_FP32 && p.precision != HAMER_PRECISION_FAST) {
         hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, p.precision);
         return NULL;
@@ -297,6 +298,7 @@ int hamer_predict(hamer_state *st, const uint8_t *rgb, int w, int h, const hamer
                   const hamer_predict_params *params, hamer_hand *hands, hamer_timings *timings) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
     hamer_predict_params p = params ? *params : hamer_predict_default_params();
+    if (HM_CHECK_RESERVED(&p, "hamer_predict_params")) return HM_E_ARG;
     return hm_predict(&st->pws, &st->s, rgb, w, h, boxes, n, &p, hands, timings);
 }
 
@@ -479,25 +481,27 @@ struct hamer_detect_state {
 };
 
 hamer_detector_params hamer_detector_default_params(void) {
-    hamer_detector_params p = {NULL, 0, HAMER_BODY_AUTO};
+    hamer_detector_params p = {.dir = NULL, .lite = false, .body = HAMER_BODY_AUTO};
     return p;
 }
 
 hamer_detect_params hamer_detect_default_params(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
-    hamer_detect_params p = {o.max_hands, o.min_palm, o.min_presence, 1, HAMER_BODY_AUTO};
+    hamer_detect_params p = {.max_hands = o.max_hands, .min_score = o.min_palm, .min_presence = o.min_presence,
+                             .tiles = true, .body = HAMER_BODY_AUTO};
     return p;
 }
 
 hamer_detector *hamer_detector_load(const hamer_detector_params *params) {
     hamer_detector_params p = params ? *params : hamer_detector_default_params();
+    if (HM_CHECK_RESERVED(&p, "hamer_detector_params")) return NULL;
     hamer_detector *d = calloc(1, sizeof *d);
     if (!d) {
         hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
         return NULL;
     }
-    d->lite = p.lite != 0;
+    d->lite = p.lite;
     if (p.body != HAMER_BODY_AUTO && p.body != HAMER_BODY_ON && p.body != HAMER_BODY_OFF) {
         hm_err(HM_E_ARG, "%s: body %d is not HAMER_BODY_AUTO, _ON or _OFF", __func__, (int)p.body);
         free(d);
@@ -574,6 +578,7 @@ void hamer_detect_state_free(hamer_detect_state *st) {
 static int det_opts(const hamer_detect_params *p, hm_det_opts *o) {
     hm_det_opts_default(o);
     if (p) {
+        if (HM_CHECK_RESERVED(p, "hamer_detect_params")) return HM_E_ARG;
         if (p->max_hands < 1 || p->max_hands > HAMER_MAX_HANDS)
             return hm_err(HM_E_ARG, "detect: max_hands %d outside 1..%d", p->max_hands, HAMER_MAX_HANDS);
         o->max_hands = p->max_hands;
@@ -659,6 +664,7 @@ char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, co
         hm_err(HM_E_ARG, "%s: bad arguments", __func__);
         return NULL;
     }
+    if (params && HM_CHECK_RESERVED(params, "hamer_detect_params")) return NULL;
     return hm_detections_json(w, h, dets, n, detector ? detector->dir : NULL, detector ? detector->lite : 0,
                               params ? params->tiles : 1, detector ? hm_body_desc(detector, params) : NULL, detect_ms);
 }
@@ -719,6 +725,7 @@ hamer_tracker *hamer_tracker_new(const hamer_detector *d, const hamer_tracker_pa
         hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
         return NULL;
     }
+    if (p && HM_CHECK_RESERVED(p, "hamer_tracker_params")) return NULL;
     if (n_threads == 0) n_threads = hm_cpu_online();
     if (p && p->body != HAMER_BODY_AUTO && p->body != HAMER_BODY_ON && p->body != HAMER_BODY_OFF) {
         hm_err(HM_E_ARG, "%s: body %d is not HAMER_BODY_AUTO, _ON or _OFF", __func__, (int)p->body);
@@ -748,6 +755,8 @@ int hamer_tracker_smooth(hamer_tracker *t, const hamer_track *tracks, int n, con
 int hamer_tracker_frame(hamer_tracker *t, hamer_state *st, const uint8_t *rgb, int w, int h, double time_s,
                         const hamer_predict_params *params) {
     if (!t) return hm_err(HM_E_ARG, "%s: tracker is NULL", __func__);
+    /* before the push: a refused request leaves the tracks as they were */
+    if (params && HM_CHECK_RESERVED(params, "hamer_predict_params")) return HM_E_ARG;
     hm_tracker_frame *f = hm_tracker_frame_buf(t);
     int rc = hm_tracker_push(t, rgb, w, h, time_s, NULL, 0, NULL);
     if (rc < 0) return rc;

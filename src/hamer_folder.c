@@ -662,6 +662,7 @@ int hamer_folder_open(const hamer_folder_params *params, hamer_folder **out) {
     if (out) *out = NULL;
     if (!params || !out || !params->input_dir || params->n_globs < 0 || (params->n_globs && !params->globs))
         return hm_err(HM_E_ARG, "%s: NULL argument, no input folder or bad globs", __func__);
+    if (HM_CHECK_RESERVED(params, "hamer_folder_params")) return HM_E_ARG;
     hamer_folder *f = calloc(1, sizeof *f);
     if (!f) return hm_err(HM_E_NOMEM, "out of memory");
     f->p = *params;

@@ -31,14 +31,24 @@ hamer_job_params hamer_job_default_params(void) {
     return p;
 }
 
+/* The reserved bytes of the job's params and of the two it holds. */
+static int reserved_check(const hamer_job_params *p) {
+    if (HM_CHECK_RESERVED(p, "hamer_job_params") || HM_CHECK_RESERVED(&p->predict, "hamer_predict_params") ||
+        HM_CHECK_RESERVED(&p->detect, "hamer_detect_params"))
+        return HM_E_ARG;
+    return HM_OK;
+}
+
 hamer_job *hamer_job_new(hamer_state *state, hamer_detect_state *detect_state, const hamer_job_params *params) {
     if (!state) {
         hm_err(HM_E_ARG, "%s: state is NULL", __func__);
         return NULL;
     }
-    /* The parameters are checked by the stages that use them, per run (the
-     * messages of hamer_predict and hamer_detect). */
+    /* The values are checked by the stages that use them, per run (the
+     * messages of hamer_predict and hamer_detect); the reserved bytes here,
+     * as every function taking params does. */
     hamer_job_params p = params ? *params : hamer_job_default_params();
+    if (reserved_check(&p)) return NULL;
     hamer_job *job = calloc(1, sizeof *job);
     if (job) {
         job->hands = calloc(HAMER_MAX_HANDS, sizeof *job->hands);
@@ -86,6 +96,7 @@ int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
         return failed(job, HAMER_JOB_STAGE_PREDICT,
                       hm_err(HM_E_ARG, "%s: %d boxes given, 0..%d per image", __func__, in->n_boxes, HAMER_MAX_HANDS));
     const hamer_job_params *p = in->params ? in->params : &job->params;
+    if (reserved_check(p)) return failed(job, HAMER_JOB_STAGE_PREDICT, HM_E_ARG);
     hamer_job_result *r = &job->res;
     memset(r, 0, sizeof *r);
     job->have_result = 0;

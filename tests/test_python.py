@@ -166,77 +166,95 @@ def test_missing_library_is_reported(tmp_path):
     assert "nope.so" in proc.stderr and "HAMER_LIB" in proc.stderr, proc.stderr
 
 
-LAYOUT_PROBE = r"""
-#include <stddef.h>
-#include <stdio.h>
-#include "hamer.h"
-#define F(T, f) printf("%s.%s %zu\n", #T, #f, offsetof(T, f));
-#define S(T) printf("%s %zu\n", #T, sizeof(T));
-int main(void) {
-    S(hamer_model_params) F(hamer_model_params, mano_path) F(hamer_model_params, progress)
-    F(hamer_model_params, precision)
-    S(hamer_model_info) F(hamer_model_info, has_mano) F(hamer_model_info, isa) F(hamer_model_info, precision)
-    F(hamer_model_info, scheme)
-    S(hamer_output) F(hamer_output, keypoints_2d)
-    S(hamer_box) F(hamer_box, is_right)
-    S(hamer_predict_params) F(hamer_predict_params, crop_mode)
-    S(hamer_timings)
-    S(hamer_hand) F(hamer_hand, error) F(hamer_hand, box) F(hamer_hand, global_orient) F(hamer_hand, hand_pose)
-    F(hamer_hand, betas) F(hamer_hand, pred_cam) F(hamer_hand, cam_t_full) F(hamer_hand, focal_length)
-    F(hamer_hand, keypoints_3d) F(hamer_hand, keypoints_2d) F(hamer_hand, vertices) F(hamer_hand, box_center)
-    F(hamer_hand, box_size) F(hamer_hand, detection)
-    S(hamer_detection) F(hamer_detection, box) F(hamer_detection, score) F(hamer_detection, landmarks)
-    F(hamer_detection, pass) F(hamer_detection, source) F(hamer_detection, body) F(hamer_detection, person)
-    S(hamer_detect_params) F(hamer_detect_params, tiles) F(hamer_detect_params, body)
-    S(hamer_detector_params) F(hamer_detector_params, lite) F(hamer_detector_params, body)
-    S(hamer_job_params) F(hamer_job_params, predict) F(hamer_job_params, detect)
-    S(hamer_job_input) F(hamer_job_input, path) F(hamer_job_input, data) F(hamer_job_input, len)
-    F(hamer_job_input, rgb) F(hamer_job_input, width) F(hamer_job_input, height) F(hamer_job_input, decode_ms)
-    F(hamer_job_input, boxes) F(hamer_job_input, n_boxes) F(hamer_job_input, source) F(hamer_job_input, params)
-    S(hamer_job_result) F(hamer_job_result, width) F(hamer_job_result, height) F(hamer_job_result, rgb)
-    F(hamer_job_result, source) F(hamer_job_result, n_hands) F(hamer_job_result, hands)
-    F(hamer_job_result, detections) F(hamer_job_result, n_failed) F(hamer_job_result, timings)
-    F(hamer_job_result, failed_stage)
-    S(hamer_folder_params) F(hamer_folder_params, globs) F(hamer_folder_params, n_globs)
-    F(hamer_folder_params, vertices) F(hamer_folder_params, glb) F(hamer_folder_params, cancel) F(hamer_folder_params, cancel_user)
-    S(hamer_folder_image) F(hamer_folder_image, result_path) F(hamer_folder_image, status)
-    F(hamer_folder_image, error_stage) F(hamer_folder_image, error_reason)
-    S(hamer_folder_decoded) F(hamer_folder_decoded, decode_ms) F(hamer_folder_decoded, decode_error)
-    return 0;
-}
-"""
+def layout_structs():
+    """Each structure of include/hamer.h the binding mirrors, by C name."""
+    from hamer import _lib
+    return {"hamer_model_params": _lib.ModelParams, "hamer_model_info": _lib.ModelInfo,
+            "hamer_output": _lib.Output, "hamer_box": _lib.Box,
+            "hamer_predict_params": _lib.PredictParams, "hamer_timings": _lib.Timings,
+            "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
+            "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams,
+            "hamer_job_params": _lib.JobParams, "hamer_job_input": _lib.JobInput,
+            "hamer_job_result": _lib.JobResult, "hamer_folder_params": _lib.FolderParams,
+            "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded,
+            "hamer_tracker_params": _lib.TrackerParams, "hamer_video_params": _lib.VideoParams,
+            "hamer_video_info": _lib.VideoInfo, "hamer_video_frame": _lib.VideoFrame}
+
+
+def layout_fields(cls, prefix="", base=0):
+    """(C member designator, offset, size) of every field of a ctypes
+    structure, nested structures' fields too ("detection.pass")."""
+    for name, t in cls._fields_:
+        path = prefix + ("pass" if name == "pass_" else name)
+        off = base + getattr(cls, name).offset
+        yield path, off, ctypes.sizeof(t)
+        if isinstance(t, type) and issubclass(t, ctypes.Structure):
+            yield from layout_fields(t, path + ".", off)
 
 
 def test_struct_layouts_match_the_header(tmp_path):
-    """The ctypes structures mirror include/hamer.h (checked with the C
-    compiler where there is one; the binding itself needs none)."""
+    """The ctypes structures mirror include/hamer.h: the C compiler, given a
+    probe that names every field the binding declares (a field C lacks does
+    not compile), prints each structure's size and each field's offset and
+    size, which must equal ctypes'. A field C has and the binding lacks
+    changes the size. Every *_params struct of the header is mirrored."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler to check the structure layouts with")
-    from hamer import _lib
+    import re
+    structs = layout_structs()
+    header = (REPO / "include" / "hamer.h").read_text()
+    params = set(re.findall(r"\} (hamer_\w+_params);", header))
+    assert len(params) >= 8 and params <= set(structs), params - set(structs)
+    want = {}
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "hamer.h"',
+             '#define S(T) printf("%s %zu\\n", #T, sizeof(T));',
+             '#define F(T, f) printf("%s.%s %zu %zu\\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f));',
+             "int main(void) {"]
+    for cname, cls in structs.items():
+        lines.append(f"    S({cname})")
+        want[cname] = ctypes.sizeof(cls)
+        for path, off, size in layout_fields(cls):
+            lines.append(f"    F({cname}, {path})")
+            want[f"{cname}.{path}"] = (off, size)
+    lines += ["    return 0;", "}"]
     src = tmp_path / "probe.c"
-    src.write_text(LAYOUT_PROBE)
+    src.write_text("\n".join(lines) + "\n")
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     subprocess.run([cc, "-std=c11", "-I", str(REPO / "include"), "-I", str(BUILD / "include"), "-o", str(tmp_path / "probe"), str(src)],
                    check=True, env=env, timeout=120)
     out = subprocess.run([str(tmp_path / "probe")], check=True, stdout=subprocess.PIPE, text=True,
                          env=env, timeout=60).stdout
-    structs = {"hamer_model_params": _lib.ModelParams, "hamer_model_info": _lib.ModelInfo,
-               "hamer_output": _lib.Output, "hamer_box": _lib.Box,
-               "hamer_predict_params": _lib.PredictParams, "hamer_timings": _lib.Timings,
-               "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
-               "hamer_detect_params": _lib.DetectParams, "hamer_detector_params": _lib.DetectorParams,
-               "hamer_job_params": _lib.JobParams, "hamer_job_input": _lib.JobInput,
-               "hamer_job_result": _lib.JobResult, "hamer_folder_params": _lib.FolderParams,
-               "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded}
+    got = {}
     for line in out.splitlines():
-        name, value = line.split()
-        if "." in name:
-            t, f = name.split(".")
-            got = getattr(structs[t], f if f != "pass" else "pass_").offset
-        else:
-            got = ctypes.sizeof(structs[name])
-        assert got == int(value), f"{name}: ctypes {got}, C {value}"
+        name, *values = line.split()
+        got[name] = int(values[0]) if len(values) == 1 else tuple(map(int, values))
+    assert set(got) == set(want)
+    bad = [f"{k}: ctypes {want[k]}, C {got[k]}" for k in want if got[k] != want[k]]
+    assert not bad, "\n".join(bad)
+    for cname in params:  # each ends with its reserved bytes
+        fields = structs[cname]._fields_
+        assert fields[-1][0] == "reserved" and ctypes.sizeof(fields[-1][1]) == 64, cname
+
+
+def test_reserved_bytes_refused_through_the_binding():
+    """The binding's reserved array is where the library reads it: the
+    defaults it gets are zero there, and a byte set in it (as a caller built
+    against a newer header might) is refused with the struct named."""
+    from hamer import _lib
+    lib = _lib.load()
+    vp = lib.hamer_video_default_params()
+    assert bytes(vp.reserved) == bytes(64)
+    assert lib.hamer_video_check_params(ctypes.byref(vp)) == 0
+    vp.reserved[63] = 1
+    assert lib.hamer_video_check_params(ctypes.byref(vp)) == _lib.E_ARG
+    assert _lib.last_error().startswith("hamer_video_params: reserved bytes must be zero (use "
+                                        "hamer_video_default_params; reserved[63] is 0x01")
+    for fn in ["hamer_model_default_params", "hamer_predict_default_params", "hamer_detector_default_params",
+               "hamer_detect_default_params", "hamer_tracker_default_params", "hamer_job_default_params",
+               "hamer_folder_default_params"]:
+        p = getattr(lib, fn)()
+        assert bytes(p.reserved) == bytes(64), fn
 
 
 # ---------------------------------------------------------------------------
@@ -575,8 +593,10 @@ def test_constants_match_the_header():
     from hamer import _lib
     text = (REPO / "include" / "hamer.h").read_text()
     defs = dict(re.findall(r"#define HAMER_(\w+) +([-0-9.]+)f?\b", text))
+    defs.update(re.findall(r"\bHAMER_(\w+) = (-?\d+)\b", text))  # enum constants
     for name in ["CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "MAX_HANDS", "MAX_RESCALE",
-                 "FOCAL", "PRECISION_FP32", "PRECISION_FAST"]:
+                 "FOCAL", "PRECISION_FP32", "PRECISION_FAST", "PARAMS_RESERVED", "SMOOTH_NONE",
+                 "SMOOTH_ONE_EURO", "BODY_AUTO", "BODY_ON", "BODY_OFF"]:
         assert float(defs[name]) == float(getattr(_lib, name)), name
     codes = dict(re.findall(r"HAMER_(E_\w+|OK) = (-?\d+)", text))
     assert codes and all(int(v) == getattr(_lib, k) for k, v in codes.items()), codes

@@ -528,7 +528,7 @@ class Detector(_Handle):
         params = lib.hamer_detector_default_params()
         dir_b = None if dir is None else os.fsencode(dir)
         params.dir = dir_b
-        params.lite = int(bool(lite))
+        params.lite = bool(lite)
         params.body = _body_arg(body)
         handle = lib.hamer_detector_load(ctypes.byref(params))
         if not handle:
@@ -589,7 +589,7 @@ class Detector(_Handle):
                 raise HamerError(f"{name} must be a number in (0, 1), got {v!r}", E_ARG)
         params = self._lib.hamer_detect_default_params()
         params.max_hands, params.min_score, params.min_presence = max_hands, float(min_score), float(min_presence)
-        params.tiles = int(bool(tiles))
+        params.tiles = bool(tiles)
         params.body = _body_arg(body)
         return params
 
@@ -714,7 +714,7 @@ class Model(_Handle):
         lib = _lib.load()
         params = lib.hamer_model_default_params()
         params.mano_path = mano_b
-        params.progress = 0  # a library does not write to stderr
+        params.progress = False  # a library does not write to stderr
         params.precision = _PRECISIONS[precision]
         handle = lib.hamer_model_load(path_b, ctypes.byref(params))
         if not handle:
@@ -1071,14 +1071,14 @@ def _tracking(detector, lite, threads, max_hands, tiles, smooth, min_cutoff, bet
     dp = lib.hamer_detector_default_params()
     dir_bytes = os.fsencode(detector) if detector is not None else None
     dp.dir = dir_bytes
-    dp.lite = int(bool(lite))
+    dp.lite = bool(lite)
     det = lib.hamer_detector_load(ctypes.byref(dp))
     if not det:
         raise _library_error(fallback="cannot load the hand detector")
     tr = None
     try:
         tp = lib.hamer_tracker_default_params()
-        tp.max_hands, tp.tiles, tp.smooth = max_hands, int(bool(tiles)), _SMOOTH_MODES[smooth]
+        tp.max_hands, tp.tiles, tp.smooth = max_hands, bool(tiles), _SMOOTH_MODES[smooth]
         tp.min_cutoff, tp.beta, tp.d_cutoff = min_cutoff, beta, d_cutoff
         tr = lib.hamer_tracker_new(det, ctypes.byref(tp), int(threads or 0))
         if not tr:

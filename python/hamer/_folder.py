@@ -109,9 +109,9 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     fp.out_dir = None if out_dir is None else os.fsencode(os.fspath(out_dir))
     fp.boxes_dir = None if boxes_dir is None else os.fsencode(os.fspath(boxes_dir))
     fp.globs, fp.n_globs = glob_arr, len(enc)
-    fp.recursive, fp.force, fp.retry_failed = int(bool(recursive)), int(bool(force)), int(bool(retry_failed))
-    fp.render, fp.side_view = int(bool(render)), int(bool(side_view))
-    fp.save_mesh, fp.vertices, fp.glb = int(bool(save_mesh)), int(bool(vertices)), int(bool(glb))
+    fp.recursive, fp.force, fp.retry_failed = bool(recursive), bool(force), bool(retry_failed)
+    fp.render, fp.side_view = bool(render), bool(side_view)
+    fp.save_mesh, fp.vertices, fp.glb = bool(save_mesh), bool(vertices), bool(glb)
     folder = ctypes.c_void_p()
     rc = lib.hamer_folder_open(ctypes.byref(fp), ctypes.byref(folder))
     if rc < 0:
@@ -119,7 +119,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     try:
         params = _lib.PredictParams(rescale=rescale, crop_mode=_CROP_MODES[crop_mode])
         dparams = lib.hamer_detect_default_params()
-        dparams.max_hands, dparams.min_score, dparams.tiles = max_hands, min_score, int(bool(tiles))
+        dparams.max_hands, dparams.min_score, dparams.tiles = max_hands, min_score, bool(tiles)
         yield from _run(self, lib, folder, boxes_dir is None, params, dparams, detector, lite, _library_error)
     finally:
         lib.hamer_folder_close(folder)
@@ -197,7 +197,7 @@ def _detector(self, lib, detector, lite, _library_error):
     that needs them."""
     dp = lib.hamer_detector_default_params()
     dp.dir = os.fsencode(detector) if detector is not None else None
-    dp.lite = int(bool(lite))
+    dp.lite = bool(lite)
     det = lib.hamer_detector_load(ctypes.byref(dp))
     if not det:
         raise _library_error(fallback="cannot load the hand detector")

@@ -64,6 +64,10 @@ ERROR_NAMES = {
 PRECISION_FP32 = 0
 PRECISION_FAST = 1
 
+# Every *_params struct ends with this many reserved bytes (zero: the
+# structures here start from the library's hamer_*_default_params()).
+PARAMS_RESERVED = 64
+
 CROP_WARP = 0
 CROP_PAD = 1
 
@@ -72,6 +76,7 @@ CROP_PAD = 1
 
 c_float_p = ctypes.POINTER(ctypes.c_float)
 c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
+_Reserved = ctypes.c_uint8 * PARAMS_RESERVED
 
 # ---- Integers at the boundary ------------------------------------------------
 # ctypes stores a Python int into a C integer by keeping its low bits, so
@@ -142,9 +147,10 @@ _FIELD_RANGES = {}
 class ModelParams(_Struct):
     _fields_ = [
         ("mano_path", ctypes.c_char_p),
-        ("progress", ctypes.c_int),
-        ("precision", ctypes.c_int),
-        ("no_cache", ctypes.c_int),
+        ("progress", ctypes.c_bool),
+        ("precision", ctypes.c_int),  # hamer_precision: a C enum, int-sized with gcc/clang
+        ("no_cache", ctypes.c_bool),
+        ("reserved", _Reserved),
     ]
 
 
@@ -189,6 +195,7 @@ class PredictParams(_Struct):
     _fields_ = [
         ("rescale", ctypes.c_double),
         ("crop_mode", ctypes.c_int),  # a C enum: int-sized with gcc/clang
+        ("reserved", _Reserved),
     ]
 
 
@@ -245,8 +252,9 @@ class DetectParams(_Struct):
         ("max_hands", ctypes.c_int),
         ("min_score", ctypes.c_float),
         ("min_presence", ctypes.c_float),
-        ("tiles", ctypes.c_int),
+        ("tiles", ctypes.c_bool),
         ("body", ctypes.c_int),  # hamer_body_mode: a C enum, int-sized with gcc/clang
+        ("reserved", _Reserved),
     ]
 
 
@@ -258,8 +266,9 @@ SOURCE_PALM, SOURCE_BODY = 0, 1
 class DetectorParams(_Struct):
     _fields_ = [
         ("dir", ctypes.c_char_p),
-        ("lite", ctypes.c_int),
+        ("lite", ctypes.c_bool),
         ("body", ctypes.c_int),
+        ("reserved", _Reserved),
     ]
 
 
@@ -277,6 +286,7 @@ class JobParams(_Struct):
     _fields_ = [
         ("predict", PredictParams),
         ("detect", DetectParams),
+        ("reserved", _Reserved),
     ]
 
 
@@ -318,16 +328,17 @@ class FolderParams(_Struct):
         ("boxes_dir", ctypes.c_char_p),
         ("globs", ctypes.POINTER(ctypes.c_char_p)),
         ("n_globs", ctypes.c_int),
-        ("recursive", ctypes.c_int),
-        ("force", ctypes.c_int),
-        ("retry_failed", ctypes.c_int),
-        ("render", ctypes.c_int),
-        ("side_view", ctypes.c_int),
-        ("save_mesh", ctypes.c_int),
-        ("vertices", ctypes.c_int),
-        ("glb", ctypes.c_int),
+        ("recursive", ctypes.c_bool),
+        ("force", ctypes.c_bool),
+        ("retry_failed", ctypes.c_bool),
+        ("render", ctypes.c_bool),
+        ("side_view", ctypes.c_bool),
+        ("save_mesh", ctypes.c_bool),
+        ("vertices", ctypes.c_bool),
+        ("glb", ctypes.c_bool),
         ("cancel", ctypes.c_void_p),
         ("cancel_user", ctypes.c_void_p),
+        ("reserved", _Reserved),
     ]
 
 
@@ -514,16 +525,17 @@ class TrackerParams(_Struct):
         ("min_score", ctypes.c_float),
         ("min_presence", ctypes.c_float),
         ("track_presence", ctypes.c_float),
-        ("tiles", ctypes.c_int),
+        ("tiles", ctypes.c_bool),
         ("redetect_every", ctypes.c_int),
         ("cut_threshold", ctypes.c_float),
-        ("smooth", ctypes.c_int),
+        ("smooth", ctypes.c_int),  # hamer_smooth_mode
         ("min_cutoff", ctypes.c_double),
         ("beta", ctypes.c_double),
         ("d_cutoff", ctypes.c_double),
         ("betas_frames", ctypes.c_int),
         ("betas_min", ctypes.c_int),
         ("body", ctypes.c_int),  # hamer_body_mode
+        ("reserved", _Reserved),
     ]
 
 
@@ -534,6 +546,7 @@ class VideoParams(_Struct):
         ("stride", ctypes.c_int),
         ("queue", ctypes.c_int),
         ("threads", ctypes.c_int),
+        ("reserved", _Reserved),
     ]
 
 

@@ -1,4 +1,5 @@
-/* util.c - thread-local error message and aligned allocation. */
+/* util.c - thread-local error message, the reserved-bytes check and aligned
+ * allocation. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/util.h"
 
@@ -6,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static _Thread_local char hm_msg[512];
@@ -25,6 +27,18 @@ int hm_errcode(void) { return hm_code; }
 void hm_errclear(void) {
     hm_msg[0] = 0;
     hm_code = 0;
+}
+
+int hm_check_reserved(const void *reserved, size_t n, const char *type) {
+    const unsigned char *b = reserved;
+    size_t i = 0;
+    while (i < n && b[i] == 0) i++;
+    if (i == n) return HM_OK;
+    /* "hamer_X_params" is made by "hamer_X_default_params" */
+    size_t len = strlen(type), tail = sizeof "_params" - 1;
+    int stem = len > tail && !strcmp(type + len - tail, "_params") ? (int)(len - tail) : (int)len;
+    return hm_err(HM_E_ARG, "%s: reserved bytes must be zero (use %.*s_default_params; reserved[%zu] is 0x%02x: "
+                  "a field of a newer hamer.h?)", type, stem, type, i, b[i]);
 }
 
 static atomic_int hm_alloc_fail_after = -1;

@@ -32,6 +32,15 @@ int hm_errcode(void);
 /* Clear this thread's last error. */
 void hm_errclear(void);
 
+/* The reserved bytes at the end of a public *_params struct (n of them at
+ * reserved): HM_OK when all are zero, else HM_E_ARG with the message
+ * "TYPE: reserved bytes must be zero (use <TYPE's default function>; ...)",
+ * type being the struct's name ("hamer_detect_params"). A caller built
+ * against a newer header that set a field this library lacks fails here
+ * instead of being silently ignored. */
+int hm_check_reserved(const void *reserved, size_t n, const char *type);
+#define HM_CHECK_RESERVED(params, type) hm_check_reserved((params)->reserved, sizeof (params)->reserved, type)
+
 /* 64-byte aligned allocation (NULL + hm_err on failure); free with hm_free. */
 void *hm_alloc(size_t bytes);
 void hm_free(void *p);

@@ -59,7 +59,7 @@ static const char *averr(int e, char *buf, size_t n) {
 }
 
 hamer_video_params hm_video_default_params(void) {
-    hamer_video_params p = {0.0, 0.0, 1, 4, 1};
+    hamer_video_params p = {.start_s = 0.0, .duration_s = 0.0, .stride = 1, .queue = 4, .threads = 1};
     return p;
 }
 
@@ -355,6 +355,7 @@ static int open_stream(hamer_video *v) {
 
 int hm_video_check_params(const hamer_video_params *p) {
     if (!p) return hm_err(HM_E_ARG, "video: params is NULL");
+    if (HM_CHECK_RESERVED(p, "hamer_video_params")) return HM_E_ARG;
     /* seconds are bounded (about 31 years) so that start_s / time base
      * always fits the int64 timestamps it is turned into */
     if (!(isfinite(p->start_s) && p->start_s >= 0 && p->start_s <= HM_VIDEO_MAX_SECONDS))

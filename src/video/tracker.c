@@ -45,7 +45,7 @@ hamer_tracker_params hm_tracker_default_params(void) {
     p.min_score = 0.5f;
     p.min_presence = 0.5f;
     p.track_presence = 0.5f;
-    p.tiles = 0;
+    p.tiles = false;
     p.redetect_every = 10;
     p.cut_threshold = 0.15f;
     p.smooth = HAMER_SMOOTH_ONE_EURO;

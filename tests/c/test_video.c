@@ -404,7 +404,8 @@ static void test_video_params(void) {
         {0, 0, 1, 4, -1, "threads"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        hamer_video_params q = {bad[i].start, bad[i].duration, bad[i].stride, bad[i].queue, bad[i].threads};
+        hamer_video_params q = {.start_s = bad[i].start, .duration_s = bad[i].duration, .stride = bad[i].stride,
+                                .queue = bad[i].queue, .threads = bad[i].threads};
         CHECKF(hm_video_check_params(&q) == HM_E_ARG && strstr(hm_errmsg(), bad[i].why), "case %zu: %s\n", i,
                hm_errmsg());
         CHECKF(hm_video_open("/nonexistent.mp4", &q) == NULL && hm_errcode() == HM_E_ARG, "case %zu open\n", i);
