@@ -62,12 +62,19 @@ def landmark_model(lite=False):
     return str(models_dir(lite) / f"hand_landmark_{'lite' if lite else 'full'}.tflite")
 
 
+_RUNTIME = []
+
+
 def runtime():
+    """The real TFLite runtime, one per test process (one node process
+    serves all of its inferences)."""
     why = tflite_runtime.unavailable_reason()
     if why:
         pytest.fail(why)
-    from conftest import FIXTURE_DIR
-    return tflite_runtime.RefRuntime(FIXTURE_DIR / 'tflite-cache')
+    if not _RUNTIME:
+        from conftest import FIXTURE_DIR
+        _RUNTIME.append(tflite_runtime.RefRuntime(FIXTURE_DIR / 'tflite-cache'))
+    return _RUNTIME[0]
 
 
 def tool(name):

@@ -5,6 +5,7 @@
 //
 //   node tflite_ref.js MODEL.tflite [--input FILE]... [--out-dir DIR]
 //                      [--threads N] [--info] [--time N]
+//   node tflite_ref.js --serve [--threads N]
 //
 //   --input FILE   one per graph input, in order: a .npy (float32/float64/
 //                  int32, C order, element count equal to the input's; the
@@ -16,6 +17,8 @@
 //   --info         print the inputs/outputs (name, dtype, shape) as JSON and
 //                  run nothing unless --out-dir is given too.
 //   --time N       also run N more times and print the median ms per Infer.
+//   --serve        many inferences in one process, requests on stdin (see
+//                  serve() below): the tests' way, one start for a whole file.
 //
 // stdout: one JSON object {inputs, outputs[, median_ms]}. Errors: a message
 // on stderr and exit status 1 (2 for bad usage).
@@ -28,7 +31,7 @@ const path = require('path');
 const WASM_DIR = path.join(__dirname, 'node_modules', '@tensorflow', 'tfjs-tflite', 'wasm');
 
 function usage(msg) {
-  process.stderr.write(`tflite_ref: ${msg}\nusage: node tflite_ref.js MODEL.tflite [--input FILE]... [--out-dir DIR] [--threads N] [--info] [--time N]\n`);
+  process.stderr.write(`tflite_ref: ${msg}\nusage: node tflite_ref.js MODEL.tflite [--input FILE]... [--out-dir DIR] [--threads N] [--info] [--time N] | --serve [--threads N]\n`);
   process.exit(2);
 }
 
@@ -38,7 +41,7 @@ function fail(msg) {
 }
 
 function parseArgs(argv) {
-  const a = { model: null, inputs: [], outDir: null, threads: 1, info: false, time: 0 };
+  const a = { model: null, inputs: [], outDir: null, threads: 1, info: false, time: 0, serve: false };
   for (let i = 0; i < argv.length; i++) {
     const s = argv[i];
     const next = () => {
@@ -50,11 +53,13 @@ function parseArgs(argv) {
     else if (s === '--threads') a.threads = parseInt(next(), 10);
     else if (s === '--time') a.time = parseInt(next(), 10);
     else if (s === '--info') a.info = true;
+    else if (s === '--serve') a.serve = true;
     else if (s.startsWith('--')) usage(`unknown option ${s}`);
     else if (a.model === null) a.model = s;
     else usage(`unexpected argument ${s}`);
   }
-  if (a.model === null) usage('no model given');
+  if (a.model === null && !a.serve) usage('no model given');
+  if (a.serve && (a.model !== null || a.inputs.length || a.outDir || a.info || a.time)) usage('--serve takes only --threads');
   if (!(a.threads >= 1) || !(a.time >= 0)) usage('--threads must be >= 1 and --time >= 0');
   return a;
 }
@@ -126,8 +131,9 @@ function fill(tensor, file) {
   for (let i = 0; i < view.length; i++) view[i] = values[i];
 }
 
-async function main() {
-  const args = parseArgs(process.argv.slice(2));
+// One runner per model file (created on first use): the WebAssembly module is
+// compiled once per process, which is most of a one-shot run's time.
+async function runtimeModule() {
   let factory;
   try {
     factory = require(path.join(WASM_DIR, 'tflite_web_api_cc.js'));
@@ -136,43 +142,91 @@ async function main() {
   }
   const wasm = fs.readFileSync(path.join(WASM_DIR, 'tflite_web_api_cc.wasm'));
   // The runtime prints an INFO line about its delegate; keep stdout JSON only.
-  const mod = await factory({ wasmBinary: wasm, print: (s) => process.stderr.write(s + '\n'), printErr: (s) => process.stderr.write(s + '\n') });
-  const bytes = fs.readFileSync(args.model);
+  return factory({ wasmBinary: wasm, print: (s) => process.stderr.write(s + '\n'), printErr: (s) => process.stderr.write(s + '\n') });
+}
+
+function createRunner(mod, model, threads) {
+  const bytes = fs.readFileSync(model);
   const ptr = mod._malloc(bytes.length);
   mod.HEAPU8.set(bytes, ptr);
   const res = mod.TFLiteWebModelRunner.CreateFromBufferAndOptions(ptr, bytes.length, {
-    numThreads: args.threads, enableProfiling: false, maxProfilingBufferEntries: 1024,
+    numThreads: threads, enableProfiling: false, maxProfilingBufferEntries: 1024,
   });
-  if (!res.ok()) fail(`${args.model}: ${res.errorMessage()}`);
+  if (!res.ok()) throw new Error(`${model}: ${res.errorMessage()}`);
   const runner = res.value();
-  const inputs = vectorToArray(runner.GetInputs());
-  const outputs = vectorToArray(runner.GetOutputs());
-  const report = { inputs: inputs.map(describe), outputs: outputs.map(describe) };
+  return { runner, inputs: vectorToArray(runner.GetInputs()), outputs: vectorToArray(runner.GetOutputs()) };
+}
+
+// Fill the inputs from files (the rest zero), infer, write the outputs to
+// outDir (when given). Throws on any bad input.
+function inferOnce(r, files, outDir) {
+  if (files.length > r.inputs.length) throw new Error(`${files.length} inputs given, the model has ${r.inputs.length}`);
+  r.inputs.forEach((t, i) => {
+    if (t.dataType !== 'float32') throw new Error(`input ${i} ('${t.name}') is ${t.dataType}; only float32 inputs are filled`);
+    if (i < files.length) fill(t, files[i]);
+    else t.data().fill(0);
+  });
+  if (!r.runner.Infer()) throw new Error('Infer() failed');
+  if (outDir) {
+    fs.mkdirSync(outDir, { recursive: true });
+    r.outputs.forEach((t, i) => {
+      const d = t.data();
+      const copy = d instanceof Int32Array ? new Int32Array(d) : new Float32Array(d);
+      writeNpy(path.join(outDir, `output_${i}.npy`), copy, describe(t).shape);
+    });
+  }
+}
+
+// --serve: one request per stdin line, {"model": M, "inputs": [FILE...],
+// "out_dir": D}; one reply per stdout line, {"outputs": N} or {"error": MSG}.
+// A bad request gets its error and the process goes on; it exits when stdin
+// closes.
+async function serve(threads) {
+  const mod = await runtimeModule();
+  const runners = new Map();
+  const rl = require('readline').createInterface({ input: process.stdin, terminal: false });
+  for await (const line of rl) {
+    let reply;
+    try {
+      const q = JSON.parse(line);
+      if (typeof q.model !== 'string' || !Array.isArray(q.inputs) || typeof q.out_dir !== 'string')
+        throw new Error('a request needs "model" (string), "inputs" (array) and "out_dir" (string)');
+      if (!runners.has(q.model)) runners.set(q.model, createRunner(mod, q.model, threads));
+      const r = runners.get(q.model);
+      inferOnce(r, q.inputs, q.out_dir);
+      reply = { outputs: r.outputs.length };
+    } catch (e) {
+      reply = { error: e && e.message ? e.message : String(e) };
+    }
+    process.stdout.write(JSON.stringify(reply) + '\n');
+  }
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.serve) return serve(args.threads);
+  const mod = await runtimeModule();
+  let r;
+  try {
+    r = createRunner(mod, args.model, args.threads);
+  } catch (e) {
+    fail(e.message);
+  }
+  const report = { inputs: r.inputs.map(describe), outputs: r.outputs.map(describe) };
   if (args.info && !args.outDir) {
     process.stdout.write(JSON.stringify(report) + '\n');
     return;
   }
-  if (args.inputs.length > inputs.length) fail(`${args.inputs.length} inputs given, the model has ${inputs.length}`);
-  inputs.forEach((t, i) => {
-    if (t.dataType !== 'float32') fail(`input ${i} ('${t.name}') is ${t.dataType}; only float32 inputs are filled`);
-    const view = t.data();
-    if (i < args.inputs.length) fill(t, args.inputs[i]);
-    else view.fill(0);
-  });
-  if (!runner.Infer()) fail('Infer() failed');
-  if (args.outDir) {
-    fs.mkdirSync(args.outDir, { recursive: true });
-    outputs.forEach((t, i) => {
-      const d = t.data();
-      const copy = d instanceof Int32Array ? new Int32Array(d) : new Float32Array(d);
-      writeNpy(path.join(args.outDir, `output_${i}.npy`), copy, describe(t).shape);
-    });
+  try {
+    inferOnce(r, args.inputs, args.outDir);
+  } catch (e) {
+    fail(e.message);
   }
   if (args.time > 0) {
     const ms = [];
     for (let k = 0; k < args.time; k++) {
       const t0 = process.hrtime.bigint();
-      runner.Infer();
+      r.runner.Infer();
       ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
     ms.sort((x, y) => x - y);

@@ -1,13 +1,16 @@
 """The real TFLite runtime for the detector tests: tests/detect/tflite_ref.js
-(node + tfjs-tflite's WebAssembly build), one process per inference, with
-the outputs cached on disk by content (model bytes + input bytes), so
-repeated test runs cost nothing.
+(node + tfjs-tflite's WebAssembly build), one `--serve` process per
+RefRuntime for all its inferences (starting node and compiling the runtime
+cost more than a palm inference), with the outputs cached on disk by content
+(model bytes + input bytes), so repeated test runs cost nothing.
 
     rt = RefRuntime(cache_dir)
     outs = rt.infer('/path/model.tflite', x)   # list of float32 arrays
 """
 
+import atexit
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -38,6 +41,37 @@ class RefRuntime:
         self.cache.mkdir(parents=True, exist_ok=True)
         self._model_hash = {}
         self.calls = 0
+        self._proc = None
+
+    def _server(self):
+        """The runner process, started on first use; one that died is
+        replaced (its error was raised to the request that saw it)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(['node', str(RUNNER), '--serve'], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, text=True)
+            atexit.register(self.close)
+        return self._proc
+
+    def close(self):
+        p, self._proc = self._proc, None
+        if p is not None and p.poll() is None:
+            p.stdin.close()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def _run(self, model, in_path, out_dir):
+        p = self._server()
+        p.stdin.write(json.dumps({'model': str(model), 'inputs': [in_path], 'out_dir': out_dir}) + '\n')
+        p.stdin.flush()
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError(f'tflite_ref.js --serve exited ({p.wait()}) while running {model}')
+        reply = json.loads(line)
+        if 'error' in reply:
+            raise RuntimeError(f"tflite_ref.js failed: {reply['error']}")
 
     def _mhash(self, model):
         model = str(model)
@@ -54,10 +88,7 @@ class RefRuntime:
                 return [z[f'output_{i}'] for i in range(len(z.files))]
         with tempfile.TemporaryDirectory() as td:
             np.save(os.path.join(td, 'in.npy'), x)
-            r = subprocess.run(['node', str(RUNNER), str(model), '--input', os.path.join(td, 'in.npy'),
-                                '--out-dir', td], capture_output=True, text=True, timeout=120)
-            if r.returncode != 0:
-                raise RuntimeError(f'tflite_ref.js failed ({r.returncode}): {r.stderr.strip()}')
+            self._run(model, os.path.join(td, 'in.npy'), td)
             outs = []
             i = 0
             while os.path.exists(os.path.join(td, f'output_{i}.npy')):
