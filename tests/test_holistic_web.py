@@ -7,9 +7,9 @@ server: modelComplexity 1 (pose_landmark_full, the model the body pass
 runs), no smoothing, reset() before every photo.
 
 Holistic takes 10-17 s a photo there (SwiftShader), so by default three
-photos run (about 50 s): hamer_example_1.jpg (../shared/images: two people,
-one landmarked), opencv-doc's messi5.jpg and scikit-image's chelsea (no
-person). HAMER_HOLISTIC_ALL=1 runs them all (about 2.5 min): both shared
+photos run (about 35 s): hamer_example_1.jpg (../shared/images: two people,
+one landmarked) and opencv-doc's messi5.jpg in Holistic, and scikit-image's
+chelsea (no person) on our side only. HAMER_HOLISTIC_ALL=1 runs them all (about 2.5 min): both shared
 photos, Debian opencv-doc's messi5.jpg, basketball1.png, handSrc.jpg,
 handDst.jpg, and scikit-image's chelsea, coffee (no person) and astronaut
 (hands out of the frame); then the bounds are not asserted, only the
@@ -129,10 +129,13 @@ def side_size(pts):
 @pytest.mark.accuracy
 def test_body_pass_against_holistic():
     ph = photos()
-    hol = run_holistic(ph)
+    # By default the hand-free photos are checked on our side only (no hand,
+    # no body hand): what Holistic makes of them is only printed, and a
+    # photo costs 10-17 s in the browser.
+    hol = run_holistic({k: v for k, v in ph.items() if ALL or k not in NO_HANDS})
     rows, pose_all, hand_all = [], [], []
     for name, path in ph.items():
-        h = hol[name]
+        h = hol.get(name) or {"left": None, "right": None, "pose": None, "ms": float("nan")}
         body, palm, merged = ours(path)
         hol_sides = {s for s in ("left", "right") if h[s]}
         our_hands = {("right" if x["is_right"] else "left"): x for x in body["hands"] if not x["body_only"]}
