@@ -21,7 +21,9 @@ body pass finds no side Holistic does not, the merged result at least as
 many hands as Holistic, no hand on the scikit-image photos;
 landmark distances in % of the body size (the longer side of Holistic's
 landmark box) and of the hand size (the same for its hand) stay under the
-bounds measured (docs/detector.md). The table is printed (pytest -s).
+bounds measured (docs/detector.md). Stage by stage, Holistic's own pose
+landmarks fed to our hand stages give every hand Holistic found
+(check_hands_from_holistic_pose). The table is printed (pytest -s).
 Release pass only (a numeric comparison; the C paths run under ASan in
 tests/test_detect_body.py).
 """
@@ -38,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.common import models_dir, run_detect_tool, shared_images, skimage_path, tool
+from detect.common import landmark_model, load_rgb, models_dir, run_detect_tool, runtime, shared_images, skimage_path, tool
+import body_reference as B
 
 HOLISTIC = Path(__file__).resolve().parent / "holistic"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -50,6 +53,9 @@ NO_HANDS = ("chelsea.png", "coffee.png", "astronaut.png")
 # Bounds, % of body / hand size, above what was measured (docs/detector.md)
 POSE_MEDIAN, POSE_MAX = 1.5, 8.0
 HAND_MEDIAN, HAND_MAX = 5.0, 30.0
+# Holistic's own pose landmarks through our hand-from-pose stages (measured
+# at most 4.5 / 20.2 % of the hand size over every photo of HAMER_HOLISTIC_ALL)
+SUBST_MEDIAN, SUBST_MAX = 6.0, 25.0
 ALL = os.environ.get("HAMER_HOLISTIC_ALL", "0") == "1"
 DEFAULT = ("hamer_example_1.jpg", "messi5.jpg", "chelsea.png")
 
@@ -166,9 +172,42 @@ def test_body_pass_against_holistic():
             continue
         assert set(r[6].split(",")) - {"-"} <= set(r[5].split(",")), f"{r[0]}: Holistic {r[5]}, body pass {r[6]}"
         assert r[3] >= r[4], f"{r[0]}: merged {r[3]} hands, Holistic {r[4]}"
+    check_hands_from_holistic_pose(ph, hol)
     if ALL:
         return
     for name, med, mx in pose_all:
         assert med < POSE_MEDIAN and mx < POSE_MAX, (name, med, mx)
     for name, s, med, mx in hand_all:
         assert med < HAND_MEDIAN and mx < HAND_MAX, (name, s, med, mx)
+
+
+def check_hands_from_holistic_pose(ph, hol):
+    """Stage by stage: the body pass's hand stages (re-crop ROI from the
+    wrist/pinky/index, the re-crop model, its ROI, the hand landmark model;
+    tests/detect/body_reference.py, which tests/test_detect_body.py holds
+    the C stages to) fed Holistic's own pose landmarks must find every hand
+    Holistic found, with its landmarks. Where the whole body pass and
+    Holistic disagree (basketball1.png's left hand: presence 0.30 from our
+    pose, 0.88 from Holistic's), the difference is then in the pose
+    landmarks alone: a few pixels along an occluded arm."""
+    d = models_dir()
+    models = {"recrop": str(d / "hand_recrop.tflite"), "hand": landmark_model()}
+    rt = runtime()
+    print("\nHolistic's pose -> our hand stages: photo side presence median/max % hand")
+    for name, path in ph.items():
+        h = hol.get(name)
+        if not h or not h["pose"]:
+            continue
+        img = load_rgb(path)
+        pose = np.asarray(h["pose"])
+        lm = np.zeros((39, 5))
+        lm[:33, :2], lm[:33, 3] = pose[:33, :2], pose[:33, 3]
+        for side in ("left", "right"):
+            if h[side] is None:
+                continue
+            hd = B.hand_from_pose(img, lm, side, rt, models["recrop"], models["hand"])
+            assert hd is not None and hd["presence"] >= 0.5, (name, side, hd and hd["presence"])
+            ref = np.asarray(h[side])
+            dist = dist_pct(hd["landmarks"], ref, side_size(ref))
+            print(f"{name} {side} {hd['presence']:.3f} {np.median(dist):.1f} / {dist.max():.1f}")
+            assert np.median(dist) < SUBST_MEDIAN and dist.max() < SUBST_MAX, (name, side, np.median(dist), dist.max())
