@@ -493,8 +493,9 @@ typedef struct {
 
 typedef struct {
     hamer_detection det;    /* this frame: box (tight box of the landmarks; is_right from the
-                               track's vote), presence, raw handedness, landmarks; score and
-                               pass of the palm detection that started the track */
+                               track's vote), presence, raw handedness, landmarks; score,
+                               pass, source, body and person of the detection that started
+                               the track (source BODY: re-acquired from the pose) */
     int track_id;           /* 0, 1, 2, ... in order of appearance */
     int tracked;            /* 1: found from the previous frame's landmarks; 0: by palm
                                detection in this frame */

@@ -11,7 +11,9 @@ here from the annotated photos (tests/video_fixtures.py).
   a copy turned before encoding (the decoded pixels: test_video_python.py);
 - truncated files (MP4, Matroska): frames before the damage written, one
   line saying the input is damaged, exit 5;
-- --stride / --start / --duration, and usage and input errors.
+- --stride / --start / --duration, and usage and input errors;
+- hands the palm detection misses, acquired from the pose (--body on) and
+  tracked with their person's sides.
 """
 
 import json
@@ -251,3 +253,49 @@ def test_lists_of_other_files_are_refused(tmp_path, e5):
     # the file itself still reads (the guard is not a refusal of everything)
     proc, out = video(tmp_path, real)
     assert proc.returncode == 0 and V.read_lines(out), describe(proc)
+
+
+MESSI5 = "/usr/share/doc/opencv-doc/examples/data/messi5.jpg"
+
+
+def test_body_pass_acquires_hands_palm_detection_misses(tmp_path):
+    """opencv-doc's messi5.jpg held for 6 frames (lossless): MediaPipe's
+    single palm pass finds one hand, the body pass both (as `hamer detect
+    --single-pass --body on` on the photo does); the tracks carry their
+    detection's source, the person and the person's sides on every frame
+    (the classifier calls both hands right: 0.86 on his left)."""
+    try:
+        img = np.asarray(Image.open(MESSI5).convert("RGB"))
+    except FileNotFoundError:
+        pytest.fail(f"{MESSI5} missing: apt-get install opencv-doc (scripts/deps.sh)")
+    img = img[: img.shape[0] // 2 * 2, : img.shape[1] // 2 * 2]
+    Image.fromarray(img).save(tmp_path / "photo.png")
+    vid = V.encode(V.still(img, 6), tmp_path / "still.mkv", codec="png")
+
+    def frames_of(body):
+        proc, out = video(tmp_path, vid, "--body", body, "--max-hands", 4, name=f"{body}.jsonl")
+        assert proc.returncode == 0, describe(proc)
+        frames = [j for j in map(json.loads, out.read_text().splitlines()) if "frame" in j]
+        assert len(frames) == 6
+        return frames
+
+    off, on = frames_of("off"), frames_of("on")
+    assert all(len(f["hands"]) == 1 for f in off), [len(f["hands"]) for f in off]
+    proc = run_hamer(["detect", "--image", tmp_path / "photo.png", "--output", tmp_path / "det.json",
+                      "--detector", models_dir(), "--single-pass", "--body", "on"])
+    assert proc.returncode == 0, describe(proc)
+    det = {d["is_right"]: d for d in json.loads((tmp_path / "det.json").read_text())["hands"]}
+    assert sorted(det) == [False, True], det
+    first = {h["is_right"]: h for h in on[0]["hands"]}
+    assert sorted(first) == [False, True] and on[0]["detected"], on[0]
+    for side, d in det.items():
+        assert iou(first[side]["bbox"], d["bbox"]) > 0.99, (side, first[side]["bbox"], d["bbox"])
+        assert first[side]["detection"]["source"] == d["source"], (side, first[side]["detection"], d)
+    palm_box = off[0]["hands"][0]["bbox"]
+    acquired = [h for h in on[0]["hands"] if iou(h["bbox"], palm_box) < 0.1]
+    assert len(acquired) == 1 and acquired[0]["detection"]["source"] == "body", on[0]["hands"]
+    ids = {h["track_id"]: h["is_right"] for h in on[0]["hands"]}
+    for f in on:
+        assert {h["track_id"]: h["is_right"] for h in f["hands"]} == ids, f
+        assert all(h["detection"]["person"] == 0 for h in f["hands"]), f
+    assert all(h["tracked"] for f in on[1:] for h in f["hands"]), "not tracked from the landmarks"

@@ -30,8 +30,10 @@ static json_t *hand_record(const hm_tracker_frame *f, int i, int smoothing, int 
     json_object_set_new(o, "frames", json_integer(tk->frames));
     json_object_set_new(o, "detector_score", json_real(tk->det.score));
     json_object_set_new(o, "handedness_vote", json_real(tk->handedness_vote));
-    json_object_set_new(o, "detection", hm_result_detection_json(tk->det.score, tk->det.presence, tk->det.handedness,
-                                                                 tk->det.pass, tk->det.landmarks));
+    json_t *dj = hm_result_detection_json(tk->det.score, tk->det.presence, tk->det.handedness, tk->det.pass,
+                                          tk->det.landmarks);
+    if (dj) hm_result_detection_body(dj, tk->det.source, tk->det.body, tk->det.person);
+    json_object_set_new(o, "detection", dj);
     if (f->regressed && smoothing && f->raw[i].ok) {
         json_t *all = hm_result_hand_json(&f->raw[i], with_vertices), *raw = json_object();
         for (size_t k = 0; all && k < sizeof filtered / sizeof *filtered; k++) {

@@ -19,6 +19,8 @@ typedef struct {
     double hand_sum;      /* sum of the raw handedness over the track */
     float palm_score;
     int pass;
+    int source, body, person; /* the starting detection's (hamer_detection's fields) */
+    int body_right;       /* person >= 0: the side of the person's wrist it came from */
     hm_det_rect roi;      /* where to look in the next frame */
     hm_det_hand hand;     /* this frame's landmarks */
     hm_smooth_state sm;
@@ -183,6 +185,10 @@ static void start_track(track *k, const hm_det_hand *d, int id) {
     k->id = id;
     k->palm_score = d->palm_score;
     k->pass = d->level;
+    k->source = d->pass == HM_DET_PASS_BODY ? HAMER_SOURCE_BODY : HAMER_SOURCE_PALM;
+    k->body = (d->passes >> HM_DET_PASS_BODY) & 1u;
+    k->person = k->body ? d->person : -1;
+    k->body_right = d->is_right;
     k->hand = *d;
 }
 
@@ -190,7 +196,9 @@ static void start_track(track *k, const hm_det_hand *d, int id) {
 static void update_track(track *k, int w, int h) {
     k->frames++;
     k->hand_sum += k->hand.handedness;
-    const int right = k->hand_sum / k->frames > 0.5;
+    /* A hand found from a person's wrist is that side, as in hamer_detect;
+     * the classifier's vote decides for the others. */
+    const int right = k->person >= 0 ? k->body_right : k->hand_sum / k->frames > 0.5;
     if (k->frames > 1 && right != k->is_right) hm_smooth_reset(&k->sm); /* the other side's results: start over */
     k->is_right = right;
     k->roi = hm_lm_hand_roi(k->hand.landmarks);
@@ -339,6 +347,7 @@ int hm_tracker_push(hamer_tracker *t, const uint8_t *rgb, int w, int h, double t
         o->det.handedness = tk->hand.handedness;
         memcpy(o->det.landmarks, tk->hand.landmarks, sizeof o->det.landmarks);
         o->det.pass = tk->pass;
+        o->det.source = tk->source, o->det.body = tk->body, o->det.person = tk->person;
         o->track_id = tk->id;
         o->tracked = !tk->detected_now;
         o->frames = tk->frames;
