@@ -15,11 +15,12 @@ void hm_det_opts_default(hm_det_opts *o) {
     o->min_palm = 0.5f;
     o->min_presence = 0.5f;
     o->tile_presence = 0.9f;
-    o->n_levels = 2;
-    o->levels[0] = 2.0f;
-    o->levels[1] = 4.0f;
+    o->n_levels = 1;
+    o->levels[0] = 4.0f;
     o->overlap = 0.25f;
     o->min_tile = 192;
+    o->tile_prior = 0.02f;
+    o->prior_mask = 1.0f;
     o->palm_iou = 0.5f;
     o->merge_iou = 0.5f;
     o->merge_contain = 0.8f;
@@ -44,6 +45,8 @@ int hm_det_opts_check(const hm_det_opts *o) {
     if (!(o->overlap >= 0.0f && o->overlap <= 0.75f))
         return hm_err(HM_E_ARG, "tile overlap %g out of range [0, 0.75]", o->overlap);
     if (o->min_tile < 16) return hm_err(HM_E_ARG, "min_tile %d under 16 pixels", o->min_tile);
+    if (!in01(o->tile_prior) || !in01(o->prior_mask))
+        return hm_err(HM_E_ARG, "tile prior %g and its mask %g must lie in [0,1]", o->tile_prior, o->prior_mask);
     if (!in01(o->palm_iou) || !in01(o->merge_iou) || !in01(o->merge_contain))
         return hm_err(HM_E_ARG, "detector overlap thresholds must lie in [0,1]");
     if (o->body < HM_DET_BODY_AUTO || o->body > HM_DET_BODY_ON)

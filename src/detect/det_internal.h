@@ -47,6 +47,9 @@ struct hm_det_state {
     int order[HM_DET_MAX_CANDIDATES];
     hm_det_hand hands[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* landmarked, then merged in place */
     int keep[HM_DET_MAX_CANDIDATES];
+    int rep[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* the merge's scratch */
+    float prior[HM_PALM_ANCHORS][2];          /* the tile prior's points (pixels) */
+    int nprior, use_prior;
     hm_body_state *body;                      /* when the model has the body models */
     hm_body_hand body_hands[2 * HM_BODY_MAX_PERSONS];
 };

@@ -140,10 +140,19 @@ static int run_batch(batch_job *j, hm_task_fn fn, int ntasks, hm_pool *pool) {
     return HM_OK;
 }
 
-/* The tile passes of every level, in batches; their palms join the
- * candidates in tile order, so the result is the same however the
- * batches were spread. */
-static int tile_passes(hm_det_state *s, batch_job *j, hm_pool *pool) {
+/* Run the nt tiles gathered and add their palms to the candidates in tile
+ * order, so the result is the same however the batch was spread. */
+static int flush_tiles(hm_det_state *s, batch_job *j, hm_pool *pool, int nt) {
+    int rc = run_batch(j, tile_task, nt, pool);
+    if (rc) return rc;
+    for (int t = 0; t < nt; t++)
+        for (int i = 0; i < s->tiles[t].n; i++) add_cand(s, &s->tiles[t].p[i]);
+    return HM_OK;
+}
+
+/* The tile passes of every level, in batches, except those the prior
+ * rules out; *ntiles counts them all. */
+static int tile_passes(hm_det_state *s, batch_job *j, hm_pool *pool, int *ntiles) {
     const hm_det_opts *o = j->o;
     const int L = j->w > j->h ? j->w : j->h;
     int nt = 0;
@@ -155,25 +164,21 @@ static int tile_passes(hm_det_state *s, batch_job *j, hm_pool *pool) {
         const int ny = hm_det_tile_axis(j->h, side, o->overlap, cy, 64);
         for (int iy = 0; iy < ny; iy++)
             for (int ix = 0; ix < nx; ix++) {
-                s->tiles[nt].roi = (hm_det_rect){cx[ix], cy[iy], side, side, 0.0};
+                const hm_det_rect roi = {cx[ix], cy[iy], side, side, 0.0};
+                ++*ntiles;
+                /* no full-frame score outside the palms that pass found
+                 * reaches the prior here: no hand left for this tile */
+                if (s->use_prior && !hm_det_tile_wanted((const float(*)[2])s->prior, s->nprior, &roi)) continue;
+                s->tiles[nt].roi = roi;
                 s->tiles[nt].level = li + 1;
                 s->tiles[nt].n = 0;
-                const int last = li == o->n_levels - 1 && iy == ny - 1 && ix == nx - 1;
-                if (++nt < HM_DET_TILE_BATCH && !last) continue;
-                int rc = run_batch(j, tile_task, nt, pool);
+                if (++nt < HM_DET_TILE_BATCH) continue;
+                int rc = flush_tiles(s, j, pool, nt);
                 if (rc) return rc;
-                for (int t = 0; t < nt; t++)
-                    for (int i = 0; i < s->tiles[t].n; i++) add_cand(s, &s->tiles[t].p[i]);
                 nt = 0;
             }
     }
-    if (nt) { /* levels after the last one with tiles were all skipped */
-        int rc = run_batch(j, tile_task, nt, pool);
-        if (rc) return rc;
-        for (int t = 0; t < nt; t++)
-            for (int i = 0; i < s->tiles[t].n; i++) add_cand(s, &s->tiles[t].p[i]);
-    }
-    return HM_OK;
+    return nt ? flush_tiles(s, j, pool, nt) : HM_OK;
 }
 
 static void add_stats(hm_det_stats *st, const hm_det_stats *w) {
@@ -198,6 +203,7 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     int rc = hm_det_opts_check(opts);
     if (rc) return rc;
     const double t_start = 1e3 * hm_now();
+    double t0;
     s->ncand = 0;
     s->seq = 0;
     for (int i = 0; i < s->nworkers; i++) memset(&s->w[i]->st, 0, sizeof s->w[i]->st);
@@ -210,12 +216,24 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
                        HM_DET_TILE_CANDS);
     if (nf < 0) return nf;
     for (int i = 0; i < nf; i++) add_cand(s, &full[i]);
-    rc = tile_passes(s, &job, pool);
+    s->use_prior = opts->n_levels > 0 && opts->tile_prior > 0.0f;
+    s->nprior = 0;
+    if (s->use_prior) { /* the full frame's tensors, still in worker 0, at the prior's threshold */
+        t0 = 1e3 * hm_now();
+        float pad[4];
+        const hm_det_rect lroi = hm_det_pad_roi((hm_det_rect){0.5 * w, 0.5 * h, w, h, 0.0}, HM_PALM_SIZE, HM_PALM_SIZE, pad);
+        const int nd = hm_palm_decode(hm_tfl_output(s->w[0]->palm, s->m->palm_boxes),
+                                      hm_tfl_output(s->w[0]->palm, s->m->palm_scores), s->m->anchors, opts->tile_prior,
+                                      s->w[0]->dec);
+        s->nprior = hm_det_prior(s->w[0]->dec, nd, &lroi, pad, full, nf, opts->prior_mask, s->prior);
+        st.post_ms += 1e3 * hm_now() - t0;
+    }
+    rc = tile_passes(s, &job, pool, &st.tiles);
     if (rc) return rc;
     st.candidates = s->ncand;
 
-    /* 2. cross-pass palm suppression, best score first */
-    double t0 = 1e3 * hm_now();
+    /* 2. cross-pass palm suppression, the full frame's first, then best score */
+    t0 = 1e3 * hm_now();
     const int nkept = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
     st.post_ms += 1e3 * hm_now() - t0;
 
@@ -230,6 +248,15 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     for (int k = 0; k < nkept; k++)
         if (s->keep[k]) s->hands[nh++] = s->hands[k];
     for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
+    st.tiles_run = st.palm_calls - 1;
+    /* the palm hands in palm-score order (the merge's priority and the
+     * output's order; suppression put the full frame's first) */
+    for (int i = 1; i < nh; i++) {
+        const hm_det_hand x = s->hands[i];
+        int j = i;
+        for (; j > 0 && s->hands[j - 1].palm_score < x.palm_score; j--) s->hands[j] = s->hands[j - 1];
+        s->hands[j] = x;
+    }
 
     /* 3b. the body pass's hands (with landmarks) after the palm pass's */
     if (opts->body == HM_DET_BODY_ON && !s->body)
@@ -275,7 +302,7 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
 
     /* 4. merge repeats (kept is in palm-score order) */
     t0 = 1e3 * hm_now();
-    const int nout = hm_det_merge(s->hands, nh, opts->merge_iou, opts->merge_contain);
+    const int nout = hm_det_merge(s->hands, nh, opts->merge_iou, opts->merge_contain, s->rep);
     int lim = opts->max_hands < cap ? opts->max_hands : cap;
     if (nout < lim) lim = nout;
     for (int i = 0; i < lim; i++) out[i] = s->hands[i];

@@ -177,7 +177,7 @@ hm_det_rect hm_palm_hand_rect(const hm_palm_px *p) {
     return (hm_det_rect){cx, cy, side, side, rot};
 }
 
-static double iou_px(const double a[4], const double b[4]) {
+double hm_det_iou_px(const double a[4], const double b[4]) {
     const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
     if (!(iw >= 0) || !(ih >= 0)) return 0.0;
     const double inter = iw * ih;
@@ -185,7 +185,10 @@ static double iou_px(const double a[4], const double b[4]) {
     return uni > 0 ? inter / uni : 0.0;
 }
 
+/* the full frame's palms first (a tile's repeat of one is not
+ * landmarked: the full-frame crop is MediaPipe's own), then by score */
 static int before(const hm_palm_px *a, const hm_palm_px *b) {
+    if ((a->level == 0) != (b->level == 0)) return a->level == 0;
     if (a->score != b->score) return a->score > b->score;
     return a->seq < b->seq;
 }
@@ -204,7 +207,7 @@ int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order) {
         hm_palm_px *p = &c[order[k]];
         int rep = -1;
         for (int j = 0; j < nk && rep < 0; j++)
-            if (iou_px(c[order[j]].box, p->box) > iou) rep = j;
+            if (hm_det_iou_px(c[order[j]].box, p->box) > iou) rep = j;
         if (rep < 0) order[nk++] = order[k];
         else c[order[rep]].levels |= p->levels;
     }

@@ -100,13 +100,16 @@ hm_det_rect hm_lm_hand_roi(const float lm[HM_DET_LANDMARKS][3]);
 void hm_lm_box(const float lm[HM_DET_LANDMARKS][3], float box[4]);
 
 /* Cross-pass palm suppression (detect.h step 2): order gets the indices of
- * c[0..n) best score first (ties: lower seq first), then only those kept;
+ * c[0..n), the full frame's (level 0) first, then best score first (ties:
+ * lower seq first), then only those kept;
  * a palm overlapping a kept one by IoU > iou is a repeat and its levels are
  * OR-ed into the keeper's. Returns the kept count. */
 int hm_det_suppress(hm_palm_px *c, int n, float iou, int *order);
 
 /* IoU of two x1,y1,x2,y2 boxes (float, as OverlapSimilarity), 0 if apart. */
 float hm_det_iou(const float a[4], const float b[4]);
+/* The same for boxes in image pixels (double). */
+double hm_det_iou_px(const double a[4], const double b[4]);
 
 /* tiles.c: the tiles of the multi-pass scheme and the merge of their hands. */
 
@@ -116,10 +119,26 @@ float hm_det_iou(const float a[4], const float b[4]);
  * Returns the count (at most cap). */
 int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
 
-/* The merge (detect.h step 4): h[0..n) in priority order; a hand whose
- * landmark box overlaps a kept one by IoU > merge_iou, or lies inside it
- * (or contains it) by more than merge_contain of the smaller area, is
- * removed, its levels OR-ed into the keeper's. In place; returns the count. */
-int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain);
+/* The tile prior (detect.h step 1): of the full frame's decoded palms d
+ * (scored at the prior's threshold, tensor units of the padded roi the
+ * pass warped), those whose pixel box overlaps none of the nfound palms
+ * that pass kept by IoU > mask_iou (the same palm: weighted NMS clusters
+ * at 0.3) -> their box centres in pixels into pts. Returns the count. */
+int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const float pad[4], const hm_palm_px *found,
+                 int nfound, float mask_iou, float (*pts)[2]);
+
+/* 1 if one of the n points lies in the (unrotated) tile t: [x0, x1) x [y0, y1). */
+int hm_det_tile_wanted(const float (*pts)[2], int n, const hm_det_rect *t);
+
+/* The merge (detect.h step 4) of h[0..n) in priority order. Two hands are
+ * the same when their landmark boxes overlap by IoU > merge_iou or the
+ * smaller lies inside the other by more than merge_contain of its area.
+ * Repeats within the full frame's palm hands (level 0) and within the
+ * tiles' are removed; then each full-frame hand absorbs the one tile hand
+ * repeating it with the highest IoU (its landmarks stay); then a body-pass
+ * hand repeating any hand kept before it is removed. The levels, passes
+ * (and a body hand's person and side) of a removed hand are OR-ed into its
+ * keeper's. In place, order kept; rep: n ints of scratch. Returns the count. */
+int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, int *rep);
 
 #endif

@@ -29,24 +29,86 @@ static int same_hand(const float fa[4], const float fb[4], float merge_iou, floa
     return iou > merge_iou || cont > merge_contain;
 }
 
-int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain) {
+int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const float pad[4], const hm_palm_px *found,
+                 int nfound, float mask_iou, float (*pts)[2]) {
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        hm_palm_px p;
+        hm_palm_to_image(&d[i], roi, pad, &p);
+        int masked = 0;
+        for (int k = 0; k < nfound && !masked; k++) masked = hm_det_iou_px(p.box, found[k].box) > mask_iou;
+        if (masked) continue;
+        pts[np][0] = (float)(0.5 * (p.box[0] + p.box[2]));
+        pts[np][1] = (float)(0.5 * (p.box[1] + p.box[3]));
+        np++;
+    }
+    return np;
+}
+
+int hm_det_tile_wanted(const float (*pts)[2], int n, const hm_det_rect *t) {
+    const double x0 = t->cx - t->w / 2, x1 = t->cx + t->w / 2, y0 = t->cy - t->h / 2, y1 = t->cy + t->h / 2;
+    for (int i = 0; i < n; i++)
+        if (pts[i][0] >= x0 && pts[i][0] < x1 && pts[i][1] >= y0 && pts[i][1] < y1) return 1;
+    return 0;
+}
+
+static double box_iou(const float a[4], const float b[4]) {
+    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    const double inter = (iw > 0 ? iw : 0) * (ih > 0 ? ih : 0);
+    const double uni = (double)(a[2] - a[0]) * (a[3] - a[1]) + (double)(b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return uni > 0 ? inter / uni : 0.0;
+}
+
+/* 0 the full frame's palm hands, 1 the tiles', 2 the body pass's */
+static int group(const hm_det_hand *h) { return h->pass == HM_DET_PASS_BODY ? 2 : h->level > 0; }
+
+int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, int *rep) {
+    for (int i = 0; i < n; i++) rep[i] = -1;
+    /* repeats within the full frame's hands and within the tiles' */
+    for (int i = 0; i < n; i++) {
+        if (group(&h[i]) == 2) continue;
+        for (int j = 0; j < i && rep[i] < 0; j++)
+            if (rep[j] < 0 && group(&h[j]) == group(&h[i]) && same_hand(h[j].box, h[i].box, merge_iou, merge_contain))
+                rep[i] = j;
+    }
+    /* a full-frame hand absorbs the tile hand repeating it best (one: the
+     * tile hands left are distinct, so a second one is another hand) and
+     * keeps its own landmarks: MediaPipe's pass, the more faithful crop */
+    for (int i = 0; i < n; i++) {
+        if (rep[i] >= 0 || group(&h[i]) != 0) continue;
+        int best = -1;
+        double bv = -1.0;
+        for (int j = 0; j < n; j++) {
+            if (rep[j] >= 0 || group(&h[j]) != 1) continue;
+            const double v = box_iou(h[i].box, h[j].box);
+            if (v > merge_iou && v > bv) bv = v, best = j;
+        }
+        if (best >= 0) rep[best] = i;
+    }
+    /* a body hand repeating any hand kept before it joins that one */
+    for (int i = 0; i < n; i++) {
+        if (group(&h[i]) != 2) continue;
+        for (int j = 0; j < i && rep[i] < 0; j++)
+            if (rep[j] < 0 && same_hand(h[j].box, h[i].box, merge_iou, merge_contain)) rep[i] = j;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rep[i] < 0) continue;
+        int r = rep[i];
+        while (rep[r] >= 0) r = rep[r]; /* a tile hand's keeper may itself be absorbed */
+        hm_det_hand *k = &h[r];
+        k->levels |= h[i].levels;
+        k->passes |= h[i].passes;
+        /* a body hand merged into a palm hand: the person and its side */
+        if (k->person < 0 && h[i].person >= 0) {
+            k->person = h[i].person;
+            k->is_right = h[i].is_right;
+        }
+    }
     int nout = 0;
     for (int i = 0; i < n; i++) {
-        int rep = -1;
-        for (int j = 0; j < nout && rep < 0; j++)
-            if (same_hand(h[j].box, h[i].box, merge_iou, merge_contain)) rep = j;
-        if (rep >= 0) {
-            h[rep].levels |= h[i].levels;
-            h[rep].passes |= h[i].passes;
-            /* a body hand merged into a palm hand: the person and its side */
-            if (h[rep].person < 0 && h[i].person >= 0) {
-                h[rep].person = h[i].person;
-                h[rep].is_right = h[i].is_right;
-            }
-        } else {
-            if (nout != i) h[nout] = h[i];
-            nout++;
-        }
+        if (rep[i] >= 0) continue;
+        if (nout != i) h[nout] = h[i];
+        nout++;
     }
     return nout;
 }

@@ -153,22 +153,59 @@ static void test_tiles_merge(void) {
     }
     int order[4];
     const int nk = hm_det_suppress(p, 4, 0.5f, order);
-    CHECK(nk == 2 && order[0] == 1 && order[1] == 2); /* ties by arrival: 1 before 3 */
-    CHECK(p[1].levels == (1u | 2u | 8u) && p[2].levels == 4u);
+    /* the full frame's palm (level 0) first though scored lower: the
+     * tiles' repeats of it (1, 3) are not landmarked */
+    CHECK(nk == 2 && order[0] == 0 && order[1] == 2);
+    CHECK(p[0].levels == (1u | 2u | 8u) && p[2].levels == 4u);
+    for (int i = 0; i < 4; i++) p[i].level = 1 + (i & 1), p[i].levels = 2u << (i & 1);
+    CHECK(hm_det_suppress(p, 4, 0.5f, order) == 2 && order[0] == 1 && order[1] == 2); /* ties by arrival: 1 before 3 */
+    CHECK(p[1].levels == (2u | 4u));
 
     hm_det_hand h[4];
     memset(h, 0, sizeof h);
-    const float hb[4][4] = {{0, 0, 100, 100}, {10, 10, 60, 60}, {90, 90, 190, 190}, {5, 0, 100, 95}};
+    const float hb[4][4] = {{0, 0, 100, 100}, {10, 10, 60, 60}, {12, 12, 58, 58}, {5, 0, 100, 95}};
+    const int hl[4] = {0, 1, 2, 0};
     for (int i = 0; i < 4; i++) {
         memcpy(h[i].box, hb[i], sizeof hb[i]);
-        h[i].level = i;
-        h[i].levels = 1u << i;
+        h[i].level = hl[i];
+        h[i].levels = 1u << hl[i];
         h[i].passes = 1u << (i == 3);
+        h[i].pass = i == 3 ? HM_DET_PASS_BODY : HM_DET_PASS_PALM;
+        h[i].person = -1;
     }
-    /* 1 lies inside 0 (contained), 2 barely overlaps, 3 has IoU > 0.5 with 0 */
-    const int nm = hm_det_merge(h, 4, 0.5f, 0.8f);
-    CHECK(nm == 2 && h[0].level == 0 && h[1].level == 2 && h[0].levels == (1u | 2u | 8u));
+    int rep[4];
+    /* tile hand 1 lies inside full-frame hand 0 (IoU 0.25: containment
+     * alone, so another hand, not absorbed); tile hand 2 inside tile hand 1
+     * repeats it; the body hand 3 has IoU > 0.5 with 0 */
+    const int nm = hm_det_merge(h, 4, 0.5f, 0.8f, rep);
+    CHECK(nm == 2 && h[0].level == 0 && h[1].level == 1 && h[0].levels == 1u && h[1].levels == (2u | 4u));
     CHECK(h[0].passes == 3u && h[1].passes == 1u); /* the body pass's repeat (3) merged into 0 */
+    /* a tile hand first (better palm score), then the full frame's of the
+     * same hand, then a second tile hand inside that one: the full frame's
+     * stays, absorbing one tile hand (the best IoU); the other two tile
+     * hands are one hand (contained), so nothing else is left */
+    const float tb[3][4] = {{2, 2, 102, 102}, {0, 0, 100, 100}, {10, 10, 60, 60}};
+    const int tl[3] = {1, 0, 2};
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < 3; i++) {
+        memcpy(h[i].box, tb[i], sizeof tb[i]);
+        h[i].level = tl[i];
+        h[i].levels = 1u << tl[i];
+        h[i].person = -1;
+    }
+    CHECK(hm_det_merge(h, 3, 0.5f, 0.8f, rep) == 1 && h[0].level == 0 && h[0].levels == 7u && h[0].box[0] == 0);
+    /* two distinct tile hands (IoU 0.2, containment 0.33) both overlapping
+     * one full-frame hand by IoU 0.6: it absorbs one only (the first of
+     * the best) */
+    const float ub[3][4] = {{0, 0, 100, 100}, {0, 0, 100, 60}, {0, 40, 100, 100}};
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < 3; i++) {
+        memcpy(h[i].box, ub[i], sizeof ub[i]);
+        h[i].level = i ? 1 : 0;
+        h[i].levels = 1u << h[i].level;
+        h[i].person = -1;
+    }
+    CHECK(hm_det_merge(h, 3, 0.5f, 0.8f, rep) == 2 && h[0].level == 0 && h[0].levels == 3u && h[1].box[1] == 40);
 }
 
 static void test_body_stages(void) {
@@ -203,7 +240,7 @@ static void test_body_stages(void) {
 static void test_config(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
-    CHECK(hm_det_opts_check(&o) == HM_OK && o.n_levels == 2 && o.levels[1] == 4.0f);
+    CHECK(hm_det_opts_check(&o) == HM_OK && o.n_levels == 1 && o.levels[0] == 4.0f && o.tile_prior == 0.02f);
     CHECK(o.body == HM_DET_BODY_AUTO && o.body_persons == 1);
     o.body = 3;
     CHECK(clean_error(hm_det_opts_check(&o)));

@@ -2,20 +2,21 @@
  *
  *   tool_detect [--models DIR] [--lite] [--single] [--levels 2,4] [--overlap F]
  *               [--max-hands N] [--min-score F] [--threads N] [--repeat N]
- *               [--body auto|on|off] IMAGE
+ *               [--prior F] [--prior-mask F] [--body auto|on|off] IMAGE
  *
  * --body: the body pass (detect/body.h) merged in. Without it the body
  * models are not loaded, so hm_det_run's default (auto) does not run it;
  * auto: loaded when present; on: they must be.
  *
  * --single: MediaPipe's own full-frame pass only. --min-score: the palm
- * score threshold. --repeat N: run N times (timings are the last run's,
+ * score threshold. --prior F / --prior-mask F: hm_det_opts.tile_prior /
+ * prior_mask (--prior 0: every tile). --repeat N: run N times (timings are the last run's,
  * "median_total_ms" the median). Output:
  *   {"image": {"width", "height"}, "models": DIR,
  *    "hands": [{"bbox": [x1,y1,x2,y2], "is_right", "palm_score", "presence",
  *               "handedness", "landmarks": [[x,y,z] x21], "roi": [cx,cy,w,h,rot],
  *               "level", "levels", "pass" ("palm" / "body"), "passes" (bits: 1 palm, 2 body)}],
- *    "stats": {palm_calls, landmark_calls, candidates},
+ *    "stats": {palm_calls, landmark_calls, candidates, tiles, tiles_run, ...},
  *    "timings_ms": {load, decode, warp, palm, landmark, post, detect}}
  * Errors: one line on stderr, exit 1 (2: usage).
  */
@@ -37,7 +38,7 @@ static double now_ms(void) {
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_detect: %s\nusage: tool_detect [--models DIR] [--lite] [--single] [--levels A,B] [--overlap F] "
-                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--body auto|on|off] IMAGE\n", msg);
+                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--prior F] [--prior-mask F] [--body auto|on|off] IMAGE\n", msg);
     return 2;
 }
 
@@ -70,6 +71,8 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--min-score")) o.min_palm = (float)atof(v), i++;
         else if (!strcmp(a, "--overlap")) o.overlap = (float)atof(v), i++;
+        else if (!strcmp(a, "--prior")) o.tile_prior = (float)atof(v), i++;
+        else if (!strcmp(a, "--prior-mask")) o.prior_mask = (float)atof(v), i++;
         else if (!strcmp(a, "--levels")) {
             o.n_levels = 0;
             for (char *s = argv[++i], *e; *s && o.n_levels < HM_DET_MAX_LEVELS; s = *e ? e + 1 : e) {
@@ -135,9 +138,9 @@ int main(int argc, char **argv) {
             printf("%s[%.9g, %.9g, %.9g]", k ? ", " : "", hd->landmarks[k][0], hd->landmarks[k][1], hd->landmarks[k][2]);
         printf("]}");
     }
-    printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d, \"body_persons\": %d, "
-           "\"body_hands\": %d, \"body_ms\": %.3f},\n", st.palm_calls,
-           st.landmark_calls, st.candidates, st.body_persons, st.body_hands, st.body_ms);
+    printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d, \"tiles\": %d, "
+           "\"tiles_run\": %d, \"body_persons\": %d, \"body_hands\": %d, \"body_ms\": %.3f},\n", st.palm_calls,
+           st.landmark_calls, st.candidates, st.tiles, st.tiles_run, st.body_persons, st.body_hands, st.body_ms);
     printf(" \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"warp\": %.3f, \"palm\": %.3f, \"landmark\": %.3f, "
            "\"post\": %.3f, \"detect\": %.3f, \"median_detect\": %.3f}}\n",
            t_load, t_decode, st.warp_ms, st.palm_ms, st.landmark_ms, st.post_ms, st.total_ms, tot[repeat / 2]);

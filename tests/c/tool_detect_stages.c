@@ -157,13 +157,17 @@ static void do_merge(void) {
     hm_det_hand *h = calloc((size_t)n + 1, sizeof *h);
     for (int i = 0; i < n; i++) {
         memcpy(h[i].box, (const float *)b.data + 4 * i, 4 * sizeof(float));
-        h[i].level = i; /* carries the index through */
         h[i].levels = (unsigned)((const int64_t *)l.data)[i];
+        while (!((h[i].levels >> h[i].level) & 1u) && h[i].level < 31) h[i].level++; /* the level of its one bit */
+        h[i].roi.cx = i; /* carries the index through */
+        h[i].person = -1;
     }
     const double *c = cfg.data;
-    const int k = hm_det_merge(h, n, (float)c[0], (float)c[1]);
+    int *rep = calloc((size_t)n + 1, sizeof *rep);
+    const int k = hm_det_merge(h, n, (float)c[0], (float)c[1], rep);
+    free(rep);
     int64_t *o = calloc((size_t)k + 1, sizeof *o), *lv = calloc((size_t)k + 1, sizeof *lv);
-    for (int i = 0; i < k; i++) o[i] = h[i].level, lv[i] = h[i].levels;
+    for (int i = 0; i < k; i++) o[i] = (int64_t)h[i].roi.cx, lv[i] = h[i].levels;
     put("mrg_index", HM_DT_I64, 1, (int64_t[]){k}, o);
     put("mrg_levels_out", HM_DT_I64, 1, (int64_t[]){k}, lv);
     free(h);

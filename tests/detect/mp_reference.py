@@ -309,8 +309,8 @@ def tiles(w, h, side, overlap):
 
 # ------------------------------------------------------------ multi-pass --
 
-DEFAULTS = dict(max_hands=8, min_palm=0.5, min_presence=0.5, tile_presence=0.9, levels=(2, 4), overlap=0.25,
-                min_tile=192, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8)
+DEFAULTS = dict(max_hands=8, min_palm=0.5, min_presence=0.5, tile_presence=0.9, levels=(4,), overlap=0.25,
+                min_tile=192, tile_prior=0.02, prior_mask=1.0, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8)
 
 
 def pass_rois(w, h, levels, overlap, min_tile):
@@ -348,23 +348,87 @@ def same_hand(a, b, o):
     return iou_ > o['merge_iou'] or cont > o['merge_contain']
 
 
+def tile_prior(full_dbg, anchors, found, thr, mask_iou):
+    """The tile prior: the full-frame pass's raw outputs decoded again at
+    score >= thr, in image pixels; those whose box overlaps none of the
+    palms that pass kept (found) by IoU > mask_iou -> their box centres."""
+    pts = []
+    for d in decode(full_dbg['raw_boxes'], full_dbg['raw_scores'], anchors, thr):
+        b = to_image(d, full_dbg['roi'], full_dbg['padding'])['box_px']
+        if any(iou(b, f['box_px']) > mask_iou for f in found):
+            continue
+        pts.append(((b[0] + b[2]) / 2, (b[1] + b[3]) / 2))
+    return pts
+
+
+def tile_wanted(pts, roi):
+    """Some prior point inside the tile [x0, x1) x [y0, y1)."""
+    cx, cy, w, h, _ = roi
+    return any(cx - w / 2 <= x < cx + w / 2 and cy - h / 2 <= y < cy + h / 2 for x, y in pts)
+
+
+def merge_hands(hands, o):
+    """The merge, hands in priority (palm score) order: repeats go within
+    the full frame's hands (level 0) and within the tiles' (same_hand);
+    then each full-frame hand absorbs the remaining tile hand overlapping
+    it best by IoU > merge_iou (its own landmarks stay: MediaPipe's crop;
+    containment alone is not enough, a full-frame hand mixing two
+    overlapping hands contains both tile hands that split it). Returns the
+    kept hands in order, levels OR-ed in."""
+    n = len(hands)
+    rep = [-1] * n
+    grp = [int(h['level'] > 0) for h in hands]
+    for i in range(n):
+        rep[i] = next((j for j in range(i) if rep[j] < 0 and grp[j] == grp[i] and same_hand(hands[j], hands[i], o)), -1)
+    for i in range(n):
+        if rep[i] >= 0 or grp[i] != 0:
+            continue
+        best, bv = -1, -1.0
+        for j in range(n):
+            if rep[j] >= 0 or grp[j] != 1:
+                continue
+            v = overlap_stats(hands[i]['box'], hands[j]['box'])[0]
+            if v > o['merge_iou'] and v > bv:
+                best, bv = j, v
+        if best >= 0:
+            rep[best] = i
+    for i in range(n):
+        if rep[i] >= 0:
+            r = rep[i]
+            while rep[r] >= 0:
+                r = rep[r]
+            hands[r]['levels'] |= hands[i]['levels']
+    return [h for i, h in enumerate(hands) if rep[i] < 0]
+
+
 def detect(img, runtime, palm_model, lm_model, anchors=None, **opts):
     """The whole detector on one uint8 RGB image. Returns (hands, debug):
     hands sorted by palm score, each a dict with box, is_right, palm,
     presence, handedness (the raw model output), landmarks (21,3), level
     (the pass that found its representative) and levels (bitmask of every
-    pass level whose candidate merged into it)."""
+    pass level whose candidate merged into it). A tile pass runs only
+    where the full frame's prior (tile_prior; 0: every tile) has a point."""
     o = dict(DEFAULTS)
     o.update(opts)
     if anchors is None:
         anchors = ssd_anchors()
     h, w = img.shape[:2]
     cands = []
-    for level, roi in pass_rois(w, h, o['levels'], o['overlap'], o['min_tile']):
+    rois = pass_rois(w, h, o['levels'], o['overlap'], o['min_tile'])
+    full, full_dbg = palm_pass(img, rois[0][1], runtime, palm_model, anchors, o['min_palm'])
+    cands += [{'level': 0, 'det': d} for d in full]
+    use_prior = len(rois) > 1 and o['tile_prior'] > 0
+    pts = tile_prior(full_dbg, anchors, full, o['tile_prior'], o['prior_mask']) if use_prior else []
+    tiles_run = 0
+    for level, roi in rois[1:]:
+        if use_prior and not tile_wanted(pts, roi):
+            continue
+        tiles_run += 1
         dets, _ = palm_pass(img, roi, runtime, palm_model, anchors, o['min_palm'])
         cands += [{'level': level, 'det': d} for d in dets]
-    # palm-level suppression across passes: only repeats go, by score
-    order = sorted(range(len(cands)), key=lambda i: (-cands[i]['det']['score'], i))
+    # palm-level suppression across passes: only repeats go; the full
+    # frame's palms first, then by score
+    order = sorted(range(len(cands)), key=lambda i: (cands[i]['level'] > 0, -cands[i]['det']['score'], i))
     kept = []
     for i in order:
         c = cands[i]
@@ -384,12 +448,7 @@ def detect(img, runtime, palm_model, lm_model, anchors=None, **opts):
                       'handedness': lh['handedness_raw'], 'is_right': lh['handedness_raw'] > 0.5,
                       'palm': c['det']['score'], 'level': c['level'], 'levels': c['levels'],
                       'roi': lh['roi']})
-    # landmark-level merge, best palm score first (kept is in that order)
-    out = []
-    for hd in hands:
-        rep = next((k for k in out if same_hand(k, hd, o)), None)
-        if rep is None:
-            out.append(hd)
-        else:
-            rep['levels'] |= hd['levels']
-    return out[:o['max_hands']], {'candidates': cands, 'landmarked': kept, 'hands': hands}
+    hands.sort(key=lambda hd: -np.float32(hd['palm']))  # stable: palm-score order
+    out = merge_hands(list(hands), o)
+    return out[:o['max_hands']], {'candidates': cands, 'landmarked': kept, 'hands': hands,
+                                  'tiles_run': tiles_run, 'prior': pts}
