@@ -227,8 +227,8 @@ def test_no_cache_param(tmp_path, hamer_bin, small):
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 class P(ctypes.Structure):
-    _fields_ = [("mano_path", ctypes.c_char_p), ("progress", ctypes.c_int), ("precision", ctypes.c_int),
-                ("no_cache", ctypes.c_int)]
+    _fields_ = [("mano_path", ctypes.c_char_p), ("progress", ctypes.c_bool), ("precision", ctypes.c_int),
+                ("no_cache", ctypes.c_bool), ("reserved", ctypes.c_uint8 * 64)]
 lib.hamer_model_default_params.restype = P
 lib.hamer_model_load.restype = ctypes.c_void_p
 lib.hamer_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(P)]
