@@ -249,7 +249,9 @@ typedef struct hamer_detect_state hamer_detect_state;
  * scripts/get_detector.sh next to the hand models. */
 typedef enum {
     HAMER_BODY_AUTO = 0,    /* detector: load the body models when installed (palm pass only when not);
-                               detect: run the body pass when they are loaded and tiles is on */
+                               detect: run the body pass when they are loaded, tiles is on and
+                               the palm pass found fewer than two hands (a person's two: where
+                               it has both, the body pass could only repeat them) */
     HAMER_BODY_ON = 1,      /* detector: the body models are required; detect: always run it */
     HAMER_BODY_OFF = 2      /* detector: do not load them; detect: never run it */
 } hamer_body_mode;
@@ -271,13 +273,23 @@ typedef struct {
     hamer_body_mode body;   /* the body pass (above); default HAMER_BODY_AUTO. ON with a
                                detector without the body models: an error naming
                                scripts/get_detector.sh */
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_detect_default_params) */
+    bool body_boxes;        /* when the body pass runs, also return the box it takes from a
+                               person's wrist, index and pinky where the hand landmark model
+                               rejected the hand and the pose model sees the wrist (visibility
+                               >= 0.5, the keypoint confidence HaMeR's demo asks): source
+                               HAMER_SOURCE_BODY_KEYPOINTS, no landmarks, score the wrist's
+                               visibility; default true (measured: docs/detector.md) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 1]; /* zero (hamer_detect_default_params) */
 } hamer_detect_params;
 
 /* Which pass found a detection (hamer_detection.source). */
 enum {
     HAMER_SOURCE_PALM = 0,  /* the palm detector (pass: full frame or tile level) */
-    HAMER_SOURCE_BODY = 1   /* the body pass (pose -> hand re-crop -> hand landmarks) */
+    HAMER_SOURCE_BODY = 1,  /* the body pass (pose -> hand re-crop -> hand landmarks) */
+    HAMER_SOURCE_BODY_KEYPOINTS = 2 /* the body pass's box from the body keypoints alone, the
+                               hand stage having rejected it (body_boxes): landmarks all zero,
+                               presence the rejected presence; HaMeR's official demo takes
+                               its boxes from body keypoints this way */
 };
 
 typedef struct {
@@ -288,7 +300,8 @@ typedef struct {
     float landmarks[21 * 3];/* x, y image pixels; z relative depth on x's scale */
     int pass;               /* 0 full frame, k > 0 tile level k (0 for source BODY) */
     int source;             /* HAMER_SOURCE_*: the pass whose result this is (BODY: score is
-                               the person's pose detection score) */
+                               the person's pose detection score; BODY_KEYPOINTS: the
+                               wrist's visibility) */
     int body;               /* 1: the body pass found this hand (source BODY, or a palm
                                hand it found too); is_right is then the person's side */
     int person;             /* the body pass's person index when body = 1, else -1; also -1

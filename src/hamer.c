@@ -489,7 +489,7 @@ hamer_detect_params hamer_detect_default_params(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
     hamer_detect_params p = {.max_hands = o.max_hands, .min_score = o.min_palm, .min_presence = o.min_presence,
-                             .tiles = true, .body = HAMER_BODY_AUTO};
+                             .tiles = true, .body = HAMER_BODY_AUTO, .body_boxes = true};
     return p;
 }
 
@@ -591,6 +591,7 @@ static int det_opts(const hamer_detect_params *p, hm_det_opts *o) {
         case HAMER_BODY_OFF: o->body = HM_DET_BODY_OFF; break;
         default: return hm_err(HM_E_ARG, "detect: body %d is not HAMER_BODY_AUTO, _ON or _OFF", (int)p->body);
         }
+        o->body_boxes = p->body_boxes;
     }
     return hm_det_opts_check(o);
 }
@@ -620,8 +621,10 @@ int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const
         d->score = hands[i].palm_score, d->presence = hands[i].presence, d->handedness = hands[i].handedness;
         memcpy(d->landmarks, hands[i].landmarks, sizeof d->landmarks);
         d->pass = hands[i].level;
-        d->source = hands[i].pass == HM_DET_PASS_BODY ? HAMER_SOURCE_BODY : HAMER_SOURCE_PALM;
-        d->body = (hands[i].passes >> HM_DET_PASS_BODY) & 1u;
+        d->source = hands[i].pass == HM_DET_PASS_BODY        ? HAMER_SOURCE_BODY
+                    : hands[i].pass == HM_DET_PASS_KEYPOINTS ? HAMER_SOURCE_BODY_KEYPOINTS
+                                                             : HAMER_SOURCE_PALM;
+        d->body = (hands[i].passes >> HM_DET_PASS_BODY) & 1u || d->source == HAMER_SOURCE_BODY_KEYPOINTS;
         d->person = d->body ? hands[i].person : -1;
     }
     return n;
@@ -655,7 +658,7 @@ static const char *hm_body_desc(const hamer_detector *d, const hamer_detect_para
                                              : "off: models not installed, palm pass only (bash scripts/get_detector.sh)";
     if (mode == HAMER_BODY_OFF) return "off";
     if (mode == HAMER_BODY_ON) return "on";
-    return tiles ? "auto: on (with the tiles)" : "auto: off (single pass)";
+    return tiles ? "auto: with the tiles, when the palm pass found fewer than 2 hands" : "auto: off (single pass)";
 }
 
 char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, const hamer_detector *detector,
@@ -687,6 +690,7 @@ int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_de
         const float corner[5][2] = {{b[0], b[1]}, {b[2], b[1]}, {b[2], b[3]}, {b[0], b[3]}, {b[0], b[1]}};
         for (int k = 0; k < 4; k++)
             hm_draw_line(img.rgb, w, h, corner[k][0], corner[k][1], corner[k + 1][0], corner[k + 1][1], lw, c);
+        if (dets[i].source == HAMER_SOURCE_BODY_KEYPOINTS) continue; /* a box, no landmarks */
         for (int k = 0; k < HM_DRAW_HAND_BONES; k++) {
             const float *p = L + 3 * hm_draw_hand_bones[k][0], *q = L + 3 * hm_draw_hand_bones[k][1];
             hm_draw_line(img.rgb, w, h, p[0], p[1], q[0], q[1], lw, c);

@@ -171,3 +171,43 @@ def test_body_option(tmp_path):
     proc = detect(img, tmp_path / "h2.json", "--detector", hands_only, "--body", "on")
     assert proc.returncode == 1 and "pose_detection.tflite" in proc.stderr and "get_detector.sh" in proc.stderr, \
         describe(proc)
+
+
+BASKETBALL = "/usr/share/doc/opencv-doc/examples/data/basketball1.png"
+
+
+def test_body_keypoint_boxes(tmp_path, ckpt):
+    """--body-boxes on|off (default on): basketball1's hand the hand
+    landmark model rejects comes as a box from the body keypoints
+    ("source": "body-keypoints", "landmarks": null, the person's side, its
+    score the wrist's visibility), drawn as a box alone; `hamer run`
+    regresses it like any box; off leaves the other hands as they were;
+    a bad value is a usage error (exit 2), and video refuses the option."""
+    if not os.path.exists(BASKETBALL):
+        pytest.fail(f"{BASKETBALL} missing: apt-get install opencv-doc (scripts/deps.sh)")
+    on, off, pic = tmp_path / "on.json", tmp_path / "off.json", tmp_path / "on.png"
+    p = detect(BASKETBALL, on, "--render", pic)
+    assert p.returncode == 0, describe(p)
+    p = detect(BASKETBALL, off, "--body-boxes", "off")
+    assert p.returncode == 0, describe(p)
+    a, b = json.loads(on.read_text()), json.loads(off.read_text())
+    kp = [h for h in a["hands"] if h.get("source") == "body-keypoints"]
+    assert len(kp) == 1 and kp[0]["landmarks"] is None and kp[0]["person"] == 0, a["hands"]
+    assert 0.5 <= kp[0]["score"] <= 1 and kp[0]["is_right"] is False, kp[0]
+    assert [h for h in a["hands"] if h.get("source") != "body-keypoints"] == b["hands"] and b["hands"]
+    # the picture: the keypoint box's outline is drawn, no skeleton inside it
+    src = np.asarray(Image.open(BASKETBALL).convert("RGB")).astype(int)
+    got = np.asarray(Image.open(pic).convert("RGB")).astype(int)
+    x1, y1, x2, y2 = (int(round(v)) for v in kp[0]["bbox"])
+    assert np.any(src[y1 - 1:y1 + 2, x1:x2] != got[y1 - 1:y1 + 2, x1:x2])
+    result = tmp_path / "result.json"
+    p = run_hamer(["run", "--model", ckpt("d2h2"), "--image", BASKETBALL, "--output", result])
+    assert p.returncode == 0, describe(p)
+    hands = json.loads(result.read_text())["hands"]
+    assert [h["bbox"] for h in hands] == [h["bbox"] for h in a["hands"]]
+    assert [h["detection"].get("source") for h in hands] == [h.get("source") for h in a["hands"]]
+    assert all(len(h["keypoints_3d"]) == 21 for h in hands)
+    p = detect(BASKETBALL, tmp_path / "bad.json", "--body-boxes", "maybe")
+    assert p.returncode == 2 and "--body-boxes must be on or off" in p.stderr, describe(p)
+    p = run_hamer(["video", "--body-boxes", "on"])
+    assert p.returncode == 2 and "--body-boxes is for photos" in p.stderr, describe(p)

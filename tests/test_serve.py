@@ -364,6 +364,13 @@ def test_body_query(main_server, scene):
     assert r.status_code == 400 and "body must be auto, on or off" in r.text, r.text
     r = post(main_server.url + "/v1/render", grey, "image/png", "?body=on&boxes=" + box_arg(RIGHT))
     assert r.status_code == 400 and "body=" in r.text, r.text
+    # body_boxes=0|1: the body pass's keypoint-only boxes, likewise without boxes only
+    r = post(main_server.url + "/v1/predict", grey, "image/png", "?body=on&body_boxes=0")
+    assert r.status_code == 200 and r.json()["hands"] == [], r.text
+    r = post(main_server.url + "/v1/predict", grey, "image/png", "?body_boxes=yes")
+    assert r.status_code == 400 and "body_boxes must be 0 or 1" in r.text, r.text
+    r = post(main_server.url + "/v1/render", grey, "image/png", "?body_boxes=1&boxes=" + box_arg(RIGHT))
+    assert r.status_code == 400 and "body_boxes=" in r.text, r.text
 
 
 def burst(server, scene, n_requests, n_clients=16):

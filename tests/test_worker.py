@@ -654,6 +654,8 @@ def test_poison_jobs_get_error_results(redis_factory, scene, tmp_path):
         "bad-crop-mode": (["image", png, "boxes", "[]", "crop_mode", "zoom"], "'crop_mode'"),
         "bad-body": (["image", png, "body", "yes"], "'body'"),
         "body-with-boxes": (["image", png, "boxes", "[]", "body", "on"], "without 'boxes'"),
+        "bad-body-boxes": (["image", png, "body_boxes", "yes"], "'body_boxes' must be 0 or 1"),
+        "body-boxes-with-boxes": (["image", png, "boxes", "[]", "body_boxes", "1"], "'body_boxes' chooses"),
         "65-hands": (["image", png, "boxes", json.dumps([{"bbox": [1, 1, 9, 9]}] * 65)], "64"),
     }
     good = ["none", "right", "outside", "two_vertices"]

@@ -324,8 +324,8 @@ def _detection_fields(value):
     float32 [21, 3]."""
     out = {}
     for k, v in value.items():
-        if k == "landmarks":
-            out[k] = np.array(v, np.float32).reshape(N_KP, 3)
+        if k == "landmarks":  # null for a box from the body keypoints alone
+            out[k] = None if v is None else np.array(v, np.float32).reshape(N_KP, 3)
         elif k in ("pass", "person"):
             out[k] = int(v)
         elif k == "source":
@@ -346,13 +346,16 @@ def _detection_dict(det):
         "pass": int(det.pass_),
         "landmarks": np.array(det.landmarks[:], np.float32).reshape(N_KP, 3),
     }
-    if det.body or det.source == _lib.SOURCE_BODY:  # as the JSON: only where the body pass found it
-        d["source"] = "body" if det.source == _lib.SOURCE_BODY else "palm"
+    if det.body or det.source != _lib.SOURCE_PALM:  # as the JSON: only where the body pass found it
+        d["source"] = _SOURCE_NAMES[det.source]
         d["person"] = int(det.person)
+    if det.source == _lib.SOURCE_BODY_KEYPOINTS:
+        d["landmarks"] = None  # a box from the body keypoints alone
     return d
 
 
 _BODY_MODES = {"auto": _lib.BODY_AUTO, "on": _lib.BODY_ON, "off": _lib.BODY_OFF}
+_SOURCE_NAMES = {_lib.SOURCE_PALM: "palm", _lib.SOURCE_BODY: "body", _lib.SOURCE_BODY_KEYPOINTS: "body-keypoints"}
 
 
 def _body_arg(body):
@@ -580,7 +583,7 @@ class Detector(_Handle):
     def __repr__(self):
         return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
 
-    def _params(self, max_hands, min_score, min_presence, tiles, body="auto"):
+    def _params(self, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True):
         """hamer_detect_params from detect()'s arguments (checked)."""
         if not (isinstance(max_hands, int) and 1 <= max_hands <= MAX_HANDS):
             raise HamerError(f"max_hands must be an integer in 1..{MAX_HANDS}, got {max_hands!r}", E_ARG)
@@ -591,6 +594,9 @@ class Detector(_Handle):
         params.max_hands, params.min_score, params.min_presence = max_hands, float(min_score), float(min_presence)
         params.tiles = bool(tiles)
         params.body = _body_arg(body)
+        if not isinstance(body_boxes, bool):
+            raise HamerError(f"body_boxes must be True or False, got {body_boxes!r}", E_ARG)
+        params.body_boxes = body_boxes
         return params
 
     @contextlib.contextmanager
@@ -614,9 +620,9 @@ class Detector(_Handle):
                 self._active -= 1
                 self._cond.notify_all()
 
-    def _raw(self, rgb, max_hands, min_score, min_presence, tiles, body="auto"):
+    def _raw(self, rgb, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True):
         """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
-        params = self._params(max_hands, min_score, min_presence, tiles, body)
+        params = self._params(max_hands, min_score, min_presence, tiles, body, body_boxes)
         h, w = rgb.shape[:2]
         dets = (_lib.Detection * MAX_HANDS)()
         with self._lend() as st:
@@ -626,7 +632,8 @@ class Detector(_Handle):
                 raise _library_error(n)
         return dets, n
 
-    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto",
+               body_boxes=True):
         """The hands of a photo, best palm score first, as the "hands" of
         ``hamer detect``'s document (which ``hamer run --boxes`` reads).
 
@@ -638,8 +645,13 @@ class Detector(_Handle):
                       default; False: MediaPipe's one full-frame pass)
         body          the body pass (MediaPipe Holistic: pose -> hand
                       re-crop -> hand landmarks): "auto" (with tiles, when
-                      its models are loaded), "on" (HamerError without
-                      them), "off"
+                      its models are loaded and the palm pass found fewer
+                      than 2 hands), "on" (HamerError without them), "off"
+        body_boxes    when the body pass runs, also the boxes it takes from
+                      a wrist, index and pinky the hand landmark model
+                      rejected but the pose sees (wrist visibility >= 0.5):
+                      source "body-keypoints", landmarks None, score the
+                      wrist's visibility
 
         One dict per hand: bbox float32[4] (the tight box of the
         landmarks), is_right bool, score, presence, handedness (P(right
@@ -649,7 +661,7 @@ class Detector(_Handle):
         it is) and person (its index, is_right then that person's side; -1
         where the landmark model confidently said the other side)."""
         rgb = _as_rgb(image)
-        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body)
+        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body, body_boxes)
         return [_detection_dict(dets[i]) for i in range(n)]
 
 
@@ -900,15 +912,16 @@ class Model(_Handle):
                 self._detector = Detector(self._detector_dir, threads=self._threads or None)
             return self._detector
 
-    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
+    def detect(self, image, max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto",
+               body_boxes=True):
         """The hands of a photo found by the built-in detector, as ``hamer
         detect`` finds them: see Detector.detect (same arguments, same
         dicts: bbox, is_right, score, presence, handedness, pass,
         landmarks [21, 3])."""
-        return self.detector.detect(image, max_hands, min_score, min_presence, tiles, body)
+        return self.detector.detect(image, max_hands, min_score, min_presence, tiles, body, body_boxes)
 
     def predict(self, image, boxes=None, is_right=True, rescale=2.0, crop_mode="warp", vertices=False,
-                max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto"):
+                max_hands=8, min_score=0.5, min_presence=0.5, tiles=True, body="auto", body_boxes=True):
         """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
 
         image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
@@ -916,7 +929,7 @@ class Model(_Handle):
         boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
                     rounded to float32 as the CLI does; None: the hands are
                     found by the detector first (``self.detector``; with
-                    max_hands, min_score, min_presence, tiles, body as in
+                    max_hands, min_score, min_presence, tiles, body, body_boxes as in
                     detect()), as ``hamer run`` without boxes does, and each
                     hand also has "detection": {score, presence,
                     handedness, pass, landmarks float32[21,3]}
@@ -949,7 +962,7 @@ class Model(_Handle):
         inp = _lib.JobInput(rgb=rgb.ctypes.data_as(_lib.c_uint8_p), width=w, height=h, params=ctypes.pointer(jp))
         if boxes is None:
             detector = self.detector
-            jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body)
+            jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body, body_boxes)
             inp.source = _lib.BOXES_DETECTED
             with detector._lend() as dst:
                 return self._job(inp, dst, vertices)

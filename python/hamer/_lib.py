@@ -254,13 +254,14 @@ class DetectParams(_Struct):
         ("min_presence", ctypes.c_float),
         ("tiles", ctypes.c_bool),
         ("body", ctypes.c_int),  # hamer_body_mode: a C enum, int-sized with gcc/clang
-        ("reserved", _Reserved),
+        ("body_boxes", ctypes.c_bool),
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 1)),  # body_boxes took the first byte
     ]
 
 
 # hamer_body_mode
 BODY_AUTO, BODY_ON, BODY_OFF = 0, 1, 2
-SOURCE_PALM, SOURCE_BODY = 0, 1
+SOURCE_PALM, SOURCE_BODY, SOURCE_BODY_KEYPOINTS = 0, 1, 2
 
 
 class DetectorParams(_Struct):

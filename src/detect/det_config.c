@@ -26,6 +26,7 @@ void hm_det_opts_default(hm_det_opts *o) {
     o->merge_contain = 0.8f;
     o->body = HM_DET_BODY_AUTO;
     o->body_persons = 1;
+    o->body_box_visibility = 0.5f;
 }
 
 static int in01(float v) { return v >= 0.0f && v <= 1.0f; }
@@ -53,6 +54,9 @@ int hm_det_opts_check(const hm_det_opts *o) {
         return hm_err(HM_E_ARG, "body pass mode %d (auto 0, off 1, on 2)", o->body);
     if (o->body_persons < 1 || o->body_persons > 8)
         return hm_err(HM_E_ARG, "body_persons %d out of range 1..8", o->body_persons);
+    if (o->body_boxes != 0 && o->body_boxes != 1) return hm_err(HM_E_ARG, "body_boxes %d is not 0 or 1", o->body_boxes);
+    if (!in01(o->body_box_visibility))
+        return hm_err(HM_E_ARG, "body_box_visibility %g must lie in [0,1]", o->body_box_visibility);
     return HM_OK;
 }
 

@@ -101,18 +101,29 @@ typedef struct {
                           into it; is_right is then that person's side), else -1 */
 } hm_det_hand;
 
-enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1 };
+enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1, HM_DET_PASS_KEYPOINTS = 2 };
 
 /* The body pass in hm_det_run (detect/body.h: MediaPipe Holistic's hands
  * from the pose). AUTO (the default): run it when the body models were
  * loaded into the detector's model (hm_det_model_load_body) before the
- * state was made and the palm search is the multi-pass one (n_levels > 0;
- * measured in docs/detector.md: the body pass adds about a quarter to it,
- * but would double MediaPipe's single pass), else not; ON: run it, an error if they were not; OFF:
- * never. Its hands with landmarks join the palm pass's before the merge
- * (step 4), after them, so a hand both passes find keeps the palm pass's
- * landmarks and gets both bits in `passes`; hands the hand landmark model
- * rejected (body_only) are not returned by hm_det_run. */
+ * state was made, the palm search is the multi-pass one (n_levels > 0) and
+ * the palm pass found fewer than two hands per person it may look at
+ * (2 x body_persons): a person has two hands, so where the palm pass has
+ * them the body pass can only repeat them (measured in docs/detector.md:
+ * on nine photos it added a hand only where the palm pass had found one
+ * hand of the person, and it costs 50-80 ms with a person in view); ON:
+ * run it, an error if the models were not loaded; OFF: never. Its hands
+ * with landmarks join the palm pass's before the merge (step 4), after
+ * them, so a hand both passes find keeps the palm pass's landmarks and gets
+ * both bits in `passes`. Hands the hand landmark model rejected (body_only)
+ * are returned only with body_boxes = 1 and a wrist visibility of at least
+ * body_box_visibility (0.5: the keypoint confidence HaMeR's own demo asks
+ * of the body keypoints it boxes hands with; measured in docs/detector.md,
+ * it keeps basketball1's hidden clapping hand, 0.92, and drops astronaut's
+ * two false ones, 0.13 and 0.32): pass HM_DET_PASS_KEYPOINTS, the box from
+ * the body keypoints alone (body.h step 6), no landmarks (zeros),
+ * palm_score the wrist's visibility, presence the rejected presence; they
+ * come last and go as repeats of any other hand they overlap. */
 enum { HM_DET_BODY_AUTO = 0, HM_DET_BODY_OFF = 1, HM_DET_BODY_ON = 2 };
 
 typedef struct {
@@ -136,6 +147,10 @@ typedef struct {
     float merge_contain;    /* landmark-box containment, default 0.8 */
     int body;               /* HM_DET_BODY_AUTO (default), _OFF, _ON: see above */
     int body_persons;       /* persons the body pass landmarks, 1..8, default 1 (MediaPipe's) */
+    int body_boxes;         /* 1: also the body keypoints' boxes the hand stage rejected; default 0
+                               here (a tracker cannot follow a box without landmarks), 1 in
+                               hamer_detect_default_params */
+    float body_box_visibility; /* ... whose wrist's visibility reaches this; default 0.5 */
 } hm_det_opts;
 
 typedef struct {
@@ -143,6 +158,8 @@ typedef struct {
     int tiles, tiles_run;   /* the tile passes of the levels, and those the prior let run */
     double warp_ms, palm_ms, landmark_ms, post_ms, total_ms;
     int body_persons, body_hands; /* the body pass: persons, hands with landmarks (before the merge) */
+    int body_boxes;         /* its keypoint-only boxes kept (body_boxes = 1; before the merge) */
+    int body_run;           /* 1: the body pass ran (ON, or AUTO's rule above) */
     double body_ms;
 } hm_det_stats;
 

@@ -262,7 +262,9 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     if (opts->body == HM_DET_BODY_ON && !s->body)
         return hm_err(HM_E_ARG, "the body pass is on but its models were not loaded (hm_det_model_load_body, "
                       "before the detector state is made)");
-    const int run_body = s->body && (opts->body == HM_DET_BODY_ON || (opts->body == HM_DET_BODY_AUTO && opts->n_levels > 0));
+    const int run_body = s->body && (opts->body == HM_DET_BODY_ON ||
+                                     (opts->body == HM_DET_BODY_AUTO && opts->n_levels > 0 && nh < 2 * opts->body_persons));
+    st.body_run = run_body;
     if (run_body) {
         hm_body_opts bo;
         hm_body_opts_default(&bo);
@@ -297,6 +299,21 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
             }
             nh++;
             st.body_hands++;
+        }
+        /* the keypoint-only boxes last: a hand with landmarks is kept
+         * before any of them it overlaps */
+        for (int i = 0; i < nb && opts->body_boxes; i++) {
+            if (!s->body_hands[i].body_only || !(s->body_hands[i].wrist_visibility >= opts->body_box_visibility))
+                continue;
+            hm_det_hand *k = &s->hands[nh++];
+            *k = s->body_hands[i].hand;
+            k->pass = HM_DET_PASS_KEYPOINTS;
+            k->passes = 1u << HM_DET_PASS_KEYPOINTS;
+            k->level = 0, k->levels = 0;
+            k->palm_score = s->body_hands[i].wrist_visibility;
+            k->person = s->body_hands[i].person;
+            k->is_right = s->body_hands[i].is_right;
+            st.body_boxes++;
         }
     }
 

@@ -59,8 +59,9 @@ static double box_iou(const float a[4], const float b[4]) {
     return uni > 0 ? inter / uni : 0.0;
 }
 
-/* 0 the full frame's palm hands, 1 the tiles', 2 the body pass's */
-static int group(const hm_det_hand *h) { return h->pass == HM_DET_PASS_BODY ? 2 : h->level > 0; }
+/* 0 the full frame's palm hands, 1 the tiles', 2 the body pass's (with
+ * landmarks or, last, its keypoint-only boxes) */
+static int group(const hm_det_hand *h) { return h->pass != HM_DET_PASS_PALM ? 2 : h->level > 0; }
 
 int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, int *rep) {
     for (int i = 0; i < n; i++) rep[i] = -1;
@@ -98,8 +99,9 @@ int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, in
         hm_det_hand *k = &h[r];
         k->levels |= h[i].levels;
         k->passes |= h[i].passes;
-        /* a body hand merged into a palm hand: the person and its side */
-        if (k->person < 0 && h[i].person >= 0) {
+        /* a body hand merged into a palm hand: the person and its side (not
+         * from a keypoint-only box: the hand stage did not confirm it) */
+        if (k->person < 0 && h[i].person >= 0 && h[i].pass == HM_DET_PASS_BODY) {
             k->person = h[i].person;
             k->is_right = h[i].is_right;
         }

@@ -58,11 +58,14 @@ json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
 }
 
 /* The body pass's part in a hand, when it had one (palm-only hands keep
- * their bytes): which pass's result it is and the person. */
+ * their bytes): which pass's result it is and the person. A box from the
+ * body keypoints alone has no landmarks: null, not 21 zeros. */
 void hm_result_detection_body(json_t *o, int source, int body, int person) {
-    if (!body && source != HAMER_SOURCE_BODY) return;
-    json_object_set_new(o, "source", json_string(source == HAMER_SOURCE_BODY ? "body" : "palm"));
+    if (!body && source == HAMER_SOURCE_PALM) return;
+    const char *name = source == HAMER_SOURCE_BODY ? "body" : source == HAMER_SOURCE_BODY_KEYPOINTS ? "body-keypoints" : "palm";
+    json_object_set_new(o, "source", json_string(name));
     json_object_set_new(o, "person", json_integer(person));
+    if (source == HAMER_SOURCE_BODY_KEYPOINTS) json_object_set_new(o, "landmarks", json_null());
 }
 
 /* The detector's view of one hand: scores, pass and landmarks. */

@@ -22,7 +22,8 @@
 #include "hamer.h"
 
 /* The two reserved bytes each refusal is tried with: the first and the last. */
-static const int probe_bytes[2] = {0, HAMER_PARAMS_RESERVED - 1};
+/* the first and the last reserved byte of a struct (k = 0, 1) */
+#define PROBE(res, k) ((k) ? sizeof(res) - 1 : 0)
 
 /* rc (and the thread's last error) is the refusal of type's reserved bytes. */
 static int refused(int rc, const char *type) {
@@ -39,25 +40,30 @@ static int all_zero(const uint8_t *b, size_t n) {
     return 1;
 }
 
-/* reserved is the last member: only tail padding after it. */
-#define RESERVED_LAST(T)                                                                                   \
-    (sizeof(((T *)0)->reserved) == HAMER_PARAMS_RESERVED &&                                                \
-     offsetof(T, reserved) + HAMER_PARAMS_RESERVED <= sizeof(T) &&                                         \
-     sizeof(T) - (offsetof(T, reserved) + HAMER_PARAMS_RESERVED) < alignof(T))
+/* reserved is the last member, HAMER_PARAMS_RESERVED bytes less those later
+ * fields took from its front (`taken`): only tail padding after it. */
+#define RESERVED_LAST_N(T, taken)                                                                          \
+    (sizeof(((T *)0)->reserved) == HAMER_PARAMS_RESERVED - (taken) &&                                      \
+     offsetof(T, reserved) + sizeof(((T *)0)->reserved) <= sizeof(T) &&                                    \
+     sizeof(T) - (offsetof(T, reserved) + sizeof(((T *)0)->reserved)) < alignof(T))
+#define RESERVED_LAST(T) RESERVED_LAST_N(T, 0)
 
 /* Sizes and reserved offsets on x86-64 Linux (the table in docs/library.md),
  * the reserved space last, and each default function's reserved bytes zero
  * (the destination filled with another byte first). */
 static void layouts_and_defaults(void) {
     CHECK(RESERVED_LAST(hamer_model_params) && RESERVED_LAST(hamer_predict_params));
-    CHECK(RESERVED_LAST(hamer_detector_params) && RESERVED_LAST(hamer_detect_params));
+    /* hamer_detect_params grew body_boxes from its reserved space */
+    CHECK(RESERVED_LAST(hamer_detector_params) && RESERVED_LAST_N(hamer_detect_params, 1));
     CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST(hamer_tracker_params));
     CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST(hamer_folder_params));
 #if defined(__x86_64__) && defined(__LP64__)
     CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, reserved) == 17);
     CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, reserved) == 12);
     CHECK(sizeof(hamer_detector_params) == 80 && offsetof(hamer_detector_params, reserved) == 16);
-    CHECK(sizeof(hamer_detect_params) == 84 && offsetof(hamer_detect_params, reserved) == 20);
+    /* the size and every older offset as before body_boxes took byte 20 */
+    CHECK(sizeof(hamer_detect_params) == 84 && offsetof(hamer_detect_params, body_boxes) == 20 &&
+          offsetof(hamer_detect_params, reserved) == 21);
     CHECK(sizeof(hamer_video_params) == 96 && offsetof(hamer_video_params, reserved) == 28);
     CHECK(sizeof(hamer_tracker_params) == 136 && offsetof(hamer_tracker_params, reserved) == 68);
     CHECK(sizeof(hamer_job_params) == 232 && offsetof(hamer_job_params, reserved) == 164);
@@ -92,7 +98,7 @@ static hamer_model *model_params(const char *path) {
     CHECK(m != NULL);
     for (int k = 0; k < 2; k++) {
         hamer_model_params bad = mp;
-        bad.reserved[probe_bytes[k]] = 1;
+        bad.reserved[PROBE(bad.reserved, k)] = 1;
         CHECK(hamer_model_load(path, &bad) == NULL && refused(hamer_last_error_code(), "hamer_model_params"));
         CHECK(hamer_model_load("/nonexistent/hamer.ckpt", &bad) == NULL &&
               refused(hamer_last_error_code(), "hamer_model_params"));
@@ -115,7 +121,7 @@ static void predict_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
     CHECK(hamer_predict_detections(st, rgb, w, h, &det, 1, &pp, hands, &tm) == HAMER_OK && hands[0].ok);
     for (int k = 0; k < 2; k++) {
         hamer_predict_params bad = pp;
-        bad.reserved[probe_bytes[k]] = 0x80;
+        bad.reserved[PROBE(bad.reserved, k)] = 0x80;
         memset(hands, 0x3c, sizeof hands), memset(&tm, 0x3c, sizeof tm);
         memcpy(before, hands, sizeof hands), memcpy(&tm_before, &tm, sizeof tm);
         CHECK(refused(hamer_predict(st, rgb, w, h, &box, 1, &bad, hands, &tm), "hamer_predict_params"));
@@ -159,7 +165,9 @@ static void job_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
         for (int k = 0; k < 2; k++) {
             hamer_job_params bad = jp;
             uint8_t *res = which == 0 ? bad.reserved : which == 1 ? bad.predict.reserved : bad.detect.reserved;
-            res[probe_bytes[k]] = 2;
+            const size_t len = which == 0 ? sizeof bad.reserved : which == 1 ? sizeof bad.predict.reserved
+                                                                             : sizeof bad.detect.reserved;
+            res[k ? len - 1 : 0] = 2;
             CHECK(hamer_job_new(st, NULL, &bad) == NULL && refused(hamer_last_error_code(), types[which]));
             hamer_job_input bin = {.path = "/nonexistent/photo.jpg", .source = HAMER_BOXES_GIVEN, .params = &bad};
             CHECK(job && refused(hamer_job_run(job, &bin), types[which]));
@@ -186,7 +194,7 @@ static void folder_params(void) {
     hamer_folder_close(f);
     for (int k = 0; k < 2; k++) {
         hamer_folder_params bad = fp;
-        bad.reserved[probe_bytes[k]] = 0xff;
+        bad.reserved[PROBE(bad.reserved, k)] = 0xff;
         bad.out_dir = out;
         static char sentinel;
         f = (hamer_folder *)(void *)&sentinel;  /* not NULL: the refusal must clear it */
@@ -208,7 +216,7 @@ static void detector_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
     hamer_detector_params dp = hamer_detector_default_params();
     for (int k = 0; k < 2; k++) {
         hamer_detector_params bad = dp;
-        bad.reserved[probe_bytes[k]] = 1;
+        bad.reserved[PROBE(bad.reserved, k)] = 1;
         CHECK(hamer_detector_load(&bad) == NULL && refused(hamer_last_error_code(), "hamer_detector_params"));
         bad.dir = "/nonexistent/detector";  /* not searched (HAMER_E_IO) */
         CHECK(hamer_detector_load(&bad) == NULL && refused(hamer_last_error_code(), "hamer_detector_params"));
@@ -232,21 +240,21 @@ static void detector_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
     CHECK(t != NULL);
     for (int k = 0; k < 2; k++) {
         hamer_detect_params bad = qp;
-        bad.reserved[probe_bytes[k]] = 1;
+        bad.reserved[PROBE(bad.reserved, k)] = 1;
         memset(dets, 0x77, sizeof dets), memcpy(before, dets, sizeof dets), ms = -7;
         CHECK(ds && refused(hamer_detect(ds, rgb, w, h, &bad, dets, 4, &ms), "hamer_detect_params"));
         CHECK(!memcmp(dets, before, sizeof dets) && ms == -7);
         CHECK(hamer_detections_json(w, h, dets, 0, det, &bad, 1.0) == NULL &&
               refused(hamer_last_error_code(), "hamer_detect_params"));
         hamer_tracker_params tbad = tp;
-        tbad.reserved[probe_bytes[k]] = 1;
+        tbad.reserved[PROBE(tbad.reserved, k)] = 1;
         CHECK(hamer_tracker_new(det, &tbad, 1) == NULL && refused(hamer_last_error_code(), "hamer_tracker_params"));
     }
     hamer_predict_params pp = hamer_predict_default_params();
     CHECK(t && hamer_tracker_frame(t, st, rgb, w, h, 0.0, &pp) >= 0);
     for (int k = 0; k < 2; k++) {
         hamer_predict_params bad = pp;
-        bad.reserved[probe_bytes[k]] = 1;
+        bad.reserved[PROBE(bad.reserved, k)] = 1;
         CHECK(t && refused(hamer_tracker_frame(t, st, rgb, w, h, 0.5, &bad), "hamer_predict_params"));
     }
     CHECK(t && hamer_tracker_frame(t, st, rgb, w, h, 0.5, &pp) >= 0);

@@ -2,11 +2,12 @@
  *
  *   tool_detect [--models DIR] [--lite] [--single] [--levels 2,4] [--overlap F]
  *               [--max-hands N] [--min-score F] [--threads N] [--repeat N]
- *               [--prior F] [--prior-mask F] [--body auto|on|off] IMAGE
+ *               [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes] IMAGE
  *
  * --body: the body pass (detect/body.h) merged in. Without it the body
  * models are not loaded, so hm_det_run's default (auto) does not run it;
- * auto: loaded when present; on: they must be.
+ * auto: loaded when present; on: they must be. --body-boxes: the body
+ * pass's keypoint-only boxes too (hm_det_opts.body_boxes; "pass": "keypoints").
  *
  * --single: MediaPipe's own full-frame pass only. --min-score: the palm
  * score threshold. --prior F / --prior-mask F: hm_det_opts.tile_prior /
@@ -15,7 +16,7 @@
  *   {"image": {"width", "height"}, "models": DIR,
  *    "hands": [{"bbox": [x1,y1,x2,y2], "is_right", "palm_score", "presence",
  *               "handedness", "landmarks": [[x,y,z] x21], "roi": [cx,cy,w,h,rot],
- *               "level", "levels", "pass" ("palm" / "body"), "passes" (bits: 1 palm, 2 body)}],
+ *               "level", "levels", "pass" ("palm" / "body" / "keypoints"), "passes" (bits: 1 palm, 2 body, 4 keypoints)}],
  *    "stats": {palm_calls, landmark_calls, candidates, tiles, tiles_run, ...},
  *    "timings_ms": {load, decode, warp, palm, landmark, post, detect}}
  * Errors: one line on stderr, exit 1 (2: usage).
@@ -38,7 +39,7 @@ static double now_ms(void) {
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_detect: %s\nusage: tool_detect [--models DIR] [--lite] [--single] [--levels A,B] [--overlap F] "
-                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--prior F] [--prior-mask F] [--body auto|on|off] IMAGE\n", msg);
+                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes] IMAGE\n", msg);
     return 2;
 }
 
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--lite")) lite = 1;
         else if (!strcmp(a, "--single")) o.n_levels = 0;
+        else if (!strcmp(a, "--body-boxes")) o.body_boxes = 1;
         else if (a[0] == '-' && a[1] == '-' && !v) return usage("option needs a value");
         else if (!strcmp(a, "--models")) dir = v, i++;
         else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
@@ -132,15 +134,17 @@ int main(int argc, char **argv) {
                "\"landmarks\": [",
                i ? "," : "", hd->box[0], hd->box[1], hd->box[2], hd->box[3], hd->is_right ? "true" : "false",
                hd->palm_score, hd->presence, hd->handedness, hd->level, hd->levels,
-               hd->pass == HM_DET_PASS_BODY ? "body" : "palm", hd->passes, hd->roi.cx, hd->roi.cy, hd->roi.w,
+               hd->pass == HM_DET_PASS_BODY ? "body" : hd->pass == HM_DET_PASS_KEYPOINTS ? "keypoints" : "palm", hd->passes, hd->roi.cx, hd->roi.cy, hd->roi.w,
                hd->roi.h, hd->roi.rot);
         for (int k = 0; k < HM_DET_LANDMARKS; k++)
             printf("%s[%.9g, %.9g, %.9g]", k ? ", " : "", hd->landmarks[k][0], hd->landmarks[k][1], hd->landmarks[k][2]);
         printf("]}");
     }
     printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d, \"tiles\": %d, "
-           "\"tiles_run\": %d, \"body_persons\": %d, \"body_hands\": %d, \"body_ms\": %.3f},\n", st.palm_calls,
-           st.landmark_calls, st.candidates, st.tiles, st.tiles_run, st.body_persons, st.body_hands, st.body_ms);
+           "\"tiles_run\": %d, \"body_persons\": %d, \"body_hands\": %d, \"body_boxes\": %d, \"body_run\": %d, "
+           "\"body_ms\": %.3f},\n", st.palm_calls,
+           st.landmark_calls, st.candidates, st.tiles, st.tiles_run, st.body_persons, st.body_hands, st.body_boxes,
+           st.body_run, st.body_ms);
     printf(" \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"warp\": %.3f, \"palm\": %.3f, \"landmark\": %.3f, "
            "\"post\": %.3f, \"detect\": %.3f, \"median_detect\": %.3f}}\n",
            t_load, t_decode, st.warp_ms, st.palm_ms, st.landmark_ms, st.post_ms, st.total_ms, tot[repeat / 2]);

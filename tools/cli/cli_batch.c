@@ -53,7 +53,7 @@ static const char *USAGE_BATCH =
     "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N] [--prefetch N]\n"
     "                   [--force] [--retry-failed] [--save-mesh] [--render] [--side-view] [--glb] [--vertices]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                   [--single-pass] [--body auto|on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
+    "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
     "                   [--precision fp32|fast] [--json]\n"
     "\n"
     "Every image of DIR through `hamer run` with one model load: per image NAME\n"

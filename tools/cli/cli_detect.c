@@ -14,7 +14,7 @@
 
 static const char *USAGE_DETECT =
     "usage: hamer detect --image IMG --output BOXES.json [--render PNG] [--detector DIR] [--lite]\n"
-    "                    [--max-hands N] [--min-score S] [--single-pass] [--body auto|on|off]\n"
+    "                    [--max-hands N] [--min-score S] [--single-pass] [--body auto|on|off] [--body-boxes on|off]\n"
     "                    [--threads N]\n"
     "\n"
     "Finds the hands in a JPEG or PNG photo with the built-in detector (MediaPipe\n"
@@ -37,10 +37,17 @@ static const char *USAGE_DETECT =
     "                  hand landmarks; its models come with scripts/get_detector.sh):\n"
     "                  auto (default) runs it with the tile pass when its models are\n"
     "                  installed (else the palm pass only: \"detector\": {\"body\"} says\n"
-    "                  which), on always (an error without its models), off never.\n"
+    "                  which) and the palm pass found fewer than 2 hands (a person's\n"
+    "                  two), on always (an error without its models), off never.\n"
     "                  Hands it found carry \"source\" (\"palm\" / \"body\") and \"person\";\n"
     "                  is_right is then the person's side (person -1: the landmark\n"
     "                  model confidently said the other side)\n"
+    "  --body-boxes on|off  when the body pass runs, also the box it takes from a\n"
+    "                  wrist, index and pinky where the hand landmark model rejected\n"
+    "                  the hand but the pose sees the wrist (visibility >= 0.5; HaMeR's\n"
+    "                  own demo boxes hands from body keypoints): \"source\":\n"
+    "                  \"body-keypoints\", \"landmarks\": null, \"score\" the wrist's\n"
+    "                  visibility (default on)\n"
     "\n"
     "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
     "(nothing written); 2 bad usage.\n";

@@ -115,6 +115,9 @@ static int parse(int argc, char **argv, hm_video_args *a) {
             fputs(USAGE_VIDEO, stdout);
             return -1;
         }
+        if (!strcmp(o, "--body-boxes"))
+            return hm_tool_fail(2, "video: %s is for photos: a track follows a hand's landmarks, which a box "
+                                "from the body keypoints does not have", o);
         int used = hm_tool_detect_option(argc, argv, &i, &a->det, "video");
         if (used > 0) return used;
         if (used == 0) continue;

@@ -109,7 +109,8 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
     const char *o = argv[*i];
     if (!strcmp(o, "--lite")) return d->lite = 1, 0;
     if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
-    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score") && strcmp(o, "--body"))
+    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score") && strcmp(o, "--body") &&
+        strcmp(o, "--body-boxes"))
         return -1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
@@ -123,6 +124,12 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
             fprintf(stderr, "hamer: %s: --body must be auto, on or off, got '%s'\n", cmd, v);
             return 2;
         }
+    } else if (!strcmp(o, "--body-boxes")) {
+        if (strcmp(v, "on") && strcmp(v, "off")) {
+            fprintf(stderr, "hamer: %s: --body-boxes must be on or off, got '%s'\n", cmd, v);
+            return 2;
+        }
+        d->params.body_boxes = v[1] == 'n';
     } else if (!strcmp(o, "--max-hands")) {
         if (hm_tool_parse_int(v, 1, HAMER_MAX_HANDS, &d->params.max_hands)) {
             fprintf(stderr, "hamer: %s: --max-hands must be an integer in 1..%d, got '%s'\n", cmd, HAMER_MAX_HANDS, v);

@@ -140,7 +140,7 @@ int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 8
+#define HM_SRV_QUERY_NKEYS 9
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -164,6 +164,7 @@ typedef struct {
     double timeout_s;               /* ?timeout_s=: the client's own deadline, 0: none given */
     int format;                     /* /v1/predict?format=: HM_SRV_FMT_* */
     hamer_body_mode body;           /* ?body=: the detector's body pass (no boxes only), default auto */
+    bool body_boxes;                /* ?body_boxes=1: its keypoint-only boxes too (no boxes only) */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -195,6 +196,7 @@ typedef struct hm_srv_job {
     int format;                     /* HM_SRV_FMT_* (predict) */
     int detect;                     /* no boxes given: the detector finds them */
     hamer_body_mode body_mode;      /* ?body=: the detector's body pass */
+    bool body_boxes;                /* ?body_boxes= */
     size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
     uint8_t key[32];

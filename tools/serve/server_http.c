@@ -398,6 +398,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
     job->with_vertices = query.with_vertices;
     job->side_view = query.side_view;
     job->body_mode = query.body;
+    job->body_boxes = query.body_boxes;
     job->body = r->body;
     r->body = NULL;
     if (image_body) {
@@ -435,8 +436,9 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, req_ctx *r, hm_srv_job 
         }
         /* No 'hands' part: the detector finds them. */
         job->detect = !hands;
-        if (hands && args.value[7]) {   /* hm_srv_query_keys[7]: "body" */
-            snprintf(msg, msglen, "body= chooses the detector's passes: it is for requests without hands");
+        if (hands && (args.value[7] || args.value[8])) {   /* hm_srv_query_keys[7], [8]: "body", "body_boxes" */
+            snprintf(msg, msglen, "%s= chooses the detector's passes: it is for requests without hands",
+                     args.value[7] ? "body" : "body_boxes");
             return 400;
         }
         job->nbox = hands ? hm_boxes_parse_json((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;

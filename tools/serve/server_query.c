@@ -20,9 +20,11 @@
 #include "serve/server.h"
 #include "core/util.h"
 
-enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY };
+enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY,
+       QUERY_BODY_BOXES };
 const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale", "crop_mode",
-                                                           "side_view", "timeout_s", "format",    "body"};
+                                                           "side_view", "timeout_s", "format",    "body",
+                                                           "body_boxes"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -168,6 +170,18 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
             snprintf(msg, msglen, "body= chooses the detector's passes: it is for requests without boxes");
             return 400;
         }
+    }
+    /* body_boxes=0|1: the body pass's keypoint-only boxes, likewise */
+    if ((v = a->value[QUERY_BODY_BOXES])) {
+        if (strcmp(v, "0") && strcmp(v, "1")) {
+            snprintf(msg, msglen, "body_boxes must be 0 or 1, got '%.40s'", v);
+            return 400;
+        }
+        if (boxes) {
+            snprintf(msg, msglen, "body_boxes= chooses the detector's output: it is for requests without boxes");
+            return 400;
+        }
+        q->body_boxes = v[0] == '1';
     }
     if (image_body) {
         if (!boxes) {

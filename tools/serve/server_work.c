@@ -142,6 +142,7 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     hamer_job_params jp = hamer_job_default_params();
     jp.predict = job->pp;
     jp.detect.body = job->body_mode;
+    jp.detect.body_boxes = job->body_boxes;
     hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = job->boxes, .n_boxes = job->nbox,
                           .source = job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
     hamer_job_result r;

@@ -112,6 +112,8 @@ typedef struct {
     hamer_predict_params pp;
     int body_given;                 /* the 'body' field (auto|on|off) was given: body below */
     hamer_body_mode body;           /* the detector's body pass for this job */
+    int body_boxes_given;           /* the 'body_boxes' field (0|1) was given: body_boxes below */
+    bool body_boxes;                /* the body pass's keypoint-only boxes too */
     double t_read;                  /* monotonic seconds when read */
 } hm_wk_job;
 

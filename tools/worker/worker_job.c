@@ -88,8 +88,8 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
         }
     }
     size_t total = 0;
-    int seen[6] = {0};
-    static const char *names[6] = {"image", "boxes", "vertices", "rescale", "crop_mode", "body"};
+    int seen[7] = {0};
+    static const char *names[7] = {"image", "boxes", "vertices", "rescale", "crop_mode", "body", "body_boxes"};
     for (size_t i = 0; i + 1 < f->elements; i += 2) {
         const redisReply *k = f->element[i], *v = f->element[i + 1];
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
@@ -99,12 +99,12 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
         total += k->len + v->len;
         if (k->len == 2 && !memcmp(k->str, "id", 2)) continue;
         int which = -1;
-        for (int n = 0; n < 6; n++)
+        for (int n = 0; n < 7; n++)
             if (k->len == strlen(names[n]) && !memcmp(k->str, names[n], k->len)) which = n;
         if (which < 0) {
             char name[40];
             snprintf(name, sizeof name, "%.*s", (int)(k->len < 32 ? k->len : 32), k->str);
-            set_bad(job, "unknown field '%s' (fields: image, id, boxes, vertices, rescale, crop_mode, body)", name);
+            set_bad(job, "unknown field '%s' (fields: image, id, boxes, vertices, rescale, crop_mode, body, body_boxes)", name);
             continue;
         }
         if (seen[which]++) {
@@ -131,6 +131,10 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
             if (!t || hm_tool_parse_body(t, &job->body)) set_bad(job, "'body' must be auto, on or off%s", "");
             else job->body_given = 1;
             break;
+        case 6:
+            if (t && (!strcmp(t, "0") || !strcmp(t, "1"))) job->body_boxes_given = 1, job->body_boxes = t[0] == '1';
+            else set_bad(job, "'body_boxes' must be 0 or 1%s", "");
+            break;
         default:
             if (t && !strcmp(t, "warp")) job->pp.crop_mode = HAMER_CROP_WARP;
             else if (t && !strcmp(t, "pad")) job->pp.crop_mode = HAMER_CROP_PAD;
@@ -146,6 +150,8 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
     }
     if (!seen[0]) set_bad(job, "no 'image' field (the JPEG or PNG bytes)%s", "");
     if (seen[1] && seen[5]) set_bad(job, "'body' chooses the detector's passes: it is for jobs without 'boxes'%s", "");
+    if (seen[1] && seen[6])
+        set_bad(job, "'body_boxes' chooses the detector's output: it is for jobs without 'boxes'%s", "");
 }
 
 /* Free the outcome's result text. */
@@ -185,6 +191,7 @@ void hm_wk_job_run(hm_wk_engine *e, const hm_wk_job *job, hm_wk_outcome *out) {
     jp.predict = job->pp;
     jp.detect = e->dparams;
     if (job->body_given) jp.detect.body = job->body;
+    if (job->body_boxes_given) jp.detect.body_boxes = job->body_boxes;
     hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = boxes, .n_boxes = n,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
     hamer_job_result r;
