@@ -140,16 +140,24 @@ def test_landmark_projection(scene, tmp_path):
     np.testing.assert_allclose(z['lm_box'], np.array([R.tight_box(r) for r in ref]), rtol=0, atol=1e-3)
 
 
+def multipass_runs(**opts):
+    rt = runtime()
+    return {name: R.detect(load_rgb(shared_images() / name), rt, palm_model(), landmark_model(), **opts)
+            for name in PHOTOS}
+
+
 @pytest.fixture(scope='module')
 def multipass():
     """The reference's whole multi-pass run on each photo (its debug
-    lists feed the suppression and merge comparisons)."""
-    rt = runtime()
-    out = {}
-    for name in PHOTOS:
-        img = load_rgb(shared_images() / name)
-        out[name] = R.detect(img, rt, palm_model(), landmark_model())
-    return out
+    lists feed the suppression comparison)."""
+    return multipass_runs()
+
+
+@pytest.fixture(scope='module')
+def multipass_repeats():
+    """The same with the tiles' palms inside a full-frame hand landmarked
+    too (the default skips them), so that the merge has repeats to remove."""
+    return multipass_runs(skip_repeats=False)
 
 
 def test_cross_pass_suppression(multipass, tmp_path):
@@ -158,13 +166,13 @@ def test_cross_pass_suppression(multipass, tmp_path):
         z = run_stages(tmp_path, sup_boxes=np.array([x['det']['box_px'] for x in c], np.float64),
                        sup_scores=np.array([x['det']['score'] for x in c], np.float64),
                        sup_levels=np.array([x['level'] for x in c], np.int64), sup_iou=np.array([0.5]))
-        ref_order = [next(i for i, x in enumerate(c) if x is k) for k in dbg['landmarked']]
+        ref_order = [next(i for i, x in enumerate(c) if x is k) for k in dbg['kept']]
         assert list(z['sup_order']) == ref_order, name
-        assert list(z['sup_levels_out']) == [k['levels'] for k in dbg['landmarked']], name
+        assert list(z['sup_levels_out']) == [k['levels'] for k in dbg['kept']], name
 
 
-def test_merge(multipass, tmp_path):
-    for name, (hands, dbg) in multipass.items():
+def test_merge(multipass_repeats, tmp_path):
+    for name, (hands, dbg) in multipass_repeats.items():
         hs = dbg['hands']
         # the reference merged in place: recompute the levels each hand arrived with
         lv = [1 << h['level'] for h in hs]
@@ -172,4 +180,4 @@ def test_merge(multipass, tmp_path):
                        mrg_levels=np.array(lv, np.int64), mrg_cfg=np.array([0.5, 0.8]))
         ref = [next(i for i, h in enumerate(hs) if h is k) for k in hands]
         assert list(z['mrg_index']) == ref, name
-    assert sum(len(dbg['hands']) - len(h) for h, dbg in multipass.values()) > 0  # some repeats were merged
+    assert sum(len(dbg['hands']) - len(h) for h, dbg in multipass_repeats.values()) > 0  # some repeats were merged

@@ -22,6 +22,7 @@ void hm_det_opts_default(hm_det_opts *o) {
     o->tile_prior = 0.02f;
     o->prior_mask = 1.0f;
     o->palm_iou = 0.5f;
+    o->tile_repeat = 0.6f;
     o->merge_iou = 0.5f;
     o->merge_contain = 0.8f;
     o->body = HM_DET_BODY_AUTO;
@@ -46,6 +47,7 @@ int hm_det_opts_check(const hm_det_opts *o) {
     if (!(o->overlap >= 0.0f && o->overlap <= 0.75f))
         return hm_err(HM_E_ARG, "tile overlap %g out of range [0, 0.75]", o->overlap);
     if (o->min_tile < 16) return hm_err(HM_E_ARG, "min_tile %d under 16 pixels", o->min_tile);
+    if (!in01(o->tile_repeat)) return hm_err(HM_E_ARG, "tile_repeat %g must lie in [0,1]", o->tile_repeat);
     if (!in01(o->tile_prior) || !in01(o->prior_mask))
         return hm_err(HM_E_ARG, "tile prior %g and its mask %g must lie in [0,1]", o->tile_prior, o->prior_mask);
     if (!in01(o->palm_iou) || !in01(o->merge_iou) || !in01(o->merge_contain))

@@ -29,6 +29,7 @@ typedef struct {
  * candidates of all passes are merged in tile order, so the result does
  * not depend on which thread ran which tile). */
 #define HM_DET_TILE_BATCH 64
+#define HM_DET_TILE_AXIS 64  /* tiles per axis of one level, at most */
 #define HM_DET_TILE_CANDS 32 /* palms kept per tile, best scores (weighted NMS leaves a few) */
 typedef struct {
     hm_det_rect roi;
@@ -47,6 +48,9 @@ struct hm_det_state {
     int order[HM_DET_MAX_CANDIDATES];
     hm_det_hand hands[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* landmarked, then merged in place */
     int keep[HM_DET_MAX_CANDIDATES];
+    int lmq[HM_DET_MAX_CANDIDATES];           /* the candidates a landmark batch looks at */
+    int hcand[HM_DET_MAX_CANDIDATES];         /* the full frame's hands' candidates */
+    unsigned char wanted[HM_DET_TILE_AXIS * HM_DET_TILE_AXIS]; /* the tiles of one level the prior asks for */
     int rep[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* the merge's scratch */
     float prior[HM_PALM_ANCHORS][2];          /* the tile prior's points (pixels) */
     int nprior, use_prior;

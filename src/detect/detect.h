@@ -10,14 +10,21 @@
  *      be under min_tile px), overlapping by at least `overlap` of a side.
  *      Each pass: the bilinear warp to [0,1], the palm model, SSD decoding
  *      against 2016 anchors, sigmoid scores >= min_palm, weighted NMS at
- *      IoU 0.3, back to image pixels. The prior: a tile runs only when one
- *      of the full frame's decoded palms scoring >= tile_prior (its tensors
- *      read again, no model call) has its centre inside it; elsewhere the
- *      full frame saw nothing hand-like, so no tile there can hold a hand.
+ *      IoU 0.3, back to image pixels. The full frame's palms are
+ *      landmarked (step 3) before any tile runs. The prior: a tile runs
+ *      only when one of the full frame's decoded palms scoring >=
+ *      tile_prior (its tensors read again, no model call) asks for it:
+ *      each asks for the one tile it lies most centrally in (nearest
+ *      centre along each axis), and none when its box lies inside the palm
+ *      of a hand the full frame found by tile_repeat of its area (that
+ *      hand's); elsewhere the full frame saw nothing hand-like, so no tile
+ *      there can hold a hand.
  *   2. Across passes, palm boxes overlapping a kept one by IoU > palm_iou
  *      are repeats and are not landmarked; the full frame's palms are kept
  *      first (MediaPipe's crop is landmarked, not a tile's), then the
- *      tiles' by score.
+ *      tiles' by score. A tile's palm lying inside a full-frame hand's palm
+ *      by tile_repeat of its area is that hand again: not landmarked
+ *      either (its level joins the hand's levels).
  *   3. Each remaining palm -> rotated hand rectangle (keypoint 0 -> 2 at 90
  *      degrees, scale 2.6, shift -0.5, square) -> 224x224 crop -> landmark
  *      model: 21 landmarks, presence, handedness. Presence must reach
@@ -143,6 +150,10 @@ typedef struct {
                                (0.3 loses hamer_example_1's hidden hand: its scores lie in the
                                cluster of the fist next to it) */
     float palm_iou;         /* cross-pass palm repeat IoU, default 0.5 */
+    float tile_repeat;      /* a tile palm lying inside a full-frame hand's palm by at least this
+                               share of its area is that hand again: not landmarked; default 0.6
+                               (measured: repeats 0.61-1.0, the hidden hand next to a fist
+                               0.52-0.53; docs/detector.md) */
     float merge_iou;        /* landmark-box repeat IoU, default 0.5 */
     float merge_contain;    /* landmark-box containment, default 0.8 */
     int body;               /* HM_DET_BODY_AUTO (default), _OFF, _ON: see above */

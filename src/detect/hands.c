@@ -13,10 +13,12 @@ static void add_cand(hm_det_state *s, const hm_palm_px *p) {
     const int seq = s->seq++;
     int at = s->ncand;
     if (s->ncand == HM_DET_MAX_CANDIDATES) {
-        at = 0;
-        for (int i = 1; i < s->ncand; i++)
-            if (s->cand[i].score < s->cand[at].score) at = i;
-        if (!(p->score > s->cand[at].score)) return;
+        /* never a full-frame palm: those are landmarked before any tile
+         * runs (hm_det_run step 2) and must stay where they are */
+        at = -1;
+        for (int i = 0; i < s->ncand; i++)
+            if (s->cand[i].level > 0 && (at < 0 || s->cand[i].score < s->cand[at].score)) at = i;
+        if (at < 0 || !(p->score > s->cand[at].score)) return;
     } else {
         s->ncand++;
     }
@@ -102,6 +104,7 @@ typedef struct {
     const uint8_t *rgb;
     int w, h;
     const hm_det_opts *o;
+    int at;                       /* landmark_task: the first output slot */
     int rc[HM_DET_MAX_WORKERS];   /* first error per thread */
 } batch_job;
 
@@ -115,12 +118,13 @@ static void tile_task(void *ctx, int t, int tid) {
     else tl->n = n;
 }
 
+/* Landmarks of the palm s->lmq[k] into hands[j->at + k] (and keep). */
 static void landmark_task(void *ctx, int k, int tid) {
     batch_job *j = ctx;
     hm_det_state *s = j->s;
     if (j->rc[tid]) return;
-    int rc = landmark(s->m, s->w[tid], j->rgb, j->w, j->h, &s->cand[s->order[k]], j->o, NULL, &s->hands[k],
-                      &s->keep[k]);
+    int rc = landmark(s->m, s->w[tid], j->rgb, j->w, j->h, &s->cand[s->lmq[k]], j->o, NULL, &s->hands[j->at + k],
+                      &s->keep[j->at + k]);
     if (rc) j->rc[tid] = rc;
 }
 
@@ -159,16 +163,18 @@ static int tile_passes(hm_det_state *s, batch_job *j, hm_pool *pool, int *ntiles
     for (int li = 0; li < o->n_levels; li++) {
         const int side = (int)lround(L / (double)o->levels[li]);
         if (side < o->min_tile) continue;
-        double cx[64], cy[64];
-        const int nx = hm_det_tile_axis(j->w, side, o->overlap, cx, 64);
-        const int ny = hm_det_tile_axis(j->h, side, o->overlap, cy, 64);
+        double cx[HM_DET_TILE_AXIS], cy[HM_DET_TILE_AXIS];
+        const int nx = hm_det_tile_axis(j->w, side, o->overlap, cx, HM_DET_TILE_AXIS);
+        const int ny = hm_det_tile_axis(j->h, side, o->overlap, cy, HM_DET_TILE_AXIS);
+        if (s->use_prior) hm_det_tiles_wanted((const float(*)[2])s->prior, s->nprior, cx, nx, cy, ny, side, s->wanted);
         for (int iy = 0; iy < ny; iy++)
             for (int ix = 0; ix < nx; ix++) {
                 const hm_det_rect roi = {cx[ix], cy[iy], side, side, 0.0};
                 ++*ntiles;
                 /* no full-frame score outside the palms that pass found
-                 * reaches the prior here: no hand left for this tile */
-                if (s->use_prior && !hm_det_tile_wanted((const float(*)[2])s->prior, s->nprior, &roi)) continue;
+                 * reaches the prior in the middle of this tile: a hand
+                 * there is another tile's, or none */
+                if (s->use_prior && !s->wanted[iy * nx + ix]) continue;
                 s->tiles[nt].roi = roi;
                 s->tiles[nt].level = li + 1;
                 s->tiles[nt].n = 0;
@@ -209,48 +215,77 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     for (int i = 0; i < s->nworkers; i++) memset(&s->w[i]->st, 0, sizeof s->w[i]->st);
     batch_job job = {.s = s, .rgb = rgb, .w = w, .h = h, .o = opts};
 
-    /* 1. palm passes: the full frame (level 0, the pool inside the model
-     * call), then the tiles of each level (whole passes per thread) */
+    /* 1. the full frame's palm pass (level 0, the pool inside the model call) */
     hm_palm_px *full = s->tiles[0].p;
     int nf = palm_pass(s->m, s->w[0], rgb, w, h, (hm_det_rect){0.5 * w, 0.5 * h, w, h, 0.0}, 0, opts, pool, full,
                        HM_DET_TILE_CANDS);
     if (nf < 0) return nf;
     for (int i = 0; i < nf; i++) add_cand(s, &full[i]);
+    /* 2. the full frame's hands first (its palms deduplicated, then
+     * landmarked; one palm: the pool inside the call): a tile palm that
+     * repeats one of their palms is that hand again and is not looked at */
+    t0 = 1e3 * hm_now();
+    const int nk0 = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
+    for (int k = 0; k < nk0; k++) s->lmq[k] = s->order[k];
+    st.post_ms += 1e3 * hm_now() - t0;
+    job.at = 0;
+    if (nk0 == 1) rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->lmq[0]], opts, pool, &s->hands[0], &s->keep[0]);
+    else rc = run_batch(&job, landmark_task, nk0, pool);
+    if (rc) return rc;
+    int nh0 = 0;
+    for (int k = 0; k < nk0; k++)
+        if (s->keep[k]) s->hcand[nh0] = s->lmq[k], s->hands[nh0++] = s->hands[k];
+
+    /* the tile prior: the full frame's tensors, still in worker 0's palm
+     * state, decoded again at the prior's threshold; what lies inside the
+     * palm of a hand step 2 found is that hand's and asks for no tile */
     s->use_prior = opts->n_levels > 0 && opts->tile_prior > 0.0f;
     s->nprior = 0;
-    if (s->use_prior) { /* the full frame's tensors, still in worker 0, at the prior's threshold */
+    if (s->use_prior) {
         t0 = 1e3 * hm_now();
         float pad[4];
         const hm_det_rect lroi = hm_det_pad_roi((hm_det_rect){0.5 * w, 0.5 * h, w, h, 0.0}, HM_PALM_SIZE, HM_PALM_SIZE, pad);
         const int nd = hm_palm_decode(hm_tfl_output(s->w[0]->palm, s->m->palm_boxes),
                                       hm_tfl_output(s->w[0]->palm, s->m->palm_scores), s->m->anchors, opts->tile_prior,
                                       s->w[0]->dec);
-        s->nprior = hm_det_prior(s->w[0]->dec, nd, &lroi, pad, full, nf, opts->prior_mask, s->prior);
+        s->nprior = hm_det_prior(s->w[0]->dec, nd, &lroi, pad, full, nf, opts->prior_mask, s->cand, s->hcand, nh0,
+                                 opts->tile_repeat, s->prior);
         st.post_ms += 1e3 * hm_now() - t0;
     }
+
+    /* 3. the tile passes the prior asks for */
     rc = tile_passes(s, &job, pool, &st.tiles);
     if (rc) return rc;
     st.candidates = s->ncand;
 
-    /* 2. cross-pass palm suppression, the full frame's first, then best score */
+    /* 4. the tiles' palms: repeats of a palm kept before them go (the full
+     * frame's are kept first, in the same order as in step 2), and so do
+     * those lying mostly inside the palm of a full-frame hand (tile_repeat:
+     * that hand seen again; its levels join the hand's); the rest are
+     * landmarked */
     t0 = 1e3 * hm_now();
     const int nkept = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
-    st.post_ms += 1e3 * hm_now() - t0;
-
-    /* 3. landmarks of each kept palm (one palm: the pool inside the call) */
-    if (nkept == 1) {
-        rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->order[0]], opts, pool, &s->hands[0], &s->keep[0]);
-    } else {
-        rc = run_batch(&job, landmark_task, nkept, pool);
+    for (int i = 0; i < nh0; i++) s->hands[i].levels = s->cand[s->hcand[i]].levels;
+    int nq = 0;
+    for (int k = nk0; k < nkept; k++) {
+        const hm_palm_px *p = &s->cand[s->order[k]];
+        const int in = hm_det_in_palm(p->box, s->cand, s->hcand, nh0, opts->tile_repeat);
+        if (in >= 0) s->hands[in].levels |= p->levels;
+        else s->lmq[nq++] = s->order[k];
     }
+    st.post_ms += 1e3 * hm_now() - t0;
+    job.at = nh0;
+    if (nq == 1)
+        rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->lmq[0]], opts, pool, &s->hands[nh0], &s->keep[nh0]);
+    else rc = run_batch(&job, landmark_task, nq, pool);
     if (rc) return rc;
-    int nh = 0;
-    for (int k = 0; k < nkept; k++)
-        if (s->keep[k]) s->hands[nh++] = s->hands[k];
+    int nh = nh0;
+    for (int k = 0; k < nq; k++)
+        if (s->keep[nh0 + k]) s->hands[nh++] = s->hands[nh0 + k];
     for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
     st.tiles_run = st.palm_calls - 1;
     /* the palm hands in palm-score order (the merge's priority and the
-     * output's order; suppression put the full frame's first) */
+     * output's order; the full frame's came first) */
     for (int i = 1; i < nh; i++) {
         const hm_det_hand x = s->hands[i];
         int j = i;

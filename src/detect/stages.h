@@ -123,12 +123,27 @@ int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap);
  * (scored at the prior's threshold, tensor units of the padded roi the
  * pass warped), those whose pixel box overlaps none of the nfound palms
  * that pass kept by IoU > mask_iou (the same palm: weighted NMS clusters
- * at 0.3) -> their box centres in pixels into pts. Returns the count. */
+ * at 0.3) and lies inside none of the nh palms c[hidx[k]] of the hands it
+ * found by `contain` of its area (hm_det_in_palm) -> their box centres in
+ * pixels into pts. Returns the count. */
 int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const float pad[4], const hm_palm_px *found,
-                 int nfound, float mask_iou, float (*pts)[2]);
+                 int nfound, float mask_iou, const hm_palm_px *c, const int *hidx, int nh, float contain,
+                 float (*pts)[2]);
 
-/* 1 if one of the n points lies in the (unrotated) tile t: [x0, x1) x [y0, y1). */
-int hm_det_tile_wanted(const float (*pts)[2], int n, const hm_det_rect *t);
+/* The tiles of one level the n prior points ask for (tile centres cx[0..nx)
+ * x cy[0..ny), squares of `side`): each point asks for one tile, the one
+ * whose centre is nearest it along each axis (ties: the lower index), i.e.
+ * the tile it lies most centrally in, where a hand around it is least
+ * likely cut by an edge; and only when it lies inside that tile, [x0, x1)
+ * x [y0, y1). wanted: nx * ny flags, row-major, all written. Returns how
+ * many are set. */
+int hm_det_tiles_wanted(const float (*pts)[2], int n, const double *cx, int nx, const double *cy, int ny, double side,
+                        unsigned char *wanted);
+
+/* A tile's palm seen again (hm_det_run step 4): the first k of the n
+ * palms c[idx[k]] (the full frame's, whose hands were found) holding at
+ * least `contain` of the area of box (a tile palm's, pixels). -1 if none. */
+int hm_det_in_palm(const double box[4], const hm_palm_px *c, const int *idx, int n, float contain);
 
 /* The merge (detect.h step 4) of h[0..n) in priority order. Two hands are
  * the same when their landmark boxes overlap by IoU > merge_iou or the

@@ -30,14 +30,15 @@ static int same_hand(const float fa[4], const float fb[4], float merge_iou, floa
 }
 
 int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const float pad[4], const hm_palm_px *found,
-                 int nfound, float mask_iou, float (*pts)[2]) {
+                 int nfound, float mask_iou, const hm_palm_px *c, const int *hidx, int nh, float contain,
+                 float (*pts)[2]) {
     int np = 0;
     for (int i = 0; i < n; i++) {
         hm_palm_px p;
         hm_palm_to_image(&d[i], roi, pad, &p);
         int masked = 0;
         for (int k = 0; k < nfound && !masked; k++) masked = hm_det_iou_px(p.box, found[k].box) > mask_iou;
-        if (masked) continue;
+        if (masked || hm_det_in_palm(p.box, c, hidx, nh, contain) >= 0) continue;
         pts[np][0] = (float)(0.5 * (p.box[0] + p.box[2]));
         pts[np][1] = (float)(0.5 * (p.box[1] + p.box[3]));
         np++;
@@ -45,11 +46,37 @@ int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const floa
     return np;
 }
 
-int hm_det_tile_wanted(const float (*pts)[2], int n, const hm_det_rect *t) {
-    const double x0 = t->cx - t->w / 2, x1 = t->cx + t->w / 2, y0 = t->cy - t->h / 2, y1 = t->cy + t->h / 2;
-    for (int i = 0; i < n; i++)
-        if (pts[i][0] >= x0 && pts[i][0] < x1 && pts[i][1] >= y0 && pts[i][1] < y1) return 1;
-    return 0;
+static int nearest(const double *c, int n, double v) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (fabs(v - c[i]) < fabs(v - c[best])) best = i;
+    return best;
+}
+
+int hm_det_tiles_wanted(const float (*pts)[2], int n, const double *cx, int nx, const double *cy, int ny, double side,
+                        unsigned char *wanted) {
+    int set = 0;
+    for (int i = 0; i < nx * ny; i++) wanted[i] = 0;
+    for (int i = 0; i < n; i++) {
+        const double x = pts[i][0], y = pts[i][1];
+        const int ix = nearest(cx, nx, x), iy = nearest(cy, ny, y);
+        if (!(x >= cx[ix] - side / 2 && x < cx[ix] + side / 2 && y >= cy[iy] - side / 2 && y < cy[iy] + side / 2))
+            continue;
+        set += !wanted[iy * nx + ix];
+        wanted[iy * nx + ix] = 1;
+    }
+    return set;
+}
+
+int hm_det_in_palm(const double box[4], const hm_palm_px *c, const int *idx, int n, float contain) {
+    const double area = (box[2] - box[0]) * (box[3] - box[1]);
+    if (!(area > 0)) return -1;
+    for (int k = 0; k < n; k++) {
+        const double *b = c[idx[k]].box;
+        const double iw = fmin(box[2], b[2]) - fmax(box[0], b[0]), ih = fmin(box[3], b[3]) - fmax(box[1], b[1]);
+        if (iw > 0 && ih > 0 && iw * ih / area >= contain) return k;
+    }
+    return -1;
 }
 
 static double box_iou(const float a[4], const float b[4]) {

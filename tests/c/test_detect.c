@@ -140,6 +140,31 @@ static void test_tiles_merge(void) {
     CHECK(k == 5 && c[0] == 106 && fabs(c[4] - (848 - 106)) < 1e-9 && c[1] - c[0] <= 159);
     CHECK(hm_det_tile_axis(848, 212, 0.25, c, 3) == 3);
 
+    /* the prior: each point asks for the one tile it lies most centrally in,
+     * and none when it lies outside that tile */
+    {
+        const double tx[3] = {50, 120, 190}, ty[2] = {50, 110}; /* side 100 */
+        const float pts[5][2] = {{84, 20}, {86, 20}, {85, 20}, {250, 40}, {189, 149}};
+        unsigned char want[6];
+        CHECK(hm_det_tiles_wanted(pts, 1, tx, 3, ty, 2, 100, want) == 1 && want[0] && !want[1]);
+        CHECK(hm_det_tiles_wanted(pts + 1, 1, tx, 3, ty, 2, 100, want) == 1 && want[1] && !want[0]);
+        CHECK(hm_det_tiles_wanted(pts + 2, 1, tx, 3, ty, 2, 100, want) == 1 && want[0]); /* a tie: the first */
+        CHECK(hm_det_tiles_wanted(pts + 3, 1, tx, 3, ty, 2, 100, want) == 0);           /* outside its nearest */
+        CHECK(hm_det_tiles_wanted(pts, 5, tx, 3, ty, 2, 100, want) == 3 && want[0] && want[1] && want[5] && !want[2]);
+    }
+    /* a tile palm mostly inside a full-frame hand's palm is that hand again */
+    {
+        hm_palm_px c[3];
+        memset(c, 0, sizeof c);
+        const double cb[3][4] = {{0, 0, 100, 100}, {500, 500, 600, 600}, {50, 0, 150, 100}};
+        for (int i = 0; i < 3; i++) memcpy(c[i].box, cb[i], sizeof cb[i]);
+        const int idx[2] = {1, 2}; /* the hands' palms: c[1], c[2] */
+        const double in[4] = {60, 10, 100, 50}, half[4] = {0, 0, 100, 100}, off[4] = {700, 700, 720, 720};
+        CHECK(hm_det_in_palm(in, c, idx, 2, 0.6f) == 1);   /* inside c[2] (k = 1), c[0] is not a hand's */
+        CHECK(hm_det_in_palm(half, c, idx, 2, 0.6f) == -1 && hm_det_in_palm(half, c, idx, 2, 0.5f) == 1);
+        CHECK(hm_det_in_palm(off, c, idx, 2, 0.0f) == -1 && hm_det_in_palm(in, c, idx, 0, 0.6f) == -1);
+    }
+
     hm_palm_px p[4];
     memset(p, 0, sizeof p);
     const double boxes[4][4] = {{0, 0, 10, 10}, {1, 1, 11, 11}, {50, 50, 60, 60}, {0, 0, 10, 10}};

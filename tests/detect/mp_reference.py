@@ -310,7 +310,8 @@ def tiles(w, h, side, overlap):
 # ------------------------------------------------------------ multi-pass --
 
 DEFAULTS = dict(max_hands=8, min_palm=0.5, min_presence=0.5, tile_presence=0.9, levels=(4,), overlap=0.25,
-                min_tile=192, tile_prior=0.02, prior_mask=1.0, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8)
+                min_tile=192, tile_prior=0.02, prior_mask=1.0, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8,
+                tile_repeat=0.6, skip_repeats=True)
 
 
 def pass_rois(w, h, levels, overlap, min_tile):
@@ -348,23 +349,52 @@ def same_hand(a, b, o):
     return iou_ > o['merge_iou'] or cont > o['merge_contain']
 
 
-def tile_prior(full_dbg, anchors, found, thr, mask_iou):
+def tile_prior(full_dbg, anchors, found, thr, mask_iou, hand_palms=(), contain=1.0):
     """The tile prior: the full-frame pass's raw outputs decoded again at
     score >= thr, in image pixels; those whose box overlaps none of the
-    palms that pass kept (found) by IoU > mask_iou -> their box centres."""
+    palms that pass kept (found) by IoU > mask_iou and lies inside none of
+    the palms of the hands it found (hand_palms) by `contain` of its area
+    or more (in_palm) -> their box centres."""
     pts = []
     for d in decode(full_dbg['raw_boxes'], full_dbg['raw_scores'], anchors, thr):
         b = to_image(d, full_dbg['roi'], full_dbg['padding'])['box_px']
-        if any(iou(b, f['box_px']) > mask_iou for f in found):
+        if any(iou(b, f['box_px']) > mask_iou for f in found) or in_palm(b, hand_palms, contain) is not None:
             continue
         pts.append(((b[0] + b[2]) / 2, (b[1] + b[3]) / 2))
     return pts
 
 
-def tile_wanted(pts, roi):
-    """Some prior point inside the tile [x0, x1) x [y0, y1)."""
-    cx, cy, w, h, _ = roi
-    return any(cx - w / 2 <= x < cx + w / 2 and cy - h / 2 <= y < cy + h / 2 for x, y in pts)
+def tiles_wanted(pts, level_rois):
+    """The tiles of one level the prior asks for: each point asks for the
+    one tile whose centre is nearest it along each axis (ties: the first),
+    the tile it lies most centrally in, and only when it lies inside it,
+    [x0, x1) x [y0, y1). Returns the set of wanted roi indices."""
+    if not level_rois:
+        return set()
+    xs = sorted({r[0] for r in level_rois})
+    ys = sorted({r[1] for r in level_rois})
+    index = {(r[0], r[1]): i for i, r in enumerate(level_rois)}
+    want = set()
+    for x, y in pts:
+        cx = min(xs, key=lambda c: abs(x - c))
+        cy = min(ys, key=lambda c: abs(y - c))
+        side = level_rois[0][2]
+        if cx - side / 2 <= x < cx + side / 2 and cy - side / 2 <= y < cy + side / 2:
+            want.add(index[(cx, cy)])
+    return want
+
+
+def in_palm(box, palms, contain):
+    """The first of palms (boxes) holding at least `contain` of box's area:
+    a tile palm lying that much inside a full-frame hand's palm is that hand
+    seen again. None if none."""
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    for k, b in enumerate(palms):
+        iw = min(box[2], b[2]) - max(box[0], b[0])
+        ih = min(box[3], b[3]) - max(box[1], b[1])
+        if area > 0 and iw > 0 and ih > 0 and iw * ih / area >= contain:
+            return k
+    return None
 
 
 def merge_hands(hands, o):
@@ -407,48 +437,82 @@ def detect(img, runtime, palm_model, lm_model, anchors=None, **opts):
     presence, handedness (the raw model output), landmarks (21,3), level
     (the pass that found its representative) and levels (bitmask of every
     pass level whose candidate merged into it). A tile pass runs only
-    where the full frame's prior (tile_prior; 0: every tile) has a point."""
+    where the full frame's prior (tile_prior; 0: every tile) has a point,
+    and a tile's palm (or a prior point's box) lying inside a full-frame
+    hand's palm by tile_repeat of its area or more is that hand again: not
+    landmarked (no tile asked for). skip_repeats=False: both as before;
+    only the tests of the merge stage use that, for more repeats to merge."""
     o = dict(DEFAULTS)
     o.update(opts)
     if anchors is None:
         anchors = ssd_anchors()
     h, w = img.shape[:2]
-    cands = []
     rois = pass_rois(w, h, o['levels'], o['overlap'], o['min_tile'])
     full, full_dbg = palm_pass(img, rois[0][1], runtime, palm_model, anchors, o['min_palm'])
-    cands += [{'level': 0, 'det': d} for d in full]
-    use_prior = len(rois) > 1 and o['tile_prior'] > 0
-    pts = tile_prior(full_dbg, anchors, full, o['tile_prior'], o['prior_mask']) if use_prior else []
-    tiles_run = 0
-    for level, roi in rois[1:]:
-        if use_prior and not tile_wanted(pts, roi):
-            continue
-        tiles_run += 1
-        dets, _ = palm_pass(img, roi, runtime, palm_model, anchors, o['min_palm'])
-        cands += [{'level': level, 'det': d} for d in dets]
-    # palm-level suppression across passes: only repeats go; the full
-    # frame's palms first, then by score
-    order = sorted(range(len(cands)), key=lambda i: (cands[i]['level'] > 0, -cands[i]['det']['score'], i))
-    kept = []
-    for i in order:
-        c = cands[i]
-        rep = next((k for k in kept if iou(k['det']['box_px'], c['det']['box_px']) > o['palm_iou']), None)
-        if rep is None:
-            c['levels'] = 1 << c['level']
-            kept.append(c)
-        else:
-            rep['levels'] |= 1 << c['level']
-    hands = []
-    for c in kept:
+    cands = [{'level': 0, 'det': d} for d in full]
+
+    def suppress(cs, kept):
+        """Palm-level suppression, in order: a palm overlapping a kept one by
+        IoU > palm_iou is its repeat (its level joins the keeper's)."""
+        for c in cs:
+            rep = next((k for k in kept if iou(k['det']['box_px'], c['det']['box_px']) > o['palm_iou']), None)
+            if rep is None:
+                c['levels'] = 1 << c['level']
+                kept.append(c)
+            else:
+                rep['levels'] |= 1 << c['level']
+        return kept
+
+    calls = [0]
+
+    def landmark(c):
+        calls[0] += 1
         lh = landmark_hand(img, palm_to_roi(c['det']), runtime, lm_model)
         need = o['min_presence'] if c['level'] == 0 else max(o['min_presence'], o['tile_presence'])
         if not (lh['presence'] >= need):
+            return None
+        return {'box': lh['box'], 'landmarks': lh['landmarks'], 'presence': lh['presence'],
+                'handedness': lh['handedness_raw'], 'is_right': lh['handedness_raw'] > 0.5,
+                'palm': c['det']['score'], 'level': c['level'], 'cand': c, 'roi': lh['roi']}
+
+    # the full frame's palms (by score) and their hands, before any tile
+    kept = suppress(sorted(cands, key=lambda c: -c['det']['score']), [])
+    full_hands = [hd for hd in map(landmark, kept) if hd is not None]
+    # the prior, less what lies inside the palms of the hands found
+    use_prior = len(rois) > 1 and o['tile_prior'] > 0
+    palms = [hd['cand']['det']['box_px'] for hd in full_hands] if o['skip_repeats'] else []
+    pts = tile_prior(full_dbg, anchors, full, o['tile_prior'], o['prior_mask'], palms, o['tile_repeat']) if use_prior else []
+    tiles_run = 0
+    for li in range(1, len(o['levels']) + 1):
+        level_rois = [roi for level, roi in rois[1:] if level == li]
+        want = tiles_wanted(pts, level_rois) if use_prior else set(range(len(level_rois)))
+        for i, roi in enumerate(level_rois):
+            if i not in want:
+                continue
+            tiles_run += 1
+            dets, _ = palm_pass(img, roi, runtime, palm_model, anchors, o['min_palm'])
+            cands += [{'level': li, 'det': d} for d in dets]
+    # the tiles' palms by score: repeats of a kept palm go, and so do those
+    # inside a full-frame hand's box (that hand seen again)
+    tile_cands = [c for c in cands if c['level'] > 0]
+    order = sorted(range(len(tile_cands)), key=lambda i: (-tile_cands[i]['det']['score'], i))
+    n0 = len(kept)
+    kept = suppress([tile_cands[i] for i in order], kept)
+    for hd in full_hands:
+        hd['levels'] = hd['cand']['levels']
+    hands = list(full_hands)
+    for c in kept[n0:]:
+        k = in_palm(c['det']['box_px'], [hd['cand']['det']['box_px'] for hd in full_hands], o['tile_repeat'])
+        if k is not None and o['skip_repeats']:
+            full_hands[k]['levels'] |= c['levels']
             continue
-        hands.append({'box': lh['box'], 'landmarks': lh['landmarks'], 'presence': lh['presence'],
-                      'handedness': lh['handedness_raw'], 'is_right': lh['handedness_raw'] > 0.5,
-                      'palm': c['det']['score'], 'level': c['level'], 'levels': c['levels'],
-                      'roi': lh['roi']})
+        hd = landmark(c)
+        if hd is not None:
+            hd['levels'] = c['levels']
+            hands.append(hd)
+    for hd in hands:
+        del hd['cand']
     hands.sort(key=lambda hd: -np.float32(hd['palm']))  # stable: palm-score order
     out = merge_hands(list(hands), o)
-    return out[:o['max_hands']], {'candidates': cands, 'landmarked': kept, 'hands': hands,
-                                  'tiles_run': tiles_run, 'prior': pts}
+    return out[:o['max_hands']], {'candidates': cands, 'kept': kept, 'hands': hands,
+                                  'tiles_run': tiles_run, 'landmark_calls': calls[0], 'prior': pts}
