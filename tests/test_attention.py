@@ -1,5 +1,7 @@
-"""The fast precision's attention head (src/kernels/attn_avx512vnni.c:
-bf16 dot products, fp32 softmax) against numpy, through tests/c/tool_attn.
+"""The attention heads against numpy, through tests/c/tool_attn: the fast
+precision's (src/kernels/attn_avx512vnni.c: bf16 dot products, fp32
+softmax) and the fp32 ones (src/kernels/attn_avx512.c fused, and the two
+GEMMs).
 
 Two references, in float64:
 * exact: softmax(scale q k^T) v. The kernel rounds q*scale, k, v and the
@@ -11,8 +13,7 @@ Two references, in float64:
   exp (relative 2.5e-9) differ, and a softmax value sitting on a bf16
   rounding boundary may round the other way (one bf16 ulp of that weight):
   max |err| <= 2e-3 * max|v| and mean |err| <= 2e-5 * max|v|.
-The fp32 path vit.c runs otherwise is checked against the exact reference
-to 1e-5.
+The fp32 heads are checked against the exact reference to 1e-5.
 """
 
 import subprocess
@@ -42,7 +43,7 @@ def run(mode, qkv):
     data = np.array([n, hd], np.int32).tobytes() + qkv.astype(np.float32).tobytes()
     proc = subprocess.run([str(TOOL), mode], input=data, capture_output=True, timeout=60)
     if proc.returncode == 3:
-        pytest.skip("this CPU has no AVX-512 BF16")
+        pytest.skip(f"this CPU cannot run the {mode} head (AVX-512, and BF16 for bf16)")
     assert proc.returncode == 0, proc.stderr
     return np.frombuffer(proc.stdout, np.float32).reshape(n, hd).astype(np.float64)
 
@@ -86,12 +87,22 @@ def test_bf16_head(tool, n, hd, seed, qscale):
     assert err.mean() <= 2e-5 * vmax, err.mean()
 
 
-@pytest.mark.parametrize("n,hd,seed,qscale", CASES[:2])
-def test_fp32_head(tool, n, hd, seed, qscale):
+@pytest.mark.parametrize("mode", ["fp32", "fp32-fused", "fp32-gemm"])
+@pytest.mark.parametrize("n,hd,seed,qscale", CASES + [(40, 24, 6, 1.0)])
+def test_fp32_head(tool, mode, n, hd, seed, qscale):
+    """The fp32 heads (fused, the two GEMMs, and what vit.c runs: fused
+    where the shape allows) are plain fp32 sums: 1e-5 of max|v| against
+    float64. 40 x 24 is no multiple of 16: vit.c's choice takes the GEMMs
+    there and the fused head refuses it."""
     qkv = inputs(n, hd, seed, qscale)
     q, k, v = (qkv[:, i].astype(np.float64) for i in range(3))
     exact = softmax((q / np.sqrt(hd)) @ k.T) @ v
-    assert np.abs(run("fp32", qkv) - exact).max() <= 1e-5 * np.abs(v).max()
+    if mode == "fp32-fused" and (n % 16 or hd % 16):
+        proc = subprocess.run([str(TOOL), mode], input=np.array([n, hd], np.int32).tobytes() + qkv.tobytes(),
+                              capture_output=True, timeout=60)
+        assert proc.returncode == 3
+        return
+    assert np.abs(run(mode, qkv) - exact).max() <= 1e-5 * np.abs(v).max()
 
 
 def test_unsupported_shape_is_refused(tool):

@@ -1,5 +1,6 @@
-/* attn.c - when the bf16 attention head (attn_avx512vnni.c) may run and
- * when it does by default. */
+/* attn.c - the fp32 head's dispatch (fused AVX-512 or two GEMMs), and
+ * when the bf16 attention head (attn_avx512vnni.c) may run and when it
+ * does by default. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,8 @@
 #include "core/cpu.h"
 #include "core/util.h"
 #include "kernels/attn.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
 
 size_t hm_attention_bf16_scratch(int n, int hd) {
     /* q and k pairs, v pairs, 4 rows of p pairs and of scores (attn_avx512vnni.c). */
@@ -48,4 +51,27 @@ int hm_attention_bf16_usable(int n, int hd, size_t avail) {
     if ((hm_cpu_features() & need) != need || hm_isa_active() != HM_ISA_AVX512) return 0;
     if (n < 16 || n % 16 || hd < 16 || hd % 16 || hd > HM_ATTN_MAX_HD) return 0;
     return hm_attention_bf16_scratch(n, hd) <= avail;
+}
+
+size_t hm_attention_f32_fused_scratch(int n, int hd) { return (size_t)hd * n + 4 * (size_t)n; }
+
+int hm_attention_f32_fused_usable(int n, int hd, size_t avail) {
+    if (hm_isa_active() != HM_ISA_AVX512) return 0;
+    if (n < 16 || n % 16 || hd < 16 || hd % 16) return 0;
+    return hm_attention_f32_fused_scratch(n, hd) <= avail;
+}
+
+void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, const float *k, const float *v,
+                                size_t ld, float *o, size_t ldo, float *scratch) {
+    hm_sgemm_nt(n, n, hd, scale, q, (int)ld, k, (int)ld, 0.0f, scratch, n);
+    for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
+    hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, v, (int)ld, 0.0f, o, (int)ldo);
+}
+
+void hm_attention_head_f32(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
+                           float *o, size_t ldo, float *scratch, size_t avail) {
+    if (hm_attention_f32_fused_usable(n, hd, avail))
+        hm_attention_head_f32_avx512(n, hd, scale, q, k, v, ld, o, ldo, scratch);
+    else
+        hm_attention_head_f32_gemm(n, hd, scale, q, k, v, ld, o, ldo, scratch);
 }

@@ -32,6 +32,25 @@
 
 #define HM_ATTN_MAX_HD 256
 
+/* The fp32 head, both precisions' (fast: where bf16 is not chosen):
+ * o[t][0..hd) = softmax_t'(scale q_t . k_t') v_t', as above, in fp32.
+ * Fused (attn_avx512.c: four query rows' scores, softmax and output at a
+ * time, k transposed once) when the AVX-512 kernels are active, n and hd
+ * are multiples of 16 and hm_attention_f32_fused_scratch(n, hd) <= avail;
+ * otherwise two GEMMs around the softmax rows (n * n scratch floats). The
+ * fused head is ~2x the GEMMs' speed at 192 x 80 (docs/benchmarks.md);
+ * both are plain fp32 sums, in other orders. scratch: avail floats,
+ * 64-byte aligned, at least n * n. */
+size_t hm_attention_f32_fused_scratch(int n, int hd);
+int hm_attention_f32_fused_usable(int n, int hd, size_t avail);
+void hm_attention_head_f32(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
+                           float *o, size_t ldo, float *scratch, size_t avail);
+/* The unfused one, for comparisons (tests/c/tool_attn). */
+void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, const float *k, const float *v,
+                                size_t ld, float *o, size_t ldo, float *scratch);
+void hm_attention_head_f32_avx512(int n, int hd, float scale, const float *q, const float *k, const float *v,
+                                  size_t ld, float *o, size_t ldo, float *scratch);
+
 size_t hm_attention_bf16_scratch(int n, int hd);
 int hm_attention_bf16_choose(int n, int hd, size_t avail, int *use_bf16);
 int hm_attention_bf16_usable(int n, int hd, size_t avail);

@@ -57,9 +57,7 @@ static void attn_task(void *ctx, int task, int tid) {
         hm_attention_head_bf16(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
         return;
     }
-    hm_sgemm_nt(n, n, HM_VIT_HEAD_DIM, scale, q, ld, k, ld, 0.0f, S, n);
-    for (int r = 0; r < n; r++) hm_softmax(S + (size_t)r * n, n);
-    hm_sgemm_nn(n, HM_VIT_HEAD_DIM, n, 1.0f, S, n, v, ld, 0.0f, o, c->dim);
+    hm_attention_head_f32(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S, (size_t)n * n);
 }
 
 int hm_vit_forward(hm_state *s, int B) {

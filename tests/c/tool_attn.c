@@ -3,9 +3,11 @@
  *
  *   tool_attn MODE < in > out
  * in: int32 n, int32 hd, then n rows of [q | k | v] (3*hd float32 each);
- * out: n rows of hd float32. MODE bf16: hm_attention_head_bf16 (exit 3
- * when this machine cannot run it); fp32: the fp32 path vit.c runs;
- * time: both, alternately, 200 times each, and prints the minimum and
+ * out: n rows of hd float32. MODE bf16: hm_attention_head_bf16;
+ * fp32-fused: the fused fp32 head; fp32-gemm: the two GEMMs around the
+ * softmax (exit 3 when this machine cannot run the mode); fp32: what
+ * vit.c runs in fp32 (hm_attention_head_f32: fused where it can);
+ * time: the three, alternately, 200 times each, and prints the minimum and
  * median thread CPU time per head of each (a measure that other processes
  * on the machine disturb less than wall time). */
 #include <math.h>
@@ -19,50 +21,58 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 
+/* The modes' heads: 0 the two fp32 GEMMs, 1 the fused fp32 head, 2 bf16. */
+static const char *const names[3] = {"fp32-gemm", "fp32-fused", "bf16"};
+
+static void head(int m, int n, int hd, float scale, const float *x, float *o, float *scratch) {
+    const size_t ld = (size_t)3 * hd;
+    if (m == 0) hm_attention_head_f32_gemm(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    else if (m == 1) hm_attention_head_f32_avx512(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    else hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+}
+
 /* One mode on the n x hd head in x ([n, 3*hd]: q, k, v); exit status. */
 static int tool(const char *mode, int n, int hd, float *x, float *o, float *scratch) {
     size_t ld = (size_t)3 * hd;
     if (fread(x, sizeof *x, (size_t)n * ld, stdin) != (size_t)n * ld) return 2;
     float scale = 1.0f / sqrtf((float)hd);
+    const int can[3] = {1, hm_attention_f32_fused_usable(n, hd, hm_attention_f32_fused_scratch(n, hd)),
+                        hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd))};
     if (!strcmp(mode, "time")) {
         enum { R = 200 };
-        static double t[2][R];
-        int bf = hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd));
+        static double t[3][R];
         for (int i = 0; i < R; i++)
-            for (int m = 0; m < 2; m++) {
+            for (int m = 0; m < 3; m++) {
                 struct timespec a, b;
                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-                if (m == 0) {
-                    hm_sgemm_nt(n, n, hd, scale, x, (int)ld, x + hd, (int)ld, 0.0f, scratch, n);
-                    for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
-                    hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, x + 2 * hd, (int)ld, 0.0f, o, hd);
-                } else if (bf) {
-                    hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
-                }
+                if (can[m]) head(m, n, hd, scale, x, o, scratch);
                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
                 t[m][i] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3;
             }
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < 3; m++) {
+            if (!can[m]) {
+                printf("%s: not on this machine\n", names[m]);
+                continue;
+            }
             for (int i = 1; i < R; i++)
                 for (int j = i; j > 0 && t[m][j - 1] > t[m][j]; j--) {
                     double w = t[m][j];
                     t[m][j] = t[m][j - 1], t[m][j - 1] = w;
                 }
             double flop = 4.0 * n * n * hd;
-            printf("%s: min %.1f us, median %.1f us per head (%.1f GFLOP/s at the median)\n", m ? "bf16" : "fp32",
-                   t[m][0], t[m][R / 2], flop / t[m][R / 2] * 1e-3);
+            printf("%s: min %.1f us, median %.1f us per head (%.1f GFLOP/s at the median)\n", names[m], t[m][0],
+                   t[m][R / 2], flop / t[m][R / 2] * 1e-3);
         }
         return 0;
     }
-    if (!strcmp(mode, "bf16")) {
-        if (!hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd))) return 3;
-        hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
-    } else if (!strcmp(mode, "fp32")) {
-        hm_sgemm_nt(n, n, hd, scale, x, (int)ld, x + hd, (int)ld, 0.0f, scratch, n);
-        for (int r = 0; r < n; r++) hm_softmax(scratch + (size_t)r * n, n);
-        hm_sgemm_nn(n, hd, n, 1.0f, scratch, n, x + 2 * hd, (int)ld, 0.0f, o, hd);
+    if (!strcmp(mode, "fp32")) { /* what vit.c runs in fp32 */
+        hm_attention_head_f32(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch, (size_t)n * n);
     } else {
-        return 2;
+        int m = 0;
+        while (m < 3 && strcmp(mode, names[m])) m++;
+        if (m == 3) return 2;
+        if (!can[m]) return 3;
+        head(m, n, hd, scale, x, o, scratch);
     }
     fwrite(o, sizeof *o, (size_t)n * hd, stdout);
     return 0;
@@ -74,7 +84,8 @@ int main(int argc, char **argv) {
     int n = hdr[0], hd = hdr[1];
     if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
     float *x = malloc((size_t)n * 3 * hd * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
-    float *scratch = aligned_alloc(64, ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + 16) * sizeof(float));
+    size_t sb = ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + hm_attention_f32_fused_scratch(n, hd) + 16) * sizeof(float);
+    float *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
     int rc = x && o && scratch ? tool(argv[1], n, hd, x, o, scratch) : 2;
     free(x);
     free(o);
