@@ -48,5 +48,8 @@ void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
  * hm_gelu in vmath.h, within a few ulp). */
 void hm_gelu_vec_avx2(float *x, size_t n);
 void hm_gelu_vec_avx512(float *x, size_t n);
+/* The same over mr rows of nr floats, ldc apart (a GEMM tile): rows of at
+ * most 32 go two at a time, so that four vectors' polynomials overlap. */
+void hm_gelu_rows_avx512(float *C, size_t ldc, int mr, int nr);
 
 #endif
