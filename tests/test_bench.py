@@ -48,6 +48,10 @@ def check_report(r, precision, batch, threads, iters, depth, head_depth):
     assert r["isa"] in ("avx512", "avx2", "scalar")
     med, mn = r["ms_per_crop_median"], r["ms_per_crop_min"]
     assert 0 < mn <= med < 600_000
+    # every timed iteration, for medians over interleaved runs (bench/peers)
+    all_ms = r["ms_per_crop_all"]
+    assert len(all_ms) == iters and min(all_ms) == pytest.approx(mn, rel=1e-9)
+    assert sorted(all_ms)[(iters - 1) // 2] <= med <= sorted(all_ms)[iters // 2]
     assert r["crops_per_s"] == pytest.approx(1000.0 / med, rel=1e-6)
     assert r["gflop_per_crop"] == pytest.approx(model_flops(depth, head_depth) / 1e9, rel=1e-9)
     assert r["gflops"] == pytest.approx(r["gflop_per_crop"] * r["crops_per_s"], rel=1e-6)

@@ -364,6 +364,9 @@ static int run(bench_args *args) {
         json_object_set_new(o, "load_s", json_real(load_s));
         json_object_set_new(o, "ms_per_crop_median", json_real(1000.0 * med / B));
         json_object_set_new(o, "ms_per_crop_min", json_real(1000.0 * mn / B));
+        json_t *all = json_array();
+        for (int it = 0; it < iters; it++) json_array_append_new(all, json_real(1000.0 * iter_s[it] / B));
+        json_object_set_new(o, "ms_per_crop_all", all);
         json_object_set_new(o, "crops_per_s", json_real(B / med));
         json_object_set_new(o, "gflop_per_crop", json_real(fl / 1e9));
         json_object_set_new(o, "gflops", json_real(gflops));
