@@ -89,10 +89,12 @@ static pthread_once_t hm_sysinfo_once = PTHREAD_ONCE_INIT;
 static void sysinfo_init(void) {
     /* the fast precision's attention as a full-size model's state chooses it */
     const int ntok = (HAMER_CROP_H / HM_PATCH) * (HAMER_CROP_W / HM_PATCH);
-    int bf16 = 0;
-    const char *attn = hm_attention_bf16_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &bf16)
+    int mode = HM_ATTN_FP32;
+    const char *attn = hm_attention_bf16_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &mode)
                            ? "unavailable (HAMER_ATTN)"
-                           : bf16 ? "bf16 dot products, fp32 softmax" : "fp32";
+                       : mode == HM_ATTN_AMX  ? "bf16 on amx tiles, fp32 softmax"
+                       : mode == HM_ATTN_BF16 ? "bf16 dot products, fp32 softmax"
+                                              : "fp32";
     snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s%s; precision fp32: %s; fast: %s; fast attention: %s; cpu: %s",
              hm_isa_name(hm_isa_active()), hm_lowp_amx_in_use() ? " (int8 on amx tiles)" : "", hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
              attn, hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");

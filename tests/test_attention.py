@@ -1,7 +1,7 @@
 """The attention heads against numpy, through tests/c/tool_attn: the fast
 precision's (src/kernels/attn_avx512vnni.c: bf16 dot products, fp32
-softmax) and the fp32 ones (src/kernels/attn_avx512.c fused, and the two
-GEMMs).
+softmax; src/kernels/attn_amx.c: the same on AMX tiles) and the fp32 ones
+(src/kernels/attn_avx512.c fused, and the two GEMMs).
 
 Two references, in float64:
 * exact: softmax(scale q k^T) v. The kernel rounds q*scale, k, v and the
@@ -39,6 +39,8 @@ def softmax(s):
 
 
 def run(mode, qkv):
+    """The head `mode` of tool_attn on qkv; skipped (exit 3) where this
+    machine cannot run it: bf16 needs AVX-512 BF16, amx AMX-BF16 tiles."""
     n, _, hd = qkv.shape
     data = np.array([n, hd], np.int32).tobytes() + qkv.astype(np.float32).tobytes()
     proc = subprocess.run([str(TOOL), mode], input=data, capture_output=True, timeout=60)
@@ -65,12 +67,21 @@ def tool():
     return TOOL
 
 
-@pytest.mark.parametrize("n,hd,seed,qscale", CASES)
-def test_bf16_head(tool, n, hd, seed, qscale):
+@pytest.mark.parametrize("mode", ["bf16", "amx"])
+@pytest.mark.parametrize("n,hd,seed,qscale", CASES + [(96, 48, 7, 3.0)])
+def test_bf16_head(tool, mode, n, hd, seed, qscale):
+    """Both bf16 heads, vdpbf16ps and AMX tiles (the same bf16 operands,
+    fp32 sums in other orders), against both references. The AMX head
+    takes n a multiple of 32 and refuses other shapes."""
     qkv = inputs(n, hd, seed, qscale)
     q, k, v = (qkv[:, i].astype(np.float64) for i in range(3))
     scale = np.float32(1.0) / np.sqrt(np.float32(hd))
-    got = run("bf16", qkv)
+    if mode == "amx" and n % 32:
+        proc = subprocess.run([str(TOOL), mode], input=np.array([n, hd], np.int32).tobytes() + qkv.tobytes(),
+                              capture_output=True, timeout=60)
+        assert proc.returncode == 3
+        return
+    got = run(mode, qkv)
     vmax = np.abs(v).max()
 
     s = (q * scale) @ k.T

@@ -55,6 +55,21 @@ def cpu_runs_bf16_attention_by_default():
     return "AuthenticAMD" in info and " avx512_bf16" in info and " avx512bw" in info
 
 
+def cpu_has_amx_bf16():
+    """AMX-BF16 tiles (read from /proc/cpuinfo) that the library uses: its
+    int8 matmuls are on tiles (Linux granted the tile state)."""
+    from conftest import run_hamer
+    info = open("/proc/cpuinfo").read()
+    flags = all(f" {f}" in info for f in ("amx_tile", "amx_int8", "amx_bf16", "avx512_bf16"))
+    return flags and "int8 on amx tiles" in run_hamer(["--version"]).stdout
+
+
+def default_attention():
+    """The head the fast precision takes by default (kernels/attn.h): AMX
+    tiles where AMX-BF16 is in use, else bf16 on AMD with AVX-512 BF16, else fp32."""
+    return "amx" if cpu_has_amx_bf16() else "bf16" if cpu_runs_bf16_attention_by_default() else "fp32"
+
+
 def cpu_has_bf16():
     info = open("/proc/cpuinfo").read()
     return " avx512_bf16" in info and " avx512bw" in info
@@ -63,8 +78,9 @@ def cpu_has_bf16():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind,attn", [("float", None), ("uint8", None), ("float", "fp32")])
 def test_fast_gate_with_outlier_channels(regress, kind, attn):
-    # attn None: the attention kernel this CPU gets by default (bf16 on
-    # AMD with AVX-512 BF16); "fp32": the other one, gated as well.
+    # attn None: the attention kernel this CPU gets by default (AMX tiles
+    # where AMX-BF16 is in use, bf16 on AMD with AVX-512 BF16); "fp32": the
+    # other one, gated as well.
     ckpt = outlier_checkpoint(4, 2, 7)
     crops = float_crops(2) if kind == "float" else uint8_crops(2)
     fast = regress(ckpt, crops, "--precision", "fast", env=attn_env(attn))
@@ -95,26 +111,36 @@ def test_version_names_the_scheme(hamer_bin):
 
 
 def test_attention_kernel_choice(regress, ckpt):
-    """HAMER_ATTN: the default follows the CPU (bf16 on AMD with AVX-512
-    BF16, fp32 elsewhere), fp32|bf16 decide, anything else (or bf16 where
-    the CPU cannot) is a one-line error and nothing is written; the two
-    kernels really differ and fp32 precision never uses bf16."""
+    """HAMER_ATTN: the default follows the CPU (AMX tiles where AMX-BF16 is
+    in use, bf16 on AMD with AVX-512 BF16, fp32 elsewhere), fp32|bf16|amx
+    decide, anything else (or a head the CPU cannot run) is a one-line
+    error and nothing is written; the kernels really differ and fp32
+    precision never uses bf16."""
     from conftest import run_hamer
     crops = float_crops(1)
-    want_default = "bf16" if cpu_runs_bf16_attention_by_default() else "fp32"
+    want_default = default_attention()
     proc = run_hamer(["--version"], env=attn_env(None))
     assert proc.returncode == 0
-    assert ("fast attention: bf16" if want_default == "bf16" else "fast attention: fp32") in proc.stdout, proc.stdout
+    names = {"amx": "fast attention: bf16 on amx tiles", "bf16": "fast attention: bf16 dot products",
+             "fp32": "fast attention: fp32"}
+    assert names[want_default] in proc.stdout, proc.stdout
     assert "fast attention: fp32" in run_hamer(["--version"], env=attn_env("fp32")).stdout
 
     model = ckpt("d2h2")
     dflt = regress(model, crops, "--precision", "fast", env=attn_env(None))
     f32 = regress(model, crops, "--precision", "fast", env=attn_env("fp32"))
+    runs = {"fp32": f32}
     if cpu_has_bf16():
-        b16 = regress(model, crops, "--precision", "fast", env=attn_env("bf16"))
+        runs["bf16"] = b16 = regress(model, crops, "--precision", "fast", env=attn_env("bf16"))
         assert not np.array_equal(b16["params"], f32["params"])   # a different computation
         np.testing.assert_allclose(b16["vertices"], f32["vertices"], atol=2e-4)
-    same = b16 if want_default == "bf16" else f32
+    if cpu_has_amx_bf16():
+        runs["amx"] = amx = regress(model, crops, "--precision", "fast", env=attn_env("amx"))
+        assert not np.array_equal(amx["params"], f32["params"])
+        np.testing.assert_allclose(amx["vertices"], f32["vertices"], atol=2e-4)
+        # the same bf16 operands as the vdpbf16ps head, sums in another order
+        np.testing.assert_allclose(amx["vertices"], b16["vertices"], atol=2e-5)
+    same = runs[want_default]
     for k in dflt:
         assert np.array_equal(dflt[k], same[k]), k
     # the exact precision ignores the choice
@@ -124,7 +150,7 @@ def test_attention_kernel_choice(regress, ckpt):
 
     out = regress.tmp / "bad.npz"
     inp, _ = regress.paths(crops)
-    for bad in ["fp16", "BF-16"] + ([] if cpu_has_bf16() else ["bf16"]):
+    for bad in ["fp16", "BF-16"] + ([] if cpu_has_bf16() else ["bf16"]) + ([] if cpu_has_amx_bf16() else ["amx"]):
         proc = run_hamer(["regress", "--model", model, "--input", inp, "--output", out, "--precision", "fast"],
                          env=attn_env(bad))
         if "fast: unavailable" in run_hamer(["--version"]).stdout:

@@ -17,33 +17,48 @@ size_t hm_attention_bf16_scratch(int n, int hd) {
     return (size_t)n * hd / 2 * 2 + (size_t)n / 2 * hd + 4 * ((size_t)n / 2 + n);
 }
 
-/* HAMER_ATTN, read once: -1 unset/auto, 0 fp32, 1 bf16, 2 unknown. */
+/* HAMER_ATTN, read once: -1 unset/auto, 0 fp32, 1 bf16, 2 amx, 3 unknown. */
 static int attn_env(void) {
     static atomic_int v = -2;
     int e = atomic_load(&v);
     if (e == -2) {
         const char *s = getenv("HAMER_ATTN");
         if (!s || !*s || !strcasecmp(s, "auto")) e = -1;
-        else if (!strcasecmp(s, "fp32")) e = 0;
-        else if (!strcasecmp(s, "bf16")) e = 1;
-        else e = 2;
+        else if (!strcasecmp(s, "fp32")) e = HM_ATTN_FP32;
+        else if (!strcasecmp(s, "bf16")) e = HM_ATTN_BF16;
+        else if (!strcasecmp(s, "amx")) e = HM_ATTN_AMX;
+        else e = 3;
         atomic_store(&v, e);
     }
     return e;
 }
 
-int hm_attention_bf16_choose(int n, int hd, size_t avail, int *use_bf16) {
-    *use_bf16 = 0;
+int hm_attention_bf16_choose(int n, int hd, size_t avail, int *mode) {
+    *mode = HM_ATTN_FP32;
     const int env = attn_env();
-    if (env == 2) return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=%s: not one of auto|fp32|bf16", getenv("HAMER_ATTN"));
-    const int ok = hm_attention_bf16_usable(n, hd, avail);
-    if (env == 1 && !ok)
+    if (env == 3)
+        return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=%s: not one of auto|fp32|bf16|amx", getenv("HAMER_ATTN"));
+    const int bf = hm_attention_bf16_usable(n, hd, avail), amx = hm_attention_amx_usable(n, hd, avail);
+    if (env == HM_ATTN_BF16 && !bf)
         return hm_err(HM_E_UNSUPPORTED,
                       "HAMER_ATTN=bf16 needs AVX-512 BF16 with the AVX-512 kernels active (this CPU: %s, kernels %s)",
                       hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64",
                       hm_isa_name(hm_isa_active()));
-    *use_bf16 = env == 1 || (env == -1 && ok && hm_cpu_vendor_amd());
+    if (env == HM_ATTN_AMX && !amx)
+        return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=amx needs AMX-BF16 tiles in use (this CPU: %s, kernels %s%s)",
+                      hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64",
+                      hm_isa_name(hm_isa_active()), hm_attention_amx_built() ? "" : "; built without AMX");
+    if (env >= 0) *mode = env;
+    else if (amx) *mode = HM_ATTN_AMX;
+    else if (bf && hm_cpu_vendor_amd()) *mode = HM_ATTN_BF16;
     return HM_OK;
+}
+
+int hm_attention_amx_usable(int n, int hd, size_t avail) {
+    const int need = HM_CPU_AMX | HM_CPU_AMX_BF16;
+    if (!hm_attention_amx_built() || (hm_cpu_features() & need) != need || !hm_amx_active()) return 0;
+    if (n < 32 || n % 32 || hd < 16 || hd % 16 || hd > HM_ATTN_MAX_HD) return 0;
+    return hm_attention_amx_scratch(n, hd) <= avail;
 }
 
 int hm_attention_bf16_usable(int n, int hd, size_t avail) {

@@ -3,11 +3,14 @@
  * (vit.c: two unpacked GEMMs around hm_softmax) stays the portable one and
  * fp32's only one.
  *
- * hm_attention_bf16_choose: whether the fast precision's attention uses it,
- * into *use_bf16. HAMER_ATTN=fp32|bf16 decides when set (bf16 where the
- * CPU cannot run it is an error, as is any other value); unset or "auto",
- * it is on where usable on AMD CPUs and off elsewhere. Why by vendor: the
- * choice depends on the bf16 unit's throughput, which no CPUID bit tells.
+ * hm_attention_bf16_choose: what the fast precision's attention runs, into
+ * *mode (HM_ATTN_*). HAMER_ATTN=fp32|bf16|amx decides when set (a head the
+ * CPU cannot run is an error, as is any other value); unset or "auto": the
+ * AMX head where AMX-BF16 is active (tiles at ~8x vdpbf16ps's rate: a
+ * full-size crop's attention 31 -> 12 ms on the Intel Xeon measured,
+ * docs/benchmarks.md), else the vdpbf16ps head where usable on AMD CPUs,
+ * else fp32. Why by vendor: the choice depends on the bf16 unit's
+ * throughput, which no CPUID bit tells.
  * On the Intel Xeon (AMX/FP16 generation) measured, vdpbf16ps zmm issues at
  * a quarter of the FMA rate (0.86 against 0.21 ns per instruction, 24
  * independent chains), i.e. half fp32's FLOP rate, and one head took 172 us
@@ -52,10 +55,25 @@ void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, cons
 void hm_attention_head_f32_avx512(int n, int hd, float scale, const float *q, const float *k, const float *v,
                                   size_t ld, float *o, size_t ldo, float *scratch);
 
+/* What the fast precision's attention runs (hm_attention_bf16_choose). */
+enum { HM_ATTN_FP32 = 0, HM_ATTN_BF16 = 1, HM_ATTN_AMX = 2 };
+
 size_t hm_attention_bf16_scratch(int n, int hd);
-int hm_attention_bf16_choose(int n, int hd, size_t avail, int *use_bf16);
+int hm_attention_bf16_choose(int n, int hd, size_t avail, int *mode);
 int hm_attention_bf16_usable(int n, int hd, size_t avail);
 void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
                             float *o, size_t ldo, float *scratch);
+
+/* The same head on AMX tiles (attn_amx.c): the same bf16 operands and
+ * fp32 softmax as hm_attention_head_bf16, tdpbf16ps sums (fp32, in another
+ * order). Usable when this build has it (hm_attention_amx_built), AMX-BF16
+ * is active (core/cpu.h), n is a multiple of 32, hd of 16 up to
+ * HM_ATTN_MAX_HD and hm_attention_amx_scratch(n, hd) floats fit in avail. */
+#define HM_ATTN_AMX_OT 5 /* output tiles (16 dims each) per pass */
+int hm_attention_amx_built(void);
+size_t hm_attention_amx_scratch(int n, int hd);
+int hm_attention_amx_usable(int n, int hd, size_t avail);
+void hm_attention_head_amx(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
+                           float *o, size_t ldo, float *scratch);
 
 #endif

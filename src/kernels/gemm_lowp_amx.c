@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
 
@@ -33,12 +34,6 @@
 
 int hm_lowp_amx_built(void) { return 1; }
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} hm_tilecfg;
-_Static_assert(sizeof(hm_tilecfg) == 64, "ldtilecfg reads 64 bytes");
 
 /* r0, r1: rows of row tile 0 and 1 (r1 == 0: tiles 2, 3, 5 unused). */
 static void hm_amx_config(int r0, int r1) {

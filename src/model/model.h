@@ -133,7 +133,7 @@ typedef struct hm_state {
     float *mlp;                  /* [T, mlp], row stride mlp_ld */
     int mlp_ld;
     float *scores;               /* [nthreads, ntok, ntok] attention scratch */
-    int attn_bf16;               /* fast precision: bf16 attention heads (kernels/attn.h) */
+    int attn_mode;               /* fast precision: its attention head, HM_ATTN_* (kernels/attn.h) */
     /* head */
     float *kv;                   /* [T, hdepth*2*inner] */
     float *hx, *hh, *hq, *ha, *hf;   /* [B, hdim] / [B, inner] / [B, hmlp] */

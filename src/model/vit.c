@@ -38,7 +38,7 @@ static void layernorm_par(hm_state *s, const float *in, float *out, int rows, in
 
 typedef struct {
     hm_state *s;
-    int B, bf16;
+    int B, mode; /* HM_ATTN_* */
 } attn_job;
 
 /* One (crop, head): S = (q k^T) / sqrt(80); softmax rows; out = S v. */
@@ -53,7 +53,11 @@ static void attn_task(void *ctx, int task, int tid) {
     float *S = s->scores + (size_t)tid * n * n;
     float *o = s->att + (size_t)b * n * c->dim + hd * HM_VIT_HEAD_DIM;
     float scale = 1.0f / sqrtf((float)HM_VIT_HEAD_DIM);
-    if (j->bf16) {
+    if (j->mode == HM_ATTN_AMX) {
+        hm_attention_head_amx(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
+        return;
+    }
+    if (j->mode == HM_ATTN_BF16) {
         hm_attention_head_bf16(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
         return;
     }
@@ -64,10 +68,10 @@ int hm_vit_forward(hm_state *s, int B) {
     const hm_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, rc;
-    /* bf16 dot products and an fp32 softmax where the state chose them
-     * (fast precision; kernels/attn.h says where and why), inside the
-     * per-thread scores buffer. */
-    const int bf16 = s->attn_bf16;
+    /* bf16 dot products (vdpbf16ps or AMX tiles) and an fp32 softmax where
+     * the state chose them (fast precision; kernels/attn.h says where and
+     * why), inside the per-thread scores buffer. */
+    const int mode = s->attn_mode;
     HM_TIC(s);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
@@ -76,7 +80,7 @@ int hm_vit_forward(hm_state *s, int B) {
         HM_TOC(s, HM_ST_NORM);
         if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
         HM_TOC(s, HM_ST_QKV);
-        attn_job aj = {s, B, bf16};
+        attn_job aj = {s, B, mode};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
         HM_TOC(s, HM_ST_ATTN);
         if ((rc = hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM))) return rc;

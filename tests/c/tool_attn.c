@@ -3,7 +3,8 @@
  *
  *   tool_attn MODE < in > out
  * in: int32 n, int32 hd, then n rows of [q | k | v] (3*hd float32 each);
- * out: n rows of hd float32. MODE bf16: hm_attention_head_bf16;
+ * out: n rows of hd float32. MODE bf16: hm_attention_head_bf16; amx: the
+ * same on AMX tiles (hm_attention_head_amx);
  * fp32-fused: the fused fp32 head; fp32-gemm: the two GEMMs around the
  * softmax (exit 3 when this machine cannot run the mode); fp32: what
  * vit.c runs in fp32 (hm_attention_head_f32: fused where it can);
@@ -21,14 +22,17 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 
-/* The modes' heads: 0 the two fp32 GEMMs, 1 the fused fp32 head, 2 bf16. */
-static const char *const names[3] = {"fp32-gemm", "fp32-fused", "bf16"};
+/* The modes' heads: 0 the two fp32 GEMMs, 1 the fused fp32 head, 2 bf16
+ * (vdpbf16ps), 3 bf16 on AMX tiles. */
+enum { NM = 4 };
+static const char *const names[NM] = {"fp32-gemm", "fp32-fused", "bf16", "amx"};
 
 static void head(int m, int n, int hd, float scale, const float *x, float *o, float *scratch) {
     const size_t ld = (size_t)3 * hd;
     if (m == 0) hm_attention_head_f32_gemm(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
     else if (m == 1) hm_attention_head_f32_avx512(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
-    else hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    else if (m == 2) hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    else hm_attention_head_amx(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
 }
 
 /* One mode on the n x hd head in x ([n, 3*hd]: q, k, v); exit status. */
@@ -36,20 +40,21 @@ static int tool(const char *mode, int n, int hd, float *x, float *o, float *scra
     size_t ld = (size_t)3 * hd;
     if (fread(x, sizeof *x, (size_t)n * ld, stdin) != (size_t)n * ld) return 2;
     float scale = 1.0f / sqrtf((float)hd);
-    const int can[3] = {1, hm_attention_f32_fused_usable(n, hd, hm_attention_f32_fused_scratch(n, hd)),
-                        hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd))};
+    const int can[NM] = {1, hm_attention_f32_fused_usable(n, hd, hm_attention_f32_fused_scratch(n, hd)),
+                         hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd)),
+                         hm_attention_amx_usable(n, hd, hm_attention_amx_scratch(n, hd))};
     if (!strcmp(mode, "time")) {
         enum { R = 200 };
-        static double t[3][R];
+        static double t[NM][R];
         for (int i = 0; i < R; i++)
-            for (int m = 0; m < 3; m++) {
+            for (int m = 0; m < NM; m++) {
                 struct timespec a, b;
                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
                 if (can[m]) head(m, n, hd, scale, x, o, scratch);
                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
                 t[m][i] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3;
             }
-        for (int m = 0; m < 3; m++) {
+        for (int m = 0; m < NM; m++) {
             if (!can[m]) {
                 printf("%s: not on this machine\n", names[m]);
                 continue;
@@ -69,8 +74,8 @@ static int tool(const char *mode, int n, int hd, float *x, float *o, float *scra
         hm_attention_head_f32(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch, (size_t)n * n);
     } else {
         int m = 0;
-        while (m < 3 && strcmp(mode, names[m])) m++;
-        if (m == 3) return 2;
+        while (m < NM && strcmp(mode, names[m])) m++;
+        if (m == NM) return 2;
         if (!can[m]) return 3;
         head(m, n, hd, scale, x, o, scratch);
     }
@@ -84,7 +89,8 @@ int main(int argc, char **argv) {
     int n = hdr[0], hd = hdr[1];
     if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
     float *x = malloc((size_t)n * 3 * hd * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
-    size_t sb = ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + hm_attention_f32_fused_scratch(n, hd) + 16) * sizeof(float);
+    size_t sb = ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + hm_attention_f32_fused_scratch(n, hd) +
+                 hm_attention_amx_scratch(n, hd) + 16) * sizeof(float);
     float *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
     int rc = x && o && scratch ? tool(argv[1], n, hd, x, o, scratch) : 2;
     free(x);
