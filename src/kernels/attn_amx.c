@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/sanitize.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/attn.h"
 #include "kernels/vmath_avx512.h"
@@ -66,6 +67,13 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
     float *T = (float *)((char *)S + sp);                    /* [16][16] */
     T = (float *)(((uintptr_t)T + 63) & ~(uintptr_t)63);
     const __m512 sc = _mm512_set1_ps(scale), one = _mm512_set1_ps(1.0f);
+    /* ASan does not see tile loads and stores: the regions they touch are
+     * checked whole here (core/sanitize.h) */
+    hm_asan_region(q, ((size_t)(n - 1) * ld + (size_t)hd) * sizeof(float), 0);
+    hm_asan_region(k, ((size_t)(n - 1) * ld + (size_t)hd) * sizeof(float), 0);
+    hm_asan_region(v, ((size_t)(n - 1) * ld + (size_t)hd) * sizeof(float), 0);
+    hm_asan_region(o, ((size_t)(n - 1) * ldo + (size_t)hd) * sizeof(float), 1);
+    hm_asan_region(scratch, hm_attention_amx_scratch(n, hd) * sizeof(float), 1);
 
     /* q (scaled) and k rounded to bf16, zero padded to hdp dims; k's dims
      * paired per token; v's tokens paired per dim */

@@ -9,8 +9,8 @@
  * The bias copy is zero padded to a whole number of panels for the same
  * reason.
  *
- * Work split: tasks are (M block x one panel). Inside a task the K loop runs
- * in fixed HM_GEMM_KC steps; each step's dot products start from zero and
+ * Work split: tasks are (M block x a group of panels). Inside a task the K
+ * loop runs in fixed HM_GEMM_KC steps; each step's dot products start from zero and
  * are then added to the running total kept in C (two-level summation, which
  * also keeps fp32 error low at K = 5120). Every output element thus sees the
  * same sequence of operations whatever the thread count: 1- and N-thread
@@ -25,6 +25,9 @@
 /* Rows per M block: A block (MC x KC floats, 384 KiB) stays in L2 while
  * every panel's K chunk streams past it; 192-token batches fit in one. */
 #define HM_GEMM_MC 384
+/* Panels per task: 4 x 32 columns share each A chunk while it is in L2;
+ * the model's N (1280..6144) still gives 10+ tasks to balance. */
+#define HM_GEMM_GROUP 4
 
 static int hm_nr(int isa) {
     return isa == HM_ISA_AVX512 ? HM_GEMM_NR_AVX512 : isa == HM_ISA_AVX2 ? HM_GEMM_NR_AVX2 : HM_GEMM_NR_SCALAR;
@@ -87,27 +90,34 @@ typedef struct {
     hm_block_fn block;
 } hm_gemm_job;
 
-/* Task t: M block t % nmb of panel t / nmb. The whole K loop for that tile
- * runs here, so the summation order never depends on the thread count. */
+/* Task t: M block t % nmb of the group of HM_GEMM_GROUP panels t / nmb.
+ * The whole K loop for those tiles runs here, so the summation order never
+ * depends on the thread count. K chunks go outside the group's panels: the
+ * A chunk (M block x KC floats) stays in L2 while every panel of the group
+ * uses it, where a panel at a time streamed all of A once per panel (at K
+ * 5120, fc2's 3.9 MB, from L3 each time). Each output element still sees
+ * the same chunks in the same order, so the results are the same. */
 static void hm_gemm_task(void *ctx, int t, int tid) {
     const hm_gemm_job *j = ctx;
     int nr = j->nr_isa, K = j->W->K;
-    int mb = t % j->nmb, pn = t / j->nmb;
+    int mb = t % j->nmb, p0 = t / j->nmb * HM_GEMM_GROUP, np = (j->W->N + nr - 1) / nr;
+    int p1 = p0 + HM_GEMM_GROUP < np ? p0 + HM_GEMM_GROUP : np;
     int i0 = mb * HM_GEMM_MC, m = j->M - i0 < HM_GEMM_MC ? j->M - i0 : HM_GEMM_MC;
-    int n0 = pn * nr, ncols = j->W->N - n0 < nr ? j->W->N - n0 : nr;
-    const float *panel = j->W->w + (size_t)pn * K * nr;
     const float *A = j->A + (size_t)i0 * j->lda;
-    float *C = j->C + (size_t)i0 * j->ldc + n0;
     for (int k0 = 0; k0 < K; k0 += HM_GEMM_KC) {
         int kc = K - k0 < HM_GEMM_KC ? K - k0 : HM_GEMM_KC;
         int last = k0 + kc == K;
-        hm_gemm_epi_args e = {
-            .load_c = k0 > 0 || j->epi == HM_EPI_ACCUM,
-            .beta = 1.0f,
-            .bias = last && j->W->bias ? j->W->bias + n0 : NULL,
-            .gelu = last && j->epi == HM_EPI_GELU,
-        };
-        j->block(m, ncols, kc, A + k0, j->lda, panel + (size_t)k0 * nr, C, j->ldc, &e);
+        for (int pn = p0; pn < p1; pn++) {
+            int n0 = pn * nr, ncols = j->W->N - n0 < nr ? j->W->N - n0 : nr;
+            hm_gemm_epi_args e = {
+                .load_c = k0 > 0 || j->epi == HM_EPI_ACCUM,
+                .beta = 1.0f,
+                .bias = last && j->W->bias ? j->W->bias + n0 : NULL,
+                .gelu = last && j->epi == HM_EPI_GELU,
+            };
+            j->block(m, ncols, kc, A + k0, j->lda, j->W->w + (size_t)pn * K * nr + (size_t)k0 * nr,
+                     j->C + (size_t)i0 * j->ldc + n0, j->ldc, &e);
+        }
     }
 }
 
@@ -121,8 +131,8 @@ int hm_gemm_fp32(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
         .A = A, .lda = (size_t)lda, .W = W, .C = C, .ldc = (size_t)ldc,
         .epi = epi, .block = hm_block_for(W->isa),
     };
-    int np = (W->N + j.nr_isa - 1) / j.nr_isa;
-    hm_pool_run(pool, hm_gemm_task, &j, j.nmb * np);
+    int np = (W->N + j.nr_isa - 1) / j.nr_isa, ng = (np + HM_GEMM_GROUP - 1) / HM_GEMM_GROUP;
+    hm_pool_run(pool, hm_gemm_task, &j, j.nmb * ng);
     return HM_OK;
 }
 
