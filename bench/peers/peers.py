@@ -141,7 +141,9 @@ def _units(precision, version, isa):
     u.update(qkv=i8, fc1_gelu=i8, fc2=i8, head=i8 + " (K/V; rest fp32)")
     if "sensitive matmuls: bf16" in version:
         u["proj"] = "bf16 amx tdpbf16ps" if amx and "amx-bf16" in version else "bf16 dpbf16ps"
-    if "fast attention: bf16" in version:
+    if "fast attention: bf16 on amx tiles" in version:
+        u["attention"] = "bf16 amx tdpbf16ps"
+    elif "fast attention: bf16" in version:
         u["attention"] = "bf16 dpbf16ps"
     return u
 
