@@ -112,31 +112,22 @@ __attribute__((target("amx-tile"))) static void amx_config(void) {
     _tile_zero(7);
 }
 
-__attribute__((target("amx-tile,amx-int8"))) static void *int8_amx(void *out) {
-    amx_config();
-    for (long i = 0; i < AMX_ITERS / 4; i++) {
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        _tile_dpbusd(2, 5, 6);
-        _tile_dpbusd(3, 5, 7);
+/* Four independent accumulator tiles per step, as the kernels use them. */
+#define AMX_LOOP(NAME, TARGET, OP)                                   \
+    __attribute__((target(TARGET))) static void *NAME(void *out) {   \
+        amx_config();                                                \
+        for (long i = 0; i < AMX_ITERS / 4; i++) {                   \
+            OP(0, 4, 6);                                             \
+            OP(1, 4, 7);                                             \
+            OP(2, 5, 6);                                             \
+            OP(3, 5, 7);                                             \
+        }                                                            \
+        _tile_release();                                             \
+        *(float *)out = 0;                                           \
+        return NULL;                                                 \
     }
-    _tile_release();
-    *(float *)out = 0;
-    return NULL;
-}
-
-__attribute__((target("amx-tile,amx-bf16"))) static void *bf16_amx(void *out) {
-    amx_config();
-    for (long i = 0; i < AMX_ITERS / 4; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_release();
-    *(float *)out = 0;
-    return NULL;
-}
+AMX_LOOP(int8_amx, "amx-tile,amx-int8", _tile_dpbusd)
+AMX_LOOP(bf16_amx, "amx-tile,amx-bf16", _tile_dpbf16ps)
 
 int main(int argc, char **argv) {
     int maxth = argc > 1 ? atoi(argv[1]) : 2;

@@ -155,24 +155,18 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
                 for (int kk = 0; kk < np; kk += 16) {
                     _tile_loadd(5, pb + (size_t)h * n + 2 * kk, ps);
                     const uint32_t *vb = vp + (size_t)kk * hd + d0;
-                    _tile_loadd(6, vb, vs);
-                    _tile_dpbf16ps(0, 5, 6);
-                    if (nt > 1) {
-                        _tile_loadd(6, vb + 16, vs);
-                        _tile_dpbf16ps(1, 5, 6);
-                    }
-                    if (nt > 2) {
-                        _tile_loadd(6, vb + 32, vs);
-                        _tile_dpbf16ps(2, 5, 6);
-                    }
-                    if (nt > 3) {
-                        _tile_loadd(6, vb + 48, vs);
-                        _tile_dpbf16ps(3, 5, 6);
-                    }
-                    if (nt > 4) {
-                        _tile_loadd(6, vb + 64, vs);
-                        _tile_dpbf16ps(4, 5, 6);
-                    }
+                    /* output tile J += p . v's dims J (tile numbers are immediates) */
+#define PV_TILE(J)                                      \
+    if (nt > J) {                                       \
+        _tile_loadd(6, vb + 16 * J, vs);                \
+        _tile_dpbf16ps(J, 5, 6);                        \
+    }
+                    PV_TILE(0)
+                    PV_TILE(1)
+                    PV_TILE(2)
+                    PV_TILE(3)
+                    PV_TILE(4)
+#undef PV_TILE
                 }
                 for (int j = 0; j < nt; j++) {
                     switch (j) {
