@@ -90,7 +90,7 @@ static void sysinfo_init(void) {
     /* the fast precision's attention as a full-size model's state chooses it */
     const int ntok = (HAMER_CROP_H / HM_PATCH) * (HAMER_CROP_W / HM_PATCH);
     int mode = HM_ATTN_FP32;
-    const char *attn = hm_attention_bf16_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &mode)
+    const char *attn = hm_attention_fast_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &mode)
                            ? "unavailable (HAMER_ATTN)"
                        : mode == HM_ATTN_AMX  ? "bf16 on amx tiles, fp32 softmax"
                        : mode == HM_ATTN_BF16 ? "bf16 dot products, fp32 softmax"

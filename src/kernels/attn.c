@@ -33,7 +33,7 @@ static int attn_env(void) {
     return e;
 }
 
-int hm_attention_bf16_choose(int n, int hd, size_t avail, int *mode) {
+int hm_attention_fast_choose(int n, int hd, size_t avail, int *mode) {
     *mode = HM_ATTN_FP32;
     const int env = attn_env();
     if (env == 3)

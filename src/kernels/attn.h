@@ -3,7 +3,7 @@
  * (vit.c: two unpacked GEMMs around hm_softmax) stays the portable one and
  * fp32's only one.
  *
- * hm_attention_bf16_choose: what the fast precision's attention runs, into
+ * hm_attention_fast_choose: what the fast precision's attention runs, into
  * *mode (HM_ATTN_*). HAMER_ATTN=fp32|bf16|amx decides when set (a head the
  * CPU cannot run is an error, as is any other value); unset or "auto": the
  * AMX head where AMX-BF16 is active (tiles at ~8x vdpbf16ps's rate: a
@@ -55,11 +55,11 @@ void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, cons
 void hm_attention_head_f32_avx512(int n, int hd, float scale, const float *q, const float *k, const float *v,
                                   size_t ld, float *o, size_t ldo, float *scratch);
 
-/* What the fast precision's attention runs (hm_attention_bf16_choose). */
+/* What the fast precision's attention runs (hm_attention_fast_choose). */
 enum { HM_ATTN_FP32 = 0, HM_ATTN_BF16 = 1, HM_ATTN_AMX = 2 };
 
 size_t hm_attention_bf16_scratch(int n, int hd);
-int hm_attention_bf16_choose(int n, int hd, size_t avail, int *mode);
+int hm_attention_fast_choose(int n, int hd, size_t avail, int *mode);
 int hm_attention_bf16_usable(int n, int hd, size_t avail);
 void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
                             float *o, size_t ldo, float *scratch);

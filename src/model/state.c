@@ -53,7 +53,7 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
      * bad HAMER_ATTN, is the caller's before any forward runs). The exact
      * precision keeps its only path. */
     if (m->precision == HM_PREC_FAST) {
-        int rc = hm_attention_bf16_choose(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok, &s->attn_mode);
+        int rc = hm_attention_fast_choose(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok, &s->attn_mode);
         if (rc) {
             hm_state_release(s);
             return rc;
