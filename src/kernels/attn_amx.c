@@ -25,12 +25,12 @@
 #include "core/sanitize.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/attn.h"
+#include "kernels/bf16_avx512.h"
 #include "kernels/vmath_avx512.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 
 int hm_attention_amx_built(void) { return 1; }
-
 
 /* All eight tiles 16 x 64 bytes. Static: the compiler cannot see that
  * ldtilecfg reads the whole object, and may drop stores to a local one. */
@@ -40,19 +40,18 @@ static const _Alignas(64) hm_tilecfg tiles16 = {
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},
 };
 
-/* 16 floats (times scale) -> 16 bf16 at out. */
-static inline void bf16x16(const float *x, __m512 scale, uint16_t *out) {
-    __m256bh b = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x), scale));
-    memcpy(out, &b, 32);
+/* Room for 32 rows of scores (fp32) and weights (bf16), which first holds
+ * k's bf16 rows ([n][hdp]). */
+static size_t score_room(int n, size_t hdp) {
+    const size_t s = 32 * (size_t)n * 6, k = (size_t)n * hdp * 2;
+    return s > k ? s : k;
 }
 
 size_t hm_attention_amx_scratch(int n, int hd) {
     const size_t hdp = ((size_t)hd + 31) / 32 * 32;
-    /* q and k (hdp dims), v bf16; 32 rows of scores (fp32) and weights
-     * (bf16), room that first holds k's rows; one output tile, 64-byte
+    /* q and k (hdp dims), v bf16; the scores' room; one output tile, 64-byte
      * aligned */
-    const size_t sp = 32 * (size_t)n * 6 > (size_t)n * hdp * 2 ? 32 * (size_t)n * 6 : (size_t)n * hdp * 2;
-    return ((size_t)n * hdp * 4 + (size_t)n * hd * 2 + sp + 16 * 16 * 4 + 64) / 4;
+    return ((size_t)n * hdp * 4 + (size_t)n * hd * 2 + score_room(n, hdp) + 16 * 16 * 4 + 64) / 4;
 }
 
 void hm_attention_head_amx(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
@@ -63,8 +62,7 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
     uint32_t *vp = kp + (size_t)hp * n;                      /* [np][hd] */
     float *S = (float *)(vp + (size_t)np * hd);              /* [32][n] */
     uint16_t *pb = (uint16_t *)(S + 32 * (size_t)n);         /* [32][n] */
-    const size_t sp = 32 * (size_t)n * 6 > (size_t)n * hdp * 2 ? 32 * (size_t)n * 6 : (size_t)n * hdp * 2;
-    float *T = (float *)((char *)S + sp);                    /* [16][16] */
+    float *T = (float *)((char *)S + score_room(n, (size_t)hdp)); /* [16][16] */
     T = (float *)(((uintptr_t)T + 63) & ~(uintptr_t)63);
     const __m512 sc = _mm512_set1_ps(scale), one = _mm512_set1_ps(1.0f);
     /* ASan does not see tile loads and stores: the regions they touch are
@@ -75,14 +73,15 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
     hm_asan_region(o, ((size_t)(n - 1) * ldo + (size_t)hd) * sizeof(float), 1);
     hm_asan_region(scratch, hm_attention_amx_scratch(n, hd) * sizeof(float), 1);
 
-    /* q (scaled) and k rounded to bf16, zero padded to hdp dims; k's dims
-     * paired per token; v's tokens paired per dim */
+    /* q (scaled) and k rounded to bf16 as the vdpbf16ps head rounds them
+     * (bf16_avx512.h), zero padded to hdp dims; k's dims paired per token;
+     * v's tokens paired per dim */
     uint16_t *kb = (uint16_t *)S; /* [n][hdp] k rows, before the scores need the room */
     for (int t = 0; t < n; t++) {
         uint16_t *qr = qb + (size_t)t * hdp, *kr = kb + (size_t)t * hdp;
         for (int d = 0; d < hd; d += 16) {
-            bf16x16(q + (size_t)t * ld + d, sc, qr + d);
-            bf16x16(k + (size_t)t * ld + d, one, kr + d);
+            hm_bf16x16_avx512(q + (size_t)t * ld + d, sc, qr + d);
+            hm_bf16x16_avx512(k + (size_t)t * ld + d, one, kr + d);
         }
         for (int d = hd; d < hdp; d++) qr[d] = 0, kr[d] = 0;
     }
@@ -91,19 +90,7 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
         for (int i = 0; i < hp; i += 16)
             hm_transpose16_avx512((const float *)kb + (size_t)t * hp + i, (size_t)hp, (float *)kp + (size_t)i * n + t,
                                   (size_t)n);
-    /* words (v[2t][d], v[2t+1][d]): two rows rounded side by side, then
-     * their 16-bit halves interleaved */
-    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int t = 0; t < np; t++)
-        for (int d = 0; d < hd; d += 16) {
-            const __m512 lo = _mm512_loadu_ps(v + (size_t)(2 * t) * ld + d);
-            const __m512 hi = _mm512_loadu_ps(v + (size_t)(2 * t + 1) * ld + d);
-            __m512bh both = _mm512_cvtne2ps_pbh(hi, lo); /* [0,16): lo, [16,32): hi */
-            __m512i w;
-            memcpy(&w, &both, sizeof w);
-            _mm512_storeu_si512(vp + (size_t)t * hd + d, _mm512_permutexvar_epi16(inter, w));
-        }
+    hm_bf16_pair_rows_avx512(v, ld, np, hd, vp);
 
     _tile_loadconfig(&tiles16);
     const size_t qs = (size_t)hdp * 2, ks = (size_t)n * 4, ss = (size_t)n * 4, ps = (size_t)n * 2, vs = (size_t)hd * 4;
@@ -136,7 +123,7 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
             hm_softmax4_avx512(S + (size_t)r * n, n, inv);
             for (int i = 0; i < 4; i++) {
                 const __m512 iv = _mm512_set1_ps(inv[i]);
-                for (int t = 0; t < n; t += 16) bf16x16(S + (size_t)(r + i) * n + t, iv, pb + (size_t)(r + i) * n + t);
+                for (int t = 0; t < n; t += 16) hm_bf16x16_avx512(S + (size_t)(r + i) * n + t, iv, pb + (size_t)(r + i) * n + t);
             }
         }
         /* output: 16 rows at a time, one tile per 16 dims */

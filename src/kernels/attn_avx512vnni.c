@@ -17,17 +17,12 @@
 #include <string.h>
 
 #include "kernels/attn.h"
+#include "kernels/bf16_avx512.h"
 #include "kernels/norm.h"
 
 #define RB 4   /* query rows per block */
 
 static inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
-
-/* 16 floats (times scale) -> 8 pair words. */
-static inline void pairs16(const float *x, __m512 scale, uint32_t *out) {
-    __m256bh b = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x), scale));
-    _mm256_storeu_si256((__m256i *)out, (__m256i)b);
-}
 
 /* S[r][0..n) = q_r . k for RB rows, 4 vectors of 16 tokens at a time. */
 static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float *S) {
@@ -144,25 +139,18 @@ void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const fl
     __m512 one = _mm512_set1_ps(1.0f), sc = _mm512_set1_ps(scale);
     uint32_t krow[HM_ATTN_MAX_HD / 2];
     for (int t = 0; t < n; t++) {
-        for (int d = 0; d < hd; d += 16) pairs16(q + (size_t)t * ld + d, sc, qb + (size_t)t * hp + d / 2);
-        for (int d = 0; d < hd; d += 16) pairs16(k + (size_t)t * ld + d, one, krow + d / 2);
+        for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(q + (size_t)t * ld + d, sc, qb + (size_t)t * hp + d / 2);
+        for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(k + (size_t)t * ld + d, one, krow + d / 2);
         for (int p = 0; p < hp; p++) kp[(size_t)p * n + t] = krow[p];
     }
     /* Interleave two tokens' bf16 values per dim: words (v[2t][d], v[2t+1][d]). */
-    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int t = 0; t < np; t++)
-        for (int d = 0; d < hd; d += 16) {
-            __m512 lo = _mm512_loadu_ps(v + (size_t)(2 * t) * ld + d), hi = _mm512_loadu_ps(v + (size_t)(2 * t + 1) * ld + d);
-            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* [0,16): lo, [16,32): hi */
-            _mm512_storeu_si512(vp + (size_t)t * hd + d, _mm512_permutexvar_epi16(inter, both));
-        }
+    hm_bf16_pair_rows_avx512(v, ld, np, hd, vp);
     for (int r0 = 0; r0 < n; r0 += RB) {
         scores(qb + (size_t)r0 * hp, hp, kp, n, S);
         for (int r = 0; r < RB; r++) {
             float *s = S + (size_t)r * n;
             hm_softmax(s, n);
-            for (int t = 0; t < n; t += 16) pairs16(s + t, one, pb + (size_t)r * np + t / 2);
+            for (int t = 0; t < n; t += 16) hm_bf16x16_avx512(s + t, one, pb + (size_t)r * np + t / 2);
         }
         weighted(pb, np, vp, hd, o + (size_t)r0 * ldo, ldo);
     }
