@@ -1,14 +1,14 @@
-/* attn.h - one ViT attention head with bf16 dot products and an fp32
- * softmax (attn_avx512vnni.c), for the fast precision. The fp32 path
- * (vit.c: two unpacked GEMMs around hm_softmax) stays the portable one and
- * fp32's only one.
+/* attn.h - one ViT attention head: in fp32 (fused with AVX-512,
+ * attn_avx512.c, else two GEMMs around hm_softmax: the exact precision's
+ * only head), and for the fast precision with bf16 dot products and an fp32
+ * softmax (vdpbf16ps, attn_avx512vnni.c, or AMX tiles, attn_amx.c).
  *
  * hm_attention_fast_choose: what the fast precision's attention runs, into
  * *mode (HM_ATTN_*). HAMER_ATTN=fp32|bf16|amx decides when set (a head the
  * CPU cannot run is an error, as is any other value); unset or "auto": the
- * AMX head where AMX-BF16 is active (tiles at ~8x vdpbf16ps's rate: a
- * full-size crop's attention 31 -> 12 ms on the Intel Xeon measured,
- * docs/benchmarks.md), else the vdpbf16ps head where usable on AMD CPUs,
+ * AMX head where AMX-BF16 is active (tiles at ~35x vdpbf16ps's peak rate
+ * there: a full-size crop's attention 29.5 -> 14.6 ms on the Intel Xeon
+ * measured, docs/benchmarks.md), else the vdpbf16ps head where usable on AMD CPUs,
  * else fp32. Why by vendor: the choice depends on the bf16 unit's
  * throughput, which no CPUID bit tells.
  * On the Intel Xeon (AMX/FP16 generation) measured, vdpbf16ps zmm issues at

@@ -10,7 +10,8 @@
  * tokens' values of one dim; q and the softmax weights are broadcast per
  * row; v is read in place ([token][dim]). Every sum is a plain fp32 sum in
  * index order (dims for the scores, tokens for the output), scaled after
- * the sum as the GEMM's alpha did.
+ * the sum (by 1/sqrt(hd), by the softmax row's 1/sum); the two-GEMM head
+ * scales k and the weights instead, which differs only by rounding.
  */
 #include <immintrin.h>
 #include <stddef.h>
@@ -29,7 +30,6 @@
 /* S[r][0..n) = scale * q_r . k for RB rows (q rows ld apart), 64 tokens at
  * a time, then 16. kt: [hd][n]. */
 static void scores(const float *q, size_t ld, const float *kt, int n, int hd, __m512 scale, float *S) {
-    /* the row maxima come out of the same pass (softmax's first) */
     const float *q0 = q, *q1 = q + ld, *q2 = q + 2 * ld, *q3 = q + 3 * ld;
     int c = 0;
     for (; c + 64 <= n; c += 64) {
@@ -95,23 +95,20 @@ static void weighted80(const float *P, int n, const float *v, size_t ld, int d0,
         x = _mm512_set1_ps(p3[t]);
         FMA4(a30, a31, a32, a33, x, b0, b1, b2, b3), a34 = _mm512_fmadd_ps(x, b4, a34);
     }
-    float *o0 = o + d0, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
-    __m512 x = _mm512_set1_ps(inv[0]);
-    _mm512_storeu_ps(o0, _mm512_mul_ps(a00, x)), _mm512_storeu_ps(o0 + 16, _mm512_mul_ps(a01, x));
-    _mm512_storeu_ps(o0 + 32, _mm512_mul_ps(a02, x)), _mm512_storeu_ps(o0 + 48, _mm512_mul_ps(a03, x));
-    _mm512_storeu_ps(o0 + 64, _mm512_mul_ps(a04, x));
-    x = _mm512_set1_ps(inv[1]);
-    _mm512_storeu_ps(o1, _mm512_mul_ps(a10, x)), _mm512_storeu_ps(o1 + 16, _mm512_mul_ps(a11, x));
-    _mm512_storeu_ps(o1 + 32, _mm512_mul_ps(a12, x)), _mm512_storeu_ps(o1 + 48, _mm512_mul_ps(a13, x));
-    _mm512_storeu_ps(o1 + 64, _mm512_mul_ps(a14, x));
-    x = _mm512_set1_ps(inv[2]);
-    _mm512_storeu_ps(o2, _mm512_mul_ps(a20, x)), _mm512_storeu_ps(o2 + 16, _mm512_mul_ps(a21, x));
-    _mm512_storeu_ps(o2 + 32, _mm512_mul_ps(a22, x)), _mm512_storeu_ps(o2 + 48, _mm512_mul_ps(a23, x));
-    _mm512_storeu_ps(o2 + 64, _mm512_mul_ps(a24, x));
-    x = _mm512_set1_ps(inv[3]);
-    _mm512_storeu_ps(o3, _mm512_mul_ps(a30, x)), _mm512_storeu_ps(o3 + 16, _mm512_mul_ps(a31, x));
-    _mm512_storeu_ps(o3 + 32, _mm512_mul_ps(a32, x)), _mm512_storeu_ps(o3 + 48, _mm512_mul_ps(a33, x));
-    _mm512_storeu_ps(o3 + 64, _mm512_mul_ps(a34, x));
+    /* row r's five sums times inv[r] */
+#define STORE5(r, a0, a1, a2, a3, a4)                                                                   \
+    do {                                                                                               \
+        float *orow = o + (size_t)(r) * ldo + d0;                                                      \
+        const __m512 w = _mm512_set1_ps(inv[r]);                                                       \
+        _mm512_storeu_ps(orow, _mm512_mul_ps(a0, w)), _mm512_storeu_ps(orow + 16, _mm512_mul_ps(a1, w)); \
+        _mm512_storeu_ps(orow + 32, _mm512_mul_ps(a2, w)), _mm512_storeu_ps(orow + 48, _mm512_mul_ps(a3, w)); \
+        _mm512_storeu_ps(orow + 64, _mm512_mul_ps(a4, w));                                             \
+    } while (0)
+    STORE5(0, a00, a01, a02, a03, a04);
+    STORE5(1, a10, a11, a12, a13, a14);
+    STORE5(2, a20, a21, a22, a23, a24);
+    STORE5(3, a30, a31, a32, a33, a34);
+#undef STORE5
 }
 
 /* The same for one vector of 16 dims (heads that are not a multiple of 80). */
