@@ -144,6 +144,22 @@ static int run_batch(batch_job *j, hm_task_fn fn, int ntasks, hm_pool *pool) {
     return HM_OK;
 }
 
+/* Landmarks of the n palms s->lmq[0..n) into s->hands[at..] (one palm: the
+ * pool inside the model call; more: a palm per thread). The hands that pass
+ * are compacted to hands[at..at + kept), their candidates to lmq[0..kept).
+ * Returns kept or an error. */
+static int landmark_palms(hm_det_state *s, batch_job *j, int at, int n, hm_pool *pool) {
+    j->at = at;
+    const int rc = n == 1 ? landmark(s->m, s->w[0], j->rgb, j->w, j->h, &s->cand[s->lmq[0]], j->o, pool, &s->hands[at],
+                                     &s->keep[at])
+                          : run_batch(j, landmark_task, n, pool);
+    if (rc) return rc;
+    int kept = 0;
+    for (int k = 0; k < n; k++)
+        if (s->keep[at + k]) s->lmq[kept] = s->lmq[k], s->hands[at + kept++] = s->hands[at + k];
+    return kept;
+}
+
 /* Run the nt tiles gathered and add their palms to the candidates in tile
  * order, so the result is the same however the batch was spread. */
 static int flush_tiles(hm_det_state *s, batch_job *j, hm_pool *pool, int nt) {
@@ -228,13 +244,9 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
     const int nk0 = hm_det_suppress(s->cand, s->ncand, opts->palm_iou, s->order);
     for (int k = 0; k < nk0; k++) s->lmq[k] = s->order[k];
     st.post_ms += 1e3 * hm_now() - t0;
-    job.at = 0;
-    if (nk0 == 1) rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->lmq[0]], opts, pool, &s->hands[0], &s->keep[0]);
-    else rc = run_batch(&job, landmark_task, nk0, pool);
-    if (rc) return rc;
-    int nh0 = 0;
-    for (int k = 0; k < nk0; k++)
-        if (s->keep[k]) s->hcand[nh0] = s->lmq[k], s->hands[nh0++] = s->hands[k];
+    const int nh0 = landmark_palms(s, &job, 0, nk0, pool);
+    if (nh0 < 0) return nh0;
+    for (int i = 0; i < nh0; i++) s->hcand[i] = s->lmq[i];
 
     /* the tile prior: the full frame's tensors, still in worker 0's palm
      * state, decoded again at the prior's threshold; what lies inside the
@@ -274,14 +286,9 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
         else s->lmq[nq++] = s->order[k];
     }
     st.post_ms += 1e3 * hm_now() - t0;
-    job.at = nh0;
-    if (nq == 1)
-        rc = landmark(s->m, s->w[0], rgb, w, h, &s->cand[s->lmq[0]], opts, pool, &s->hands[nh0], &s->keep[nh0]);
-    else rc = run_batch(&job, landmark_task, nq, pool);
-    if (rc) return rc;
-    int nh = nh0;
-    for (int k = 0; k < nq; k++)
-        if (s->keep[nh0 + k]) s->hands[nh++] = s->hands[nh0 + k];
+    const int ntile = landmark_palms(s, &job, nh0, nq, pool);
+    if (ntile < 0) return ntile;
+    int nh = nh0 + ntile;
     for (int i = 0; i < s->nworkers; i++) add_stats(&st, &s->w[i]->st);
     st.tiles_run = st.palm_calls - 1;
     /* the palm hands in palm-score order (the merge's priority and the
