@@ -155,6 +155,13 @@ dw_case("dw_5x5_s1_same_palm_like", (1, 24, 24, 128), 5, 1, "SAME")
 # Few rows, many channels: tasks split the channels too.
 dw_case("dw_5x5_small_map_many_channels_relu6", (1, 7, 7, 200), 5, 1, "SAME", "RELU6", scale=4.0)
 dw_case("dw_3x3_s2_small_map_batch2", (2, 6, 9, 136), 3, 2, "SAME", fp16=True)
+# Row tiling: one tile exactly; a last tile overlapping the one before
+# (stride 2, both edges); a filter without a register-tiled kernel (7x7:
+# generic interior tiles, per-pixel edges).
+dw_case("dw_3x3_s1_same_width_8", (1, 4, 8, 24), 3, 1, "SAME", "RELU")
+dw_case("dw_5x5_s2_same_width_17_overlap", (1, 6, 17, 40), 5, 2, "SAME")
+dw_case("dw_3x3_s2_valid_width_20_overlap", (1, 5, 20, 16), 3, 2, "VALID", fp16=True)
+dw_case("dw_7x7_s1_same_generic", (1, 5, 30, 20), 7, 1, "SAME", "RELU6", scale=4.0)
 
 # ---- MAX_POOL_2D -------------------------------------------------------------
 

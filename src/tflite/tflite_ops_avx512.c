@@ -116,6 +116,21 @@ static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int
 
 #define TILE 8
 
+/* The eight accumulators of a tile (TILE consecutive pixels, channels
+ * [c, c + 16) under mask k), activated, to their pixels of o. */
+#define DW_STORE8()                                                                                    \
+    do {                                                                                               \
+        const int act_ = op->act;                                                                      \
+        _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act_));                                            \
+        _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act_));                            \
+        _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act_));                            \
+        _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act_));                            \
+        _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act_));                            \
+        _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act_));                            \
+        _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act_));                            \
+        _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act_));                            \
+    } while (0)
+
 /* TILE consecutive output pixels whose windows lie inside the input along
  * x: one weight load serves TILE multiply-adds. Same tap order. The
  * accumulators are spelled out: as an array, the compiler keeps them in
@@ -145,66 +160,82 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
 #undef DW_TAP
             }
         }
-        int act = op->act;
-        _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));
-        _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));
-        _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));
-        _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));
-        _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));
-        _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));
-        _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));
-        _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));
+        DW_STORE8();
     }
 }
 
-/* Stride-1 tiles of the common 3x3 and 5x5 filters: each input vector of
- * a filter row is loaded once and kept in a register for the KW taps that
- * read it (TILE + KW - 1 loads per row instead of TILE * KW). Same
- * arithmetic and tap order as dw_tile. */
-#define DW_FMA8(w, i)                                                                                  \
+/* Tiles of the common filters (3x3 and 5x5, stride 1 or 2): each input
+ * vector of a filter row is loaded once, into a register, for every tap
+ * that reads it ((TILE - 1) * S + KW loads per row instead of TILE * KW).
+ * Same arithmetic and tap order as dw_tile. The _edge twins serve the
+ * row's first and last tiles, whose windows reach past the input's left
+ * or right edge: a column outside is a zero vector, so its taps add zero
+ * products and each sum is dw_pixel's (which skips them), in the same
+ * order, at the cost of an interior tile rather than dw_pixel's one FMA
+ * chain per 16 channels of a pixel. */
+#define DW_FMA8(w, i, S)                                                                               \
     do {                                                                                               \
-        a0 = _mm512_fmadd_ps(v[(i) + 0], w, a0), a1 = _mm512_fmadd_ps(v[(i) + 1], w, a1);             \
-        a2 = _mm512_fmadd_ps(v[(i) + 2], w, a2), a3 = _mm512_fmadd_ps(v[(i) + 3], w, a3);             \
-        a4 = _mm512_fmadd_ps(v[(i) + 4], w, a4), a5 = _mm512_fmadd_ps(v[(i) + 5], w, a5);             \
-        a6 = _mm512_fmadd_ps(v[(i) + 6], w, a6), a7 = _mm512_fmadd_ps(v[(i) + 7], w, a7);             \
+        a0 = _mm512_fmadd_ps(v[(i) + 0 * (S)], w, a0), a1 = _mm512_fmadd_ps(v[(i) + 1 * (S)], w, a1); \
+        a2 = _mm512_fmadd_ps(v[(i) + 2 * (S)], w, a2), a3 = _mm512_fmadd_ps(v[(i) + 3 * (S)], w, a3); \
+        a4 = _mm512_fmadd_ps(v[(i) + 4 * (S)], w, a4), a5 = _mm512_fmadd_ps(v[(i) + 5 * (S)], w, a5); \
+        a6 = _mm512_fmadd_ps(v[(i) + 6 * (S)], w, a6), a7 = _mm512_fmadd_ps(v[(i) + 7 * (S)], w, a7); \
     } while (0)
 
-#define DW_TILE_S1(KW_)                                                                                \
-    static void dw_tile_s1_k##KW_(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, \
-                                  int c0, int c1, int iy0, int ky0, int ky1, int ix0, float *o) {      \
+#define DW_TILE_KS(NAME, KW_, S_, EDGE_)                                                               \
+    static void NAME(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0,    \
+                     int c1, int iy0, int ky0, int ky1, int ix0, float *o) {                           \
+        enum { SPAN = (TILE - 1) * (S_) + (KW_) };                                                     \
+        /* edge: column j of the span loads under in[j] (all lanes or                                  \
+         * none) from off[j] floats into the row (0 outside the input) */                              \
+        __mmask16 in[SPAN];                                                                            \
+        size_t off[SPAN];                                                                              \
+        for (int j = 0; j < SPAN; j++) {                                                               \
+            const int inside = !(EDGE_) || (ix0 + j >= 0 && ix0 + j < W);                              \
+            in[j] = inside ? (__mmask16)0xFFFF : 0;                                                    \
+            off[j] = inside ? (size_t)(ix0 + j) * C : 0;                                               \
+        }                                                                                              \
         for (int c = c0; c < c1; c += 16) {                                                            \
             __mmask16 k = tail_mask(c1 - c);                                                           \
             __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();        \
             __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;                     \
             for (int ky = ky0; ky < ky1; ky++) {                                                       \
-                const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;      \
-                const float *wp = op->dw + (size_t)ky * KW_ * C + c;                                   \
-                __m512 v[TILE + KW_ - 1];                                                              \
+                const float *ip = x + (img * H + (size_t)(iy0 + ky)) * W * C + c;                      \
+                const float *wp = op->dw + (size_t)ky * (KW_) * C + c;                                 \
+                __m512 v[SPAN];                                                                        \
                 /* Unrolled, so v and the accumulators live in registers. */                            \
-                _Pragma("GCC unroll 16") for (int j = 0; j < TILE + KW_ - 1; j++)                      \
-                    v[j] = _mm512_maskz_loadu_ps(k, ip + (size_t)j * C);                               \
-                _Pragma("GCC unroll 8") for (int kx = 0; kx < KW_; kx++) {                             \
+                _Pragma("GCC unroll 24") for (int j = 0; j < SPAN; j++)                                \
+                    v[j] = (EDGE_) ? _mm512_maskz_loadu_ps(k & in[j], ip + off[j])                     \
+                                   : _mm512_maskz_loadu_ps(k, ip + (size_t)(ix0 + j) * C);             \
+                _Pragma("GCC unroll 8") for (int kx = 0; kx < (KW_); kx++) {                           \
                     __m512 w = _mm512_maskz_loadu_ps(k, wp + (size_t)kx * C);                           \
-                    DW_FMA8(w, kx);                                                                    \
+                    DW_FMA8(w, kx, S_);                                                                \
                 }                                                                                      \
             }                                                                                          \
-            int act = op->act;                                                                         \
-            _mm512_mask_storeu_ps(o + c, k, act_vec(a0, act));                                         \
-            _mm512_mask_storeu_ps(o + 1 * (size_t)C + c, k, act_vec(a1, act));                         \
-            _mm512_mask_storeu_ps(o + 2 * (size_t)C + c, k, act_vec(a2, act));                         \
-            _mm512_mask_storeu_ps(o + 3 * (size_t)C + c, k, act_vec(a3, act));                         \
-            _mm512_mask_storeu_ps(o + 4 * (size_t)C + c, k, act_vec(a4, act));                         \
-            _mm512_mask_storeu_ps(o + 5 * (size_t)C + c, k, act_vec(a5, act));                         \
-            _mm512_mask_storeu_ps(o + 6 * (size_t)C + c, k, act_vec(a6, act));                         \
-            _mm512_mask_storeu_ps(o + 7 * (size_t)C + c, k, act_vec(a7, act));                         \
+            DW_STORE8();                                                                               \
         }                                                                                              \
     }
 
-DW_TILE_S1(3)
-DW_TILE_S1(5)
+DW_TILE_KS(dw_tile_s1_k3, 3, 1, 0)
+DW_TILE_KS(dw_tile_s1_k5, 5, 1, 0)
+DW_TILE_KS(dw_tile_s2_k3, 3, 2, 0)
+DW_TILE_KS(dw_tile_s2_k5, 5, 2, 0)
+DW_TILE_KS(dw_tile_s1_k3_edge, 3, 1, 1)
+DW_TILE_KS(dw_tile_s1_k5_edge, 5, 1, 1)
+DW_TILE_KS(dw_tile_s2_k3_edge, 3, 2, 1)
+DW_TILE_KS(dw_tile_s2_k5_edge, 5, 2, 1)
 
-/* Depthwise rows [r0, r1), channels [c0, c1), as hm_tfl_dw_rows: tiles where the windows are
- * inside the input along x, single pixels at the borders. */
+typedef void (*dw_tile_fn)(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1,
+                           int iy0, int ky0, int ky1, int ix0, float *o);
+
+/* [stride - 1][KW == 5][edge] */
+static const dw_tile_fn dw_tiles[2][2][2] = {
+    {{dw_tile_s1_k3, dw_tile_s1_k3_edge}, {dw_tile_s1_k5, dw_tile_s1_k5_edge}},
+    {{dw_tile_s2_k3, dw_tile_s2_k3_edge}, {dw_tile_s2_k5, dw_tile_s2_k5_edge}},
+};
+
+/* Depthwise rows [r0, r1), channels [c0, c1), as hm_tfl_dw_rows: tiles of
+ * TILE pixels (edge tiles where a window leaves the input along x), single
+ * pixels only in rows narrower than a tile. */
 void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
                            int c1) {
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
@@ -214,20 +245,31 @@ void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const flo
     int oxa = (pl + sx - 1) / sx, oxb = W - KW + pl >= 0 ? (W - KW + pl) / sx + 1 : 0;
     if (oxb > OW) oxb = OW;
     if (oxa > oxb) oxa = oxb;
+    const int fast = (sx == 1 || sx == 2) && (KW == 3 || KW == 5);
     for (int r = r0; r < r1; r++) {
         size_t n = (size_t)(r / OH);
         int oy = r % OH;
         int iy0 = oy * op->stride_h - op->pad_top;
         int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
         float *orow = y + (size_t)r * OW * C;
-        int ox = 0;
-        for (; ox < oxa; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
-        for (; ox + TILE <= oxb; ox += TILE) {
-            float *o = orow + (size_t)ox * C;
-            if (sx == 1 && KW == 5) dw_tile_s1_k5(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
-            else if (sx == 1 && KW == 3) dw_tile_s1_k3(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox - pl, o);
-            else dw_tile(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, o);
+        if (OW < TILE) { /* too narrow for a tile */
+            for (int ox = 0; ox < OW; ox++)
+                dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+            continue;
         }
-        for (; ox < OW; ox++) dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ox * sx - pl, orow + (size_t)ox * C);
+        /* tiles from the left; the last one ends at the row's end,
+         * overlapping its neighbour (its pixels get the same values again) */
+        for (int t = 0; t < OW; t += TILE) {
+            const int ox = t + TILE <= OW ? t : OW - TILE, ix0 = ox * sx - pl, edge = ox < oxa || ox + TILE > oxb;
+            float *o = orow + (size_t)ox * C;
+            if (fast) {
+                dw_tiles[sx - 1][KW == 5][edge](op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ix0, o);
+            } else if (!edge) {
+                dw_tile(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ix0, o);
+            } else {
+                for (int p = 0; p < TILE; p++)
+                    dw_pixel(op, x, n, H, W, C, c0, c1, iy0, ky0, ky1, ix0 + p * sx, o + (size_t)p * C);
+            }
+        }
     }
 }
