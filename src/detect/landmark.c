@@ -38,6 +38,8 @@ void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow,
     const double ux = ((double)p[2][0] - p[1][0]) / ow, uy = ((double)p[2][1] - p[1][1]) / ow;
     const double vx = ((double)p[0][0] - p[1][0]) / oh, vy = ((double)p[0][1] - p[1][1]) / oh;
     const float inv255 = 1.0f / 255.0f;
+    float unit[256]; /* u8 -> [0, 1], the same products as inline */
+    for (int i = 0; i < 256; i++) unit[i] = (float)i * inv255;
     for (int v = 0; v < oh; v++) {
         for (int u = 0; u < ow; u++) {
             const double sx = p[1][0] + ux * u + vx * v, sy = p[1][1] + uy * u + vy * v;
@@ -49,6 +51,15 @@ void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow,
             const long x0 = floor_div32(X), y0 = floor_div32(Y);
             const int ax = (int)(X - x0 * 32), ay = (int)(Y - y0 * 32);
             const int wt[4] = {(32 - ay) * (32 - ax) * 32, (32 - ay) * ax * 32, ay * (32 - ax) * 32, ay * ax * 32};
+            float *o = out + ((size_t)v * ow + u) * 3;
+            if (x0 >= 0 && x0 < w - 1 && y0 >= 0 && y0 < h - 1) {
+                /* all four pixels inside (most of a crop): no border rule;
+                 * the weights sum to 2^15, so the sum needs no clamp */
+                const uint8_t *a = rgb + ((size_t)y0 * (size_t)w + (size_t)x0) * 3, *b = a + (size_t)w * 3;
+                for (int c = 0; c < 3; c++)
+                    o[c] = unit[((1 << 14) + a[c] * wt[0] + a[3 + c] * wt[1] + b[c] * wt[2] + b[3 + c] * wt[3]) >> 15];
+                continue;
+            }
             const uint8_t *px[4] = {NULL, NULL, NULL, NULL};
             for (int k = 0; k < 4; k++) {
                 long xx = x0 + (k & 1), yy = y0 + (k >> 1);
@@ -60,12 +71,11 @@ void hm_det_warp(const uint8_t *rgb, int w, int h, const hm_det_rect *r, int ow,
                 }
                 px[k] = rgb + ((size_t)yy * (size_t)w + (size_t)xx) * 3;
             }
-            float *o = out + ((size_t)v * ow + u) * 3;
             for (int c = 0; c < 3; c++) {
                 int sum = 1 << 14;
                 for (int k = 0; k < 4; k++)
                     if (px[k]) sum += px[k][c] * wt[k];
-                o[c] = (float)clampi(sum >> 15, 0, 255) * inv255;
+                o[c] = unit[clampi(sum >> 15, 0, 255)];
             }
         }
     }
