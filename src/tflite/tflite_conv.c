@@ -105,6 +105,10 @@ static void epilogue(const conv_job *j, size_t r0, size_t n, int N) {
     size_t len = n * N;
     int isa = j->m->isa;
     hm_tfl_act(y, len, op->act, isa);
+    if (j->res && j->alpha && isa == HM_ISA_AVX512) {
+        hm_tfl_add_prelu_avx512(y, j->res + r0 * N, j->alpha, n, (size_t)N, op->post_act);
+        return;
+    }
     if (j->res) {
         const float *r = j->res + r0 * N;
         if (isa == HM_ISA_AVX512) {

@@ -78,6 +78,22 @@ void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t ro
     }
 }
 
+/* rows x c in place: y = prelu(act(y + r)) with alpha per channel, one
+ * pass (a convolution's fused ADD and PRELU while its rows are in cache;
+ * the same operations, in the same order, as add then prelu). */
+void hm_tfl_add_prelu_avx512(float *y, const float *r, const float *alpha, size_t rows, size_t c, int act) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (size_t i = 0; i < rows; i++, y += c, r += c) {
+        for (size_t j = 0; j < c; j += 16) {
+            __mmask16 k = tail_mask((int)(c - j < 16 ? c - j : 16));
+            __m512 v = act_vec(_mm512_add_ps(_mm512_maskz_loadu_ps(k, y + j), _mm512_maskz_loadu_ps(k, r + j)), act);
+            __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+            v = _mm512_mask_mul_ps(v, neg, v, _mm512_maskz_loadu_ps(k, alpha + j));
+            _mm512_mask_storeu_ps(y + j, k, v);
+        }
+    }
+}
+
 /* One output pixel of a depthwise row, 64 channels at a time in four
  * accumulators (independent FMA chains), the taps in (ky, kx) order,
  * clipped to the input (addresses are formed only for taps inside it).
