@@ -65,32 +65,54 @@ static inline void zero_floats(float *dst, size_t n, int isa) {
  * input. */
 static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
     const hm_tfl_op *op = j->op;
-    size_t C = (size_t)j->C, seg = (size_t)op->kw * C;
+    size_t C = (size_t)j->C, seg = (size_t)op->kw * C, K = (size_t)j->K;
     int isa = j->m->isa;
     int ox = r0 % j->OW, oy = r0 / j->OW % j->OH, n = r0 / j->OW / j->OH;
-    for (int r = r0; r < r1; r++) {
-        int ix0 = ox * op->stride_w - op->pad_left;
-        int inside_x = ix0 >= 0 && ix0 + op->kw <= j->W;
-        for (int ky = 0; ky < op->kh; ky++) {
-            int iy = oy * op->stride_h - op->pad_top + ky;
-            if (iy < 0 || iy >= j->H) {
-                zero_floats(dst, seg, isa);
-                dst += seg;
-                continue;
+    /* the output columns [oxa, oxb) whose windows lie inside along x */
+    const int sw = op->stride_w, pl = op->pad_left;
+    const int oxa = (pl + sw - 1) / sw, oxb = j->W - op->kw + pl >= 0 ? (j->W - op->kw + pl) / sw + 1 : 0;
+    for (int r = r0; r < r1;) {
+        int ix0 = ox * sw - pl;
+        if (isa == HM_ISA_AVX512 && ox >= oxa && ox < oxb) {
+            /* a run of such pixels along the row: for each ky, their window
+             * rows are segments of one input row sw * C floats apart (a
+             * stem convolution's are a few floats each: one strided copy
+             * instead of a call per segment) */
+            int run = (oxb < j->OW ? oxb : j->OW) - ox;
+            if (run > r1 - r) run = r1 - r;
+            for (int ky = 0; ky < op->kh; ky++) {
+                int iy = oy * op->stride_h - op->pad_top + ky;
+                const float *src = iy < 0 || iy >= j->H ? NULL : j->x + (((size_t)n * j->H + iy) * j->W + ix0) * C;
+                hm_tfl_copy_strided_avx512(dst + ky * seg, K, src, (size_t)sw * C, seg, run);
             }
-            const float *src = j->x + ((size_t)n * j->H + iy) * j->W * C;
-            if (inside_x) { /* the window's row is contiguous in NHWC */
-                copy_floats(dst, src + (size_t)ix0 * C, seg, isa);
-                dst += seg;
-                continue;
+            dst += (size_t)run * K;
+            r += run;
+            ox += run;
+        } else {
+            int inside_x = ix0 >= 0 && ix0 + op->kw <= j->W;
+            for (int ky = 0; ky < op->kh; ky++) {
+                int iy = oy * op->stride_h - op->pad_top + ky;
+                if (iy < 0 || iy >= j->H) {
+                    zero_floats(dst, seg, isa);
+                    dst += seg;
+                    continue;
+                }
+                const float *src = j->x + ((size_t)n * j->H + iy) * j->W * C;
+                if (inside_x) { /* the window's row is contiguous in NHWC */
+                    copy_floats(dst, src + (size_t)ix0 * C, seg, isa);
+                    dst += seg;
+                    continue;
+                }
+                for (int kx = 0; kx < op->kw; kx++, dst += C) {
+                    int ix = ix0 + kx;
+                    if (ix < 0 || ix >= j->W) zero_floats(dst, C, isa);
+                    else copy_floats(dst, src + (size_t)ix * C, C, isa);
+                }
             }
-            for (int kx = 0; kx < op->kw; kx++, dst += C) {
-                int ix = ix0 + kx;
-                if (ix < 0 || ix >= j->W) zero_floats(dst, C, isa);
-                else copy_floats(dst, src + (size_t)ix * C, C, isa);
-            }
+            r++;
+            ox++;
         }
-        if (++ox == j->OW) {
+        if (ox == j->OW) {
             ox = 0;
             if (++oy == j->OH) oy = 0, n++;
         }

@@ -198,6 +198,7 @@ void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int a
 void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c);
 void hm_tfl_add_prelu_avx512(float *y, const float *r, const float *alpha, size_t rows, size_t c, int act);
 void hm_tfl_copy_avx512(float *dst, const float *src, size_t n);
+void hm_tfl_copy_strided_avx512(float *dst, size_t dstep, const float *src, size_t sstep, size_t len, int n);
 void hm_tfl_max_avx512(float *o, const float *x, size_t n);
 
 #endif

@@ -54,6 +54,19 @@ void hm_tfl_copy_avx512(float *dst, const float *src, size_t n) {
     }
 }
 
+/* n segments of len floats: segment i from src + i * sstep (zeros when src
+ * is NULL) to dst + i * dstep. Segments of up to 16 floats (a stem
+ * convolution's window rows) are one masked load and store each. */
+void hm_tfl_copy_strided_avx512(float *dst, size_t dstep, const float *src, size_t sstep, size_t len, int n) {
+    if (len <= 16) {
+        const __mmask16 k = tail_mask((int)len);
+        for (int i = 0; i < n; i++, dst += dstep)
+            _mm512_mask_storeu_ps(dst, k, src ? _mm512_maskz_loadu_ps(k, src + (size_t)i * sstep) : _mm512_setzero_ps());
+        return;
+    }
+    for (int i = 0; i < n; i++, dst += dstep) hm_tfl_copy_avx512(dst, src ? src + (size_t)i * sstep : NULL, len);
+}
+
 /* o = max(o, x) over n floats. */
 void hm_tfl_max_avx512(float *o, const float *x, size_t n) {
     size_t i = 0;
