@@ -109,11 +109,17 @@ static void hm_gemm_task(void *ctx, int t, int tid) {
         int last = k0 + kc == K;
         for (int pn = p0; pn < p1; pn++) {
             int n0 = pn * nr, ncols = j->W->N - n0 < nr ? j->W->N - n0 : nr;
+            /* the next block's chunk: the next panel, else the group's first
+             * at the next K chunk (none after the task's last block) */
+            int nk0 = pn + 1 < p1 ? k0 : k0 + kc, npn = pn + 1 < p1 ? pn + 1 : p0;
+            int nkc = K - nk0 < HM_GEMM_KC ? K - nk0 : HM_GEMM_KC;
             hm_gemm_epi_args e = {
                 .load_c = k0 > 0 || j->epi == HM_EPI_ACCUM,
                 .beta = 1.0f,
                 .bias = last && j->W->bias ? j->W->bias + n0 : NULL,
                 .gelu = last && j->epi == HM_EPI_GELU,
+                .next = nk0 < K ? j->W->w + (size_t)npn * K * nr + (size_t)nk0 * nr : NULL,
+                .next_bytes = nk0 < K ? (size_t)nkc * nr * sizeof(float) : 0,
             };
             j->block(m, ncols, kc, A + k0, j->lda, j->W->w + (size_t)pn * K * nr + (size_t)k0 * nr,
                      j->C + (size_t)i0 * j->ldc + n0, j->ldc, &e);

@@ -31,6 +31,9 @@ typedef struct {
     float beta;
     const float *bias;   /* NR floats for this panel (zero padded) or NULL */
     int gelu;            /* apply gelu after the bias */
+    const float *next;   /* the packed chunk the next block will read, or
+                          * NULL: a kernel may prefetch it into L2 */
+    size_t next_bytes;
 } hm_gemm_epi_args;
 
 /* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
