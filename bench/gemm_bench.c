@@ -7,6 +7,7 @@
  *       -mavx2 -mfma src/kernels/gemm_avx2.c \
  *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
  *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \
+ *       -mamx-tile -mamx-int8 -mamx-bf16 src/kernels/gemm_lowp_amx.c \
  *       -x none -o /tmp/gemm_bench -lpthread -lm
  *
  * (gcc applies -m flags to the whole command line; that is harmless for a

@@ -293,6 +293,7 @@ typedef struct {
     float *oval;
     int amx;              /* int8 blocks on AMX tiles (same results, see gemm_lowp_amx.c) */
     int amx_bf;           /* bf16 blocks on AMX tiles (same to float rounding) */
+    int group;            /* consecutive panels per task */
 } hm_lowp_job;
 
 static void hm_lowp_quant_task(void *ctx, int t, int tid) {
@@ -309,10 +310,9 @@ static void hm_lowp_quant_task(void *ctx, int t, int tid) {
     }
 }
 
-static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
-    const hm_lowp_job *j = ctx;
+/* Row block mb x panel pn; prefetch: the next panel is this task's next. */
+static void hm_lowp_gemm_block(const hm_lowp_job *j, int mb, int pn, int prefetch) {
     const hm_lowp_hdr *h = j->h;
-    int mb = t % j->nmb, pn = t / j->nmb;
     int i0 = mb * j->mc, m = j->M - i0 < j->mc ? j->M - i0 : j->mc;
     int n0 = pn * h->nr, nr = j->W->N - n0 < h->nr ? j->W->N - n0 : h->nr;
     const uint8_t *blk = j->W->lp;
@@ -321,6 +321,8 @@ static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
         .bias = j->W->bias ? j->W->bias + n0 : NULL,
         .accum = j->epi == HM_EPI_ACCUM,
         .gelu = j->epi == HM_EPI_GELU,
+        .next = prefetch ? panel + h->panel : NULL,
+        .next_bytes = prefetch ? h->panel : 0,
     };
     float *C = j->C + (size_t)i0 * j->ldc + n0;
     if (h->kind == HM_LOWP_INT8) {
@@ -333,6 +335,14 @@ static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
         (j->amx_bf ? hm_lowp_bf16_block_amx : hm_lowp_bf16_block_avx512vnni)(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
                                       j->aq_ld / 2, (const uint16_t *)panel, C, j->ldc, &e);
     }
+}
+
+/* Task t: row block t % nmb of the group of j->group panels t / nmb, one
+ * panel after the other (each block prefetches the next one's panel). */
+static void hm_lowp_gemm_task(void *ctx, int t, int tid) {
+    const hm_lowp_job *j = ctx;
+    const int p0 = t / j->nmb * j->group, p1 = p0 + j->group < j->h->np ? p0 + j->group : j->h->np;
+    for (int pn = p0; pn < p1; pn++) hm_lowp_gemm_block(j, t % j->nmb, pn, pn + 1 < p1);
 }
 
 /* Scratch layout of one call: quantised rows, then (int8) the per-row
@@ -393,7 +403,11 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
         .amx_bf = amx_bf,
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
-    hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * h->np);
+    /* Panels per task: up to 4 in a row (each block prefetches the next),
+     * while there are still ~4 tasks per thread to balance. */
+    j.group = h->np / (j.nmb * 4 * hm_pool_size(pool));
+    j.group = j.group < 1 ? 1 : j.group > 4 ? 4 : j.group;
+    hm_pool_run(pool, hm_lowp_gemm_task, &j, j.nmb * ((h->np + j.group - 1) / j.group));
     if (!pool) hm_free(s);
     return HM_OK;
 }
