@@ -93,7 +93,7 @@ void hm_gelu_rows_avx512(float *C, size_t ldc, int mr, int nr) {
 
 /* One mr x NR tile; mr is a compile-time constant at every call site, so the
  * accumulator arrays are fully unrolled into registers. */
-HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, int nr, int kc, const float *A, size_t lda,
+HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, const int nv, int nr, int kc, const float *A, size_t lda,
                           const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e) {
     __m512 c0[MR], c1[MR];
     __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
@@ -102,12 +102,12 @@ HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, int nr, int kc, const 
     for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(P + (size_t)k * NR);
-        __m512 b1 = _mm512_load_ps(P + (size_t)k * NR + 16);
+        __m512 b1 = nv == 2 ? _mm512_load_ps(P + (size_t)k * NR + 16) : b0;
 #pragma GCC unroll 12
         for (int i = 0; i < mr; i++) {
             __m512 a = _mm512_set1_ps(A[i * lda + k]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+            if (nv == 2) c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
     }
     /* C joins after the block's own sum: the K loop is summed in KC-sized
@@ -118,7 +118,7 @@ HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, int nr, int kc, const 
 #pragma GCC unroll 12
         for (int i = 0; i < mr; i++) {
             c0[i] = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m0, C + i * ldc), c0[i]);
-            c1[i] = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, C + i * ldc + 16), c1[i]);
+            if (nv == 2) c1[i] = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, C + i * ldc + 16), c1[i]);
         }
     }
     if (e->bias) {
@@ -126,17 +126,53 @@ HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, int nr, int kc, const 
 #pragma GCC unroll 12
         for (int i = 0; i < mr; i++) {
             c0[i] = _mm512_add_ps(c0[i], b0);
-            c1[i] = _mm512_add_ps(c1[i], b1);
+            if (nv == 2) c1[i] = _mm512_add_ps(c1[i], b1);
         }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < mr; i++) {
         _mm512_mask_storeu_ps(C + i * ldc, m0, c0[i]);
-        _mm512_mask_storeu_ps(C + i * ldc + 16, m1, c1[i]);
+        if (nv == 2) _mm512_mask_storeu_ps(C + i * ldc + 16, m1, c1[i]);
     }
     /* GELU on the just-stored (L1-hot) tile rather than on the registers:
      * one out-of-line copy of the polynomial instead of one per tile shape. */
     if (e->gelu) hm_gelu_rows_avx512(C, ldc, mr, nr);
+}
+
+/* All m rows in tiles of MR (then the tail) with nv vectors of columns; each
+ * tile asks for its share of the next block's chunk. */
+HM_INLINE HM_ASAN_BY_REGION void hm_block_rows(const int nv, int m, int nr, int kc, const float *A, size_t lda, const float *P,
+                             float *C, size_t ldc, const hm_gemm_epi_args *e) {
+    int i = 0;
+    /* The weights stream from DRAM (the model's are far larger than the
+     * caches): the first tile of a block would wait on its chunk while the
+     * rest find it in L1. So each tile asks for its share of the next
+     * block's chunk, which arrives in L2 while this block computes. */
+    const int ntiles = (m + MR - 1) / MR;
+    const size_t lines = e->next ? e->next_bytes / 64 : 0, per = ntiles ? (lines + ntiles - 1) / ntiles : 0;
+    size_t pf = 0;
+    for (; i + MR <= m; i += MR) {
+        for (size_t end = pf + per < lines ? pf + per : lines; pf < end; pf++)
+            _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
+        hm_tile512(MR, nv, nr, kc, A + i * lda, lda, P, C + i * ldc, ldc, e);
+    }
+    for (; pf < lines; pf++) _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
+    const float *a = A + i * lda;
+    float *c = C + i * ldc;
+    switch (m - i) {
+    case 0: break;
+    case 1: hm_tile512(1, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 2: hm_tile512(2, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 3: hm_tile512(3, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 4: hm_tile512(4, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 5: hm_tile512(5, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 6: hm_tile512(6, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 7: hm_tile512(7, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 8: hm_tile512(8, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 9: hm_tile512(9, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 10: hm_tile512(10, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    case 11: hm_tile512(11, nv, nr, kc, a, lda, P, c, ldc, e); break;
+    }
 }
 
 /* Under ASan the operands are checked here, region by region (sanitize.h):
@@ -159,34 +195,11 @@ HM_ASAN_BY_REGION void hm_gemm_block_avx512(int m, int nr, int kc, const float *
 #ifdef HM_ASAN
     block_regions(m, nr, kc, A, lda, P, C, ldc, e);
 #endif
-    int i = 0;
-    /* The weights stream from DRAM (the model's are far larger than the
-     * caches): the first tile of a block would wait on its chunk while the
-     * rest find it in L1. So each tile asks for its share of the next
-     * block's chunk, which arrives in L2 while this block computes. */
-    const int ntiles = (m + MR - 1) / MR;
-    const size_t lines = e->next ? e->next_bytes / 64 : 0, per = ntiles ? (lines + ntiles - 1) / ntiles : 0;
-    size_t pf = 0;
-    for (; i + MR <= m; i += MR) {
-        for (size_t end = pf + per < lines ? pf + per : lines; pf < end; pf++)
-            _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
-        hm_tile512(MR, nr, kc, A + i * lda, lda, P, C + i * ldc, ldc, e);
+    /* a panel's last columns, 16 or fewer of them (a detector layer's N of
+     * 40, 80, 112 or 144): one vector a row, half the FMAs */
+    if (nr <= 16) {
+        hm_block_rows(1, m, nr, kc, A, lda, P, C, ldc, e);
+        return;
     }
-    for (; pf < lines; pf++) _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
-    const float *a = A + i * lda;
-    float *c = C + i * ldc;
-    switch (m - i) {
-    case 0: break;
-    case 1: hm_tile512(1, nr, kc, a, lda, P, c, ldc, e); break;
-    case 2: hm_tile512(2, nr, kc, a, lda, P, c, ldc, e); break;
-    case 3: hm_tile512(3, nr, kc, a, lda, P, c, ldc, e); break;
-    case 4: hm_tile512(4, nr, kc, a, lda, P, c, ldc, e); break;
-    case 5: hm_tile512(5, nr, kc, a, lda, P, c, ldc, e); break;
-    case 6: hm_tile512(6, nr, kc, a, lda, P, c, ldc, e); break;
-    case 7: hm_tile512(7, nr, kc, a, lda, P, c, ldc, e); break;
-    case 8: hm_tile512(8, nr, kc, a, lda, P, c, ldc, e); break;
-    case 9: hm_tile512(9, nr, kc, a, lda, P, c, ldc, e); break;
-    case 10: hm_tile512(10, nr, kc, a, lda, P, c, ldc, e); break;
-    case 11: hm_tile512(11, nr, kc, a, lda, P, c, ldc, e); break;
-    }
+    hm_block_rows(2, m, nr, kc, A, lda, P, C, ldc, e);
 }
