@@ -144,19 +144,12 @@ HM_INLINE HM_ASAN_BY_REGION void hm_tile512(const int mr, const int nv, int nr, 
 HM_INLINE HM_ASAN_BY_REGION void hm_block_rows(const int nv, int m, int nr, int kc, const float *A, size_t lda, const float *P,
                              float *C, size_t ldc, const hm_gemm_epi_args *e) {
     int i = 0;
-    /* The weights stream from DRAM (the model's are far larger than the
-     * caches): the first tile of a block would wait on its chunk while the
-     * rest find it in L1. So each tile asks for its share of the next
-     * block's chunk, which arrives in L2 while this block computes. */
     const int ntiles = (m + MR - 1) / MR;
-    const size_t lines = e->next ? e->next_bytes / 64 : 0, per = ntiles ? (lines + ntiles - 1) / ntiles : 0;
-    size_t pf = 0;
     for (; i + MR <= m; i += MR) {
-        for (size_t end = pf + per < lines ? pf + per : lines; pf < end; pf++)
-            _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
+        hm_prefetch_part(e->next, e->next_bytes, i / MR, ntiles);
         hm_tile512(MR, nv, nr, kc, A + i * lda, lda, P, C + i * ldc, ldc, e);
     }
-    for (; pf < lines; pf++) _mm_prefetch((const char *)e->next + pf * 64, _MM_HINT_T1);
+    hm_prefetch_part(e->next, e->next_bytes, i / MR, ntiles); /* the row tail's part, if any */
     const float *a = A + i * lda;
     float *c = C + i * ldc;
     switch (m - i) {

@@ -36,6 +36,18 @@ typedef struct {
     size_t next_bytes;
 } hm_gemm_epi_args;
 
+/* Part `part` of `parts` of the bytes at next, prefetched into L2: a block
+ * asks for one part per row tile, so the next block's weights (which
+ * stream from DRAM) arrive while this one computes, where the next block's
+ * first row tile would otherwise wait on them. Nothing for next NULL or a
+ * part out of range; no effect on any result. Both GEMMs' kernels use it. */
+static inline void hm_prefetch_part(const void *next, size_t bytes, int part, int parts) {
+    if (!next || part < 0 || part >= parts) return;
+    const size_t lines = bytes / 64, a = lines * (size_t)part / (size_t)parts,
+                 b = lines * (size_t)(part + 1) / (size_t)parts;
+    for (size_t i = a; i < b; i++) __builtin_prefetch((const char *)next + i * 64, 0, 2);
+}
+
 /* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
  * from zero before C joins. P is one packed chunk: kc rows of NR floats
  * (k-major, columns beyond nr are zero). nr <= NR; only nr columns of C are

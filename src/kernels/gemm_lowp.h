@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_fp32.h"
 
 /* Variants behind HM_PREC_FAST. */
 typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1 } hm_lowp_kind;
@@ -41,20 +42,10 @@ typedef struct {
     const float *bias;   /* NR floats for the panel (zero padded) or NULL */
     int accum;           /* C += result (else C is only written) */
     int gelu;            /* gelu after the bias, before the accumulate */
-    const void *next;    /* the panel the next block will read, or NULL */
+    const void *next;    /* the panel the next block will read, or NULL
+                          * (hm_prefetch_part) */
     size_t next_bytes;
 } hm_lowp_epi;
-
-/* Part `part` of `parts` of e->next, prefetched into L2. A block asks for
- * one part per row tile, so the next panel (the weights stream from DRAM)
- * arrives while this one computes, where the next block's first row tile
- * would otherwise wait on it. No effect on any result. */
-static inline void hm_lowp_prefetch_next(const hm_lowp_epi *e, int part, int parts) {
-    if (!e->next || part < 0 || part >= parts) return;
-    const size_t lines = e->next_bytes / 64, a = lines * (size_t)part / (size_t)parts,
-                 b = lines * (size_t)(part + 1) / (size_t)parts;
-    for (size_t i = a; i < b; i++) __builtin_prefetch((const char *)e->next + i * 64, 0, 2);
-}
 
 /* ---- int8 kernels (gemm_lowp_avx512vnni.c) ----
  * Quantise one row of K floats into Kp (multiple of 4) unsigned bytes,

@@ -123,7 +123,7 @@ void hm_lowp_i8_block_amx(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, 
     int shape = 0; /* rows of the loaded configuration; 0: none yet */
     for (int i = 0; i < m; i += ROWS) {
         int r = m - i < ROWS ? m - i : ROWS;
-        hm_lowp_prefetch_next(e, i / ROWS, (m + ROWS - 1) / ROWS);
+        hm_prefetch_part(e->next, e->next_bytes, i / ROWS, (m + ROWS - 1) / ROWS);
         if (r != shape) {
             hm_amx_config_rows(r);
             shape = r;
@@ -196,7 +196,7 @@ void hm_lowp_bf16_block_amx(int m, int nr, int Kp, const uint16_t *A, size_t lda
     __m512 b1 = e->bias ? _mm512_loadu_ps(e->bias + 16) : _mm512_setzero_ps();
     for (int i = 0; i < m; i += ROWS) {
         int r = m - i < ROWS ? m - i : ROWS;
-        hm_lowp_prefetch_next(e, i / ROWS, (m + ROWS - 1) / ROWS);
+        hm_prefetch_part(e->next, e->next_bytes, i / ROWS, (m + ROWS - 1) / ROWS);
         if (r != shape) {
             hm_amx_config_rows(r);
             shape = r;

@@ -261,10 +261,10 @@ void hm_lowp_i8_block_avx512vnni(int m, int nr, int Kp, const uint8_t *Aq, size_
                ldc, e)
     const int parts = (m + I8_MR - 1) / I8_MR;
     for (; i + I8_MR <= m; i += I8_MR) {
-        hm_lowp_prefetch_next(e, i / I8_MR, parts);
+        hm_prefetch_part(e->next, e->next_bytes, i / I8_MR, parts);
         HM_I8_TILE(I8_MR);
     }
-    hm_lowp_prefetch_next(e, i / I8_MR, parts); /* the row tail's part, if any */
+    hm_prefetch_part(e->next, e->next_bytes, i / I8_MR, parts); /* the row tail's part, if any */
     switch (m - i) {
     case 0: break;
     case 1: HM_I8_TILE(1); break;
@@ -339,10 +339,10 @@ void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, siz
     int k2 = Kp / 2, i = 0;
     const int parts = (m + BF_MR - 1) / BF_MR;
     for (; i + BF_MR <= m; i += BF_MR) {
-        hm_lowp_prefetch_next(e, i / BF_MR, parts);
+        hm_prefetch_part(e->next, e->next_bytes, i / BF_MR, parts);
         hm_bf_tile(BF_MR, nr, k2, A + i * lda, lda, P, C + i * ldc, ldc, e);
     }
-    hm_lowp_prefetch_next(e, i / BF_MR, parts);
+    hm_prefetch_part(e->next, e->next_bytes, i / BF_MR, parts);
     const uint16_t *a = A + i * lda;
     float *c = C + i * ldc;
     switch (m - i) {
