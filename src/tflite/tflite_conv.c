@@ -70,7 +70,8 @@ static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
     int ox = r0 % j->OW, oy = r0 / j->OW % j->OH, n = r0 / j->OW / j->OH;
     /* the output columns [oxa, oxb) whose windows lie inside along x */
     const int sw = op->stride_w, pl = op->pad_left;
-    const int oxa = (pl + sw - 1) / sw, oxb = j->W - op->kw + pl >= 0 ? (j->W - op->kw + pl) / sw + 1 : 0;
+    int oxa, oxb;
+    hm_tfl_inside_cols(j->W, j->OW, op->kw, sw, pl, &oxa, &oxb);
     for (int r = r0; r < r1;) {
         int ix0 = ox * sw - pl;
         if (isa == HM_ISA_AVX512 && ox >= oxa && ox < oxb) {
@@ -78,7 +79,7 @@ static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
              * rows are segments of one input row sw * C floats apart (a
              * stem convolution's are a few floats each: one strided copy
              * instead of a call per segment) */
-            int run = (oxb < j->OW ? oxb : j->OW) - ox;
+            int run = oxb - ox;
             if (run > r1 - r) run = r1 - r;
             for (int ky = 0; ky < op->kh; ky++) {
                 int iy = oy * op->stride_h - op->pad_top + ky;

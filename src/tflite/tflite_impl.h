@@ -173,6 +173,16 @@ int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const
  * when seconds is not NULL: for profiles. */
 int hm_tfl_invoke_timed(hm_tfl_state *s, hm_pool *pool, double *seconds);
 
+/* The output columns [*a, *b) of an op (kernel kw, stride sw, left pad pl;
+ * input W wide, output OW) whose windows lie inside the input along x:
+ * ox * sw - pl >= 0 and ox * sw - pl + kw <= W. a <= b <= OW. */
+static inline void hm_tfl_inside_cols(int W, int OW, int kw, int sw, int pl, int *a, int *b) {
+    *b = W - kw + pl >= 0 ? (W - kw + pl) / sw + 1 : 0;
+    if (*b > OW) *b = OW;
+    *a = (pl + sw - 1) / sw;
+    if (*a > *b) *a = *b;
+}
+
 /* ---- tflite_ops.c: kernels (portable; the *_avx512 twins where it pays) ---- */
 void hm_tfl_act(float *x, size_t n, int act, int isa);
 void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0, int c1);

@@ -218,8 +218,8 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
          * none) from off[j] floats into the row (0 outside the input) */                              \
         __mmask16 in[SPAN];                                                                            \
         size_t off[SPAN];                                                                              \
-        for (int j = 0; j < SPAN; j++) {                                                               \
-            const int inside = !(EDGE_) || (ix0 + j >= 0 && ix0 + j < W);                              \
+        for (int j = 0; (EDGE_) && j < SPAN; j++) {                                                    \
+            const int inside = ix0 + j >= 0 && ix0 + j < W;                                            \
             in[j] = inside ? (__mmask16)0xFFFF : 0;                                                    \
             off[j] = inside ? (size_t)(ix0 + j) * C : 0;                                               \
         }                                                                                              \
@@ -270,10 +270,8 @@ void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const flo
     const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
     int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
     int KH = op->kh, KW = op->kw, sx = op->stride_w, pl = op->pad_left;
-    /* Interior along x: ox * sx - pl >= 0 and ox * sx - pl + KW <= W. */
-    int oxa = (pl + sx - 1) / sx, oxb = W - KW + pl >= 0 ? (W - KW + pl) / sx + 1 : 0;
-    if (oxb > OW) oxb = OW;
-    if (oxa > oxb) oxa = oxb;
+    int oxa, oxb; /* the interior along x */
+    hm_tfl_inside_cols(W, OW, KW, sx, pl, &oxa, &oxb);
     const int fast = (sx == 1 || sx == 2) && (KW == 3 || KW == 5);
     for (int r = r0; r < r1; r++) {
         size_t n = (size_t)(r / OH);
