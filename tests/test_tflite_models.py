@@ -5,11 +5,28 @@ through the C TFLite executor, against the real TFLite runtime
 
 Bound: for every output, max |C - runtime| <= 1e-4 x the output's range
 (max - min of the runtime's values; for the one-element outputs, the
-hand-presence and handedness probabilities, the range is taken as 1); 1e-3
-for pose_landmark_full's segmentation logits (output 2, not used by the
-detector: large logits after two upsamplings, float rounding differs). Run on
+hand-presence and handedness probabilities, the range is taken as 1). Run on
 the active ISA and the portable scalar path (and AVX2 on random inputs); 2
 threads must give the same bits as 1.
+
+pose_landmark_full's segmentation logits (output 2, not used by the
+detector) are held to 2e-3 of their range at the worst value and 1e-4 at
+the 99th percentile. Why, measured on wilor_typing.jpg (letterboxed, the
+photo that reached 1.04e-3 on the scalar path): its segmentation head
+amplifies float rounding about a hundredfold. Op by op, scalar against AVX-512
+(both this executor, FMA vs separate multiply and add, different summation
+order), the relative difference stays at 1e-6..3e-5 through the backbone and
+grows from 2.8e-5 (first head convolution) to 1.3e-3 (its last RELU6 layer),
+and the 8 -> 1 channel convolution producing logits of +-2000 carries that
+to the output. The runtime against itself, its input changed by at most half
+an ulp per value (24 draws), moves output 2 by up to 7.6e-4 of the range
+(median 4.3e-4); this executor's scalar / AVX2 / AVX-512 paths against
+themselves the same way up to 5.1e-4 / 4.7e-4 / 9.6e-4 (the scalar path is
+no noisier than the others), and scalar against the runtime on the same
+perturbed inputs up to 1.07e-3 (median 4.6e-4). So the difference is two
+draws of the head's rounding noise, not an error of one path; 2e-3 is about
+twice the largest seen. The 99th percentile (1.6e-5 there) keeps a
+systematic error visible.
 
 Environment:
   HAMER_DETECTOR_DIR  directory with palm_detection_{full,lite}.tflite,
@@ -33,7 +50,8 @@ from conftest import SANITIZE, require_tool
 TOL = 1e-4
 MODELS = {"palm_detection_full": 192, "palm_detection_lite": 192, "hand_landmark_full": 224,
           "hand_landmark_lite": 224, "pose_detection": 224, "pose_landmark_full": 256, "hand_recrop": 256}
-TOL_OUTPUT = {("pose_landmark_full", 2): 1e-3}
+TOL_OUTPUT = {("pose_landmark_full", 2): 2e-3}
+TOL_P99 = {("pose_landmark_full", 2): 1e-4}
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +135,9 @@ def compare(got, ref, what, model=None):
         err = tr.max_rel_err(g, r, output_scale(r))
         tol = TOL_OUTPUT.get((model, i), TOL)
         assert err <= tol, "%s output %d: max error %.3g of the output's range (bound %g)" % (what, i, err, tol)
+        if (model, i) in TOL_P99:
+            p99 = float(np.percentile(np.abs(g.astype(np.float64) - r), 99)) / max(output_scale(r), 1e-30)
+            assert p99 <= TOL_P99[(model, i)], "%s output %d: 99th percentile error %.3g of the range" % (what, i, p99)
 
 
 @pytest.mark.slow
@@ -131,12 +152,18 @@ def test_model_real_photos(model, tool, ref_runtime, detector_dir, images):
             compare(got, ref, "%s on %s (isa %s)" % (model, name, isa or "native"), model)
         # The models do what they are for on these photos (a sanity check of
         # the inputs, not of the executor): a palm above the detector's 0.5
-        # threshold, a hand present in every hand crop.
+        # threshold; a hand present in the crops of the HaMeR photos, whose
+        # fixed-size square crops fit their hands (presence 0.91-0.99 full,
+        # 0.62-0.98 lite). Not on the WiLoR photos: there the same unrotated
+        # squares cut hands on a keyboard, in a garden or holding a plate at
+        # a size and angle the landmark model is unsure of (presence 0.00-
+        # 0.95, e.g. wilor_cooking.jpg#1 0.38 full / 0.26 lite, the same in
+        # the runtime); their outputs are still compared above.
         if model.startswith("palm") or model == "pose_detection":
             assert got[1].max() > 0, "%s on %s: no anchor scores above 0.5" % (model, name)
         elif model in ("pose_landmark_full", "hand_recrop"):  # whole photos / hand crops, not their ROIs
             assert np.all(np.isfinite(got[0])), "%s on %s" % (model, name)
-        else:
+        elif name.startswith("hamer_example"):
             assert got[1].ravel()[0] > 0.5, "%s on %s: hand presence %.3f" % (model, name, got[1].ravel()[0])
 
 
