@@ -38,6 +38,19 @@
  * having it ignored. In params, yes/no fields are bool and choices are
  * named enums (int-sized); result records (hamer_box, hamer_hand,
  * hamer_detection, ...) keep int 0/1 for their yes/no fields.
+ *
+ * The result structs a caller allocates and the library fills (hamer_hand,
+ * hamer_timings) grow by the same rule: each ends with `uint8_t
+ * reserved[...]`, HAMER_HAND_RESERVED (4096) and HAMER_TIMINGS_RESERVED
+ * (64) bytes when the rule came in, and a later version takes a new field
+ * from the front of that space, so the size and every older offset stay.
+ * The library writes the reserved bytes as zero. A field taken from that
+ * space is zero when filled by a library older than the field, so its
+ * zero value means "not computed" (an enum's 0 is its NONE), never a
+ * result: a program built against a newer header reads the zero, not
+ * garbage, from an older library. The fields taken so far are marked
+ * "(from reserved)" below; tests/c/test_params_abi.c checks the sizes and
+ * offsets.
  */
 #ifndef HAMER_H
 #define HAMER_H
@@ -88,6 +101,10 @@ typedef enum hamer_status {
 /* Size of the reserved space ending each *_params struct when it was
  * introduced (see "Parameter structs" above). */
 #define HAMER_PARAMS_RESERVED 64
+/* Size of the reserved space ending hamer_hand and hamer_timings when the
+ * rule came in (see "Parameter structs" above). */
+#define HAMER_HAND_RESERVED 4096
+#define HAMER_TIMINGS_RESERVED 64
 
 typedef struct hamer_model hamer_model;
 typedef struct hamer_state hamer_state;
@@ -213,11 +230,13 @@ typedef struct {
         int pass;                /* 0 full frame, k > 0 tile level k */
         int source, body, person; /* as in hamer_detection */
     } detection;
+    uint8_t reserved[HAMER_HAND_RESERVED]; /* zero; later fields come from its front */
 } hamer_hand;
 
 typedef struct {
     double decode_ms, crop_ms, regress_ms, finalise_ms;
     double detect_ms;       /* hand detection, when the boxes were detected (else 0) */
+    uint8_t reserved[HAMER_TIMINGS_RESERVED]; /* zero; later fields come from its front */
 } hamer_timings;
 
 HAMER_API hamer_predict_params hamer_predict_default_params(void);

@@ -596,7 +596,8 @@ def test_constants_match_the_header():
     defs = dict(re.findall(r"#define HAMER_(\w+) +([-0-9.]+)f?\b", text))
     defs.update(re.findall(r"\bHAMER_(\w+) = (-?\d+)\b", text))  # enum constants
     for name in ["CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "MAX_HANDS", "MAX_RESCALE",
-                 "FOCAL", "PRECISION_FP32", "PRECISION_FAST", "PARAMS_RESERVED", "SMOOTH_NONE",
+                 "FOCAL", "PRECISION_FP32", "PRECISION_FAST", "PARAMS_RESERVED", "HAND_RESERVED",
+                 "TIMINGS_RESERVED", "SMOOTH_NONE",
                  "SMOOTH_ONE_EURO", "BODY_AUTO", "BODY_ON", "BODY_OFF"]:
         assert float(defs[name]) == float(getattr(_lib, name)), name
     codes = dict(re.findall(r"HAMER_(E_\w+|OK) = (-?\d+)", text))

@@ -67,6 +67,9 @@ PRECISION_FAST = 1
 # Every *_params struct ends with this many reserved bytes (zero: the
 # structures here start from the library's hamer_*_default_params()).
 PARAMS_RESERVED = 64
+# hamer_hand and hamer_timings end with this many (the library zeroes them).
+HAND_RESERVED = 4096
+TIMINGS_RESERVED = 64
 
 CROP_WARP = 0
 CROP_PAD = 1
@@ -230,6 +233,7 @@ class Hand(_Struct):
         ("box_center", ctypes.c_double * 2),
         ("box_size", ctypes.c_double),
         ("detection", HandDetection),
+        ("reserved", ctypes.c_uint8 * HAND_RESERVED),
     ]
 
 
@@ -280,6 +284,7 @@ class Timings(_Struct):
         ("regress_ms", ctypes.c_double),
         ("finalise_ms", ctypes.c_double),
         ("detect_ms", ctypes.c_double),
+        ("reserved", ctypes.c_uint8 * TIMINGS_RESERVED),
     ]
 
 

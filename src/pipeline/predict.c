@@ -95,6 +95,7 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
         tm->crop_ms = 1e3 * (t1 - t0);
         tm->regress_ms = 1e3 * (t2 - t1);
         tm->finalise_ms = 1e3 * (t3 - t2);
+        memset(tm->reserved, 0, sizeof tm->reserved);
     }
     return HM_OK;
 }

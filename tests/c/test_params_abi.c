@@ -4,7 +4,9 @@
  * and every function taking it accepts the defaults and refuses a non-zero
  * reserved byte with HAMER_E_ARG, a one-line message naming the struct,
  * and nothing else done: no object made, no file touched or written, out
- * arguments and the tracker's tracks as they were.
+ * arguments and the tracker's tracks as they were. The result structs
+ * (hamer_hand, hamer_timings) end with their own reserved space, which the
+ * library writes as zero.
  *
  * The model is the small checkpoint of the fuzz corpus; the detector parts
  * need the installed detector models (scripts/get_detector.sh) and are
@@ -42,10 +44,11 @@ static int all_zero(const uint8_t *b, size_t n) {
 
 /* reserved is the last member, HAMER_PARAMS_RESERVED bytes less those later
  * fields took from its front (`taken`): only tail padding after it. */
-#define RESERVED_LAST_N(T, taken)                                                                          \
-    (sizeof(((T *)0)->reserved) == HAMER_PARAMS_RESERVED - (taken) &&                                      \
+#define RESERVED_TAIL(T, bytes)                                                                            \
+    (sizeof(((T *)0)->reserved) == (bytes) &&                                                              \
      offsetof(T, reserved) + sizeof(((T *)0)->reserved) <= sizeof(T) &&                                    \
      sizeof(T) - (offsetof(T, reserved) + sizeof(((T *)0)->reserved)) < alignof(T))
+#define RESERVED_LAST_N(T, taken) RESERVED_TAIL(T, HAMER_PARAMS_RESERVED - (taken))
 #define RESERVED_LAST(T) RESERVED_LAST_N(T, 0)
 
 /* Sizes and reserved offsets on x86-64 Linux (the table in docs/library.md),
@@ -263,6 +266,37 @@ static void detector_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
     hamer_detector_free(det);
 }
 
+/* The result structs (hamer_hand, hamer_timings): reserved space last, its
+ * size and the offsets of the fields before it fixed (x86-64), and the
+ * library writing it as zero: hamer_predict into hands and timings filled
+ * with another byte first, and the job's result. */
+static void results(hamer_state *st, const uint8_t *rgb, int w, int h) {
+    CHECK(RESERVED_TAIL(hamer_hand, HAMER_HAND_RESERVED) && RESERVED_TAIL(hamer_timings, HAMER_TIMINGS_RESERVED));
+#if defined(__x86_64__) && defined(__LP64__)
+    /* the fields before the rule at their offsets; its space where the tail padding began */
+    CHECK(offsetof(hamer_hand, vertices) == 1344 && offsetof(hamer_hand, detection) == 10704);
+    CHECK(sizeof(hamer_hand) == 15088 && offsetof(hamer_hand, reserved) == 10988);
+    CHECK(sizeof(hamer_timings) == 40 + HAMER_TIMINGS_RESERVED && offsetof(hamer_timings, reserved) == 40);
+#endif
+    static hamer_hand hands[2];
+    hamer_timings tm;
+    hamer_box boxes[2] = {{{20, 30, 120, 150}, 1}, {{-50, -50, -10, -10}, 0}};  /* the second fails */
+    memset(hands, 0x5a, sizeof hands), memset(&tm, 0x5a, sizeof tm);
+    hamer_predict_params pp = hamer_predict_default_params();
+    CHECK(hamer_predict(st, rgb, w, h, boxes, 2, &pp, hands, &tm) == HAMER_OK && hands[0].ok && !hands[1].ok);
+    for (int i = 0; i < 2; i++) CHECKF(all_zero(hands[i].reserved, sizeof hands[i].reserved), "hand %d", i);
+    CHECK(all_zero(tm.reserved, sizeof tm.reserved));
+    hamer_job *job = hamer_job_new(st, NULL, NULL);
+    hamer_job_input in = {.rgb = rgb, .width = w, .height = h, .boxes = boxes, .n_boxes = 2,
+                          .source = HAMER_BOXES_GIVEN};
+    hamer_job_result r;
+    memset(&r, 0x5a, sizeof r);
+    CHECK(job && hamer_job_run(job, &in) == HAMER_OK && hamer_job_get_result(job, &r) == HAMER_OK && r.n_hands == 2);
+    CHECK(job && all_zero(r.timings.reserved, sizeof r.timings.reserved) &&
+          all_zero(r.hands[0].reserved, sizeof r.hands[0].reserved));
+    hamer_job_free(job);
+}
+
 int main(void) {
     layouts_and_defaults();
     video_params();
@@ -276,6 +310,7 @@ int main(void) {
     if (st) {
         predict_params(st, rgb, w, h);
         job_params(st, rgb, w, h);
+        results(st, rgb, w, h);
         detector_params(st, rgb, w, h);
     }
     free(rgb);
