@@ -1,17 +1,11 @@
 /* gemm_bench.c - GFLOP/s of hm_gemm on the model's shapes, 1 and 2 threads.
  * Not part of the build or the tests. Build from the repository root:
  *
- *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/gemm_bench.c \
- *       src/core/util.c src/core/pool.c src/core/cpu.c src/kernels/gemm.c src/kernels/gemm_fp32.c \
- *       src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
- *       -mavx2 -mfma src/kernels/gemm_avx2.c \
- *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
- *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \
- *       -mamx-tile -mamx-int8 -mamx-bf16 src/kernels/gemm_lowp_amx.c \
- *       -x none -o /tmp/gemm_bench -lpthread -lm
+ *   cmake -B build && cmake --build build -j
+ *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/gemm_bench.c build/libhamer.a \
+ *       $(pkg-config --libs jansson libxxhash libavformat libavcodec libswscale libavutil libpng zlib) \
+ *       -ljpeg -lpthread -lm -o /tmp/gemm_bench
  *
- * (gcc applies -m flags to the whole command line; that is harmless for a
- * benchmark on an AVX-512 machine. The CMake build compiles per file.)
  * Usage: gemm_bench [avx512|avx2|scalar] [seconds per case, default 0.5]
  */
 #define _POSIX_C_SOURCE 200809L

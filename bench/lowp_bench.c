@@ -3,16 +3,11 @@
  * threads; time includes the per-call activation quantisation. Not part of
  * the build or the tests. Build from the repository root:
  *
- *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/lowp_bench.c \
- *       src/core/util.c src/core/pool.c src/core/cpu.c src/kernels/gemm.c src/kernels/gemm_fp32.c src/kernels/gemm_scalar.c src/kernels/gemm_lowp.c \
- *       -mavx2 -mfma src/kernels/gemm_avx2.c \
- *       -mavx512f -mavx512bw -mavx512vl -mavx512dq src/kernels/gemm_avx512.c \
- *       -mavx512vnni -mavx512bf16 src/kernels/gemm_lowp_avx512vnni.c \
- *       -mamx-tile -mamx-int8 -mamx-bf16 src/kernels/gemm_lowp_amx.c \
- *       -x none -o /tmp/lowp_bench -lpthread -lm
+ *   cmake -B build && cmake --build build -j
+ *   gcc -std=c11 -O2 -fno-math-errno -D_GNU_SOURCE -Isrc -Iinclude -Ibuild/include bench/lowp_bench.c build/libhamer.a \
+ *       $(pkg-config --libs jansson libxxhash libavformat libavcodec libswscale libavutil libpng zlib) \
+ *       -ljpeg -lpthread -lm -o /tmp/lowp_bench
  *
- * (gcc applies the -m flags to every file after them; harmless for a
- * benchmark on this machine. The CMake build compiles per file.)
  * Usage: lowp_bench [rounds, default 7] [seconds per round, default 0.25]
  * Prints the median over rounds (the machine is shared: single runs are
  * noisy). Activations are Gaussian with 4 columns x20 (LayerNorm-gain

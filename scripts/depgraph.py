@@ -54,7 +54,15 @@ def layer_of(src):
 
 
 def folder_of(path):
-    """The folder a file is in: "src/core" for src/core/util.c, "src" for src/hamer.c."""
+    """The folder a file is in: "src/core" for src/core/util.c, "src" for
+    src/hamer.c. A folder's subfolders are parts of it, not folders of their
+    own: src/kernels/x86/ (one architecture's bodies of src/kernels' kernels)
+    and src/backend/cpu/ (one backend behind src/backend's interface) need
+    their parent and it needs them, as ggml's backends and their registry
+    do; the file graph still has no cycle."""
+    parts = path.split("/")
+    if len(parts) > 3 and parts[0] in ("src", "tools"):
+        return "/".join(parts[:2])
     return path.rsplit("/", 1)[0] if "/" in path else "."
 
 

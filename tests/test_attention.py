@@ -1,7 +1,7 @@
 """The attention heads against numpy, through tests/c/tool_attn: the fast
-precision's (src/kernels/attn_avx512vnni.c: bf16 dot products, fp32
-softmax; src/kernels/attn_amx.c: the same on AMX tiles) and the fp32 ones
-(src/kernels/attn_avx512.c fused, and the two GEMMs).
+precision's (src/kernels/x86/attn_avx512vnni.c: bf16 dot products, fp32
+softmax; src/kernels/x86/attn_amx.c: the same on AMX tiles) and the fp32 ones
+(src/kernels/x86/attn_avx512.c fused, and the two GEMMs).
 
 Two references, in float64:
 * exact: softmax(scale q k^T) v. The kernel rounds q*scale, k, v and the

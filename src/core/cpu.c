@@ -1,4 +1,5 @@
-/* cpu.c - CPUID / XGETBV feature detection and the process-wide ISA choice. */
+/* cpu.c - feature detection (x86: CPUID / XGETBV; AArch64: the kernel's
+ * hardware capabilities) and the process-wide ISA choice. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/cpu.h"
 
@@ -21,6 +22,12 @@
 #if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#if defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
 #endif
 
 #ifdef HM_X86
@@ -73,6 +80,40 @@ static int hm_detect(void) {
     if ((bits & HM_CPU_AMX) && (bits & HM_CPU_BF16) && ((d7 >> 22) & 1)) bits |= HM_CPU_AMX_BF16;
     return bits;
 }
+#elif defined(__aarch64__) && defined(__linux__)
+/* Linux's AArch64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h),
+ * spelled out so an older libc's headers do not matter. */
+static int hm_detect(void) {
+    enum { HWCAP_ASIMD_ = 1 << 1, HWCAP_ASIMDDP_ = 1 << 20, HWCAP_SVE_ = 1 << 22 };
+    enum { HWCAP2_I8MM_ = 1 << 13, HWCAP2_BF16_ = 1 << 14 };
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    int bits = 0;
+    if (hw & HWCAP_ASIMD_) bits |= HM_CPU_NEON;
+    if (!bits) return 0;
+    if (hw & HWCAP_ASIMDDP_) bits |= HM_CPU_DOTPROD;
+    if (hw & HWCAP_SVE_) bits |= HM_CPU_SVE;
+    if (hw2 & HWCAP2_I8MM_) bits |= HM_CPU_I8MM;
+    if (hw2 & HWCAP2_BF16_) bits |= HM_CPU_ARM_BF16;
+    return bits;
+}
+#elif defined(__aarch64__) && defined(__APPLE__)
+static int hm_sysctl_on(const char *name) {
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname(name, &v, &n, NULL, 0) == 0 && v != 0;
+}
+
+/* Every Apple-silicon CPU has Advanced SIMD; the rest is asked by name. */
+static int hm_detect(void) {
+    int bits = HM_CPU_NEON;
+    if (hm_sysctl_on("hw.optional.arm.FEAT_DotProd")) bits |= HM_CPU_DOTPROD;
+    if (hm_sysctl_on("hw.optional.arm.FEAT_I8MM")) bits |= HM_CPU_I8MM;
+    if (hm_sysctl_on("hw.optional.arm.FEAT_BF16")) bits |= HM_CPU_ARM_BF16;
+    return bits;
+}
+#elif defined(__aarch64__)
+/* Another OS: Advanced SIMD is part of AArch64; nothing else is assumed. */
+static int hm_detect(void) { return HM_CPU_NEON; }
 #else
 static int hm_detect(void) { return 0; }
 #endif
@@ -88,12 +129,27 @@ static char hm_names[96];
 static atomic_int hm_amx_on;   /* AMX kernels wanted (HAMER_ISA / hm_amx_force) */
 
 static hm_isa hm_isa_of(int bits) {
-    return bits & HM_CPU_AVX512 ? HM_ISA_AVX512 : bits & HM_CPU_AVX2 ? HM_ISA_AVX2 : HM_ISA_SCALAR;
+    return bits & HM_CPU_AVX512 ? HM_ISA_AVX512
+           : bits & HM_CPU_AVX2 ? HM_ISA_AVX2
+           : bits & HM_CPU_NEON ? HM_ISA_NEON
+                                : HM_ISA_SCALAR;
+}
+
+/* Whether a CPU with feature bits `bits` runs level isa. */
+static int hm_isa_runs_on(int isa, int bits) {
+    switch (isa) {
+    case HM_ISA_SCALAR: return 1;
+    case HM_ISA_AVX2: return (bits & HM_CPU_AVX2) != 0;
+    case HM_ISA_AVX512: return (bits & HM_CPU_AVX512) != 0;
+    case HM_ISA_NEON: return (bits & HM_CPU_NEON) != 0;
+    }
+    return 0;
 }
 
 static int hm_isa_from_name(const char *s) {
     if (!strcasecmp(s, "amx") || !strcasecmp(s, "avx512")) return HM_ISA_AVX512;
     if (!strcasecmp(s, "avx2")) return HM_ISA_AVX2;
+    if (!strcasecmp(s, "neon")) return HM_ISA_NEON;
     if (!strcasecmp(s, "scalar")) return HM_ISA_SCALAR;
     return -1;
 }
@@ -119,6 +175,8 @@ static void hm_init(void) {
     static const struct { int bit; const char *name; } names[] = {
         {HM_CPU_AVX2, "avx2"}, {HM_CPU_AVX512, "avx512"}, {HM_CPU_VNNI, "vnni"},
         {HM_CPU_BF16, "bf16"}, {HM_CPU_FP16, "fp16"}, {HM_CPU_AMX, "amx"}, {HM_CPU_AMX_BF16, "amx-bf16"},
+        {HM_CPU_NEON, "neon"}, {HM_CPU_DOTPROD, "dotprod"}, {HM_CPU_I8MM, "i8mm"}, {HM_CPU_ARM_BF16, "bf16"},
+        {HM_CPU_SVE, "sve"},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -131,7 +189,7 @@ static void hm_init(void) {
     atomic_store(&hm_amx_on, amx && (!env || !*env || !strcasecmp(env, "amx")));
     if (!env || !*env) return;
     int want = hm_isa_from_name(env);
-    if (want < 0 || want > (int)cpu || (!strcasecmp(env, "amx") && !amx)) {
+    if (want < 0 || !hm_isa_runs_on(want, hm_bits) || (!strcasecmp(env, "amx") && !amx)) {
         snprintf(hm_env_val, sizeof hm_env_val, "%s", env);
         atomic_store(&hm_env_bad, 1);
     } else {
@@ -159,7 +217,18 @@ const char *hm_cpu_feature_names(void) {
     return hm_names;
 }
 
-void hm_cpu_test_hide(int mask) { atomic_store(&hm_hidden, mask & (HM_CPU_VNNI | HM_CPU_BF16 | HM_CPU_AMX | HM_CPU_AMX_BF16)); }
+void hm_cpu_test_hide(int mask) {
+    const int hideable = HM_CPU_VNNI | HM_CPU_BF16 | HM_CPU_AMX | HM_CPU_AMX_BF16 | HM_CPU_DOTPROD | HM_CPU_I8MM |
+                         HM_CPU_ARM_BF16;
+    atomic_store(&hm_hidden, mask & hideable);
+}
+
+int hm_isa_known(int isa) { return isa >= 0 && isa < HM_ISA_COUNT; }
+
+int hm_isa_runs(int isa) {
+    pthread_once(&hm_once, hm_init);
+    return hm_isa_runs_on(isa, hm_bits);
+}
 
 int hm_amx_active(void) {
     pthread_once(&hm_once, hm_init);
@@ -185,15 +254,15 @@ const char *hm_isa_name(hm_isa isa) {
     case HM_ISA_SCALAR: return "scalar";
     case HM_ISA_AVX2: return "avx2";
     case HM_ISA_AVX512: return "avx512";
+    case HM_ISA_NEON: return "neon";
     }
     return "unknown";
 }
 
 int hm_isa_force(hm_isa isa) {
     hm_isa cpu = hm_cpu_isa();
-    if ((int)isa < HM_ISA_SCALAR || (int)isa > HM_ISA_AVX512)
-        return hm_err(HM_E_ARG, "hm_isa_force: invalid ISA value %d", (int)isa);
-    if (isa > cpu)
+    if (!hm_isa_known((int)isa)) return hm_err(HM_E_ARG, "hm_isa_force: invalid ISA value %d", (int)isa);
+    if (!hm_isa_runs((int)isa))
         return hm_err(HM_E_UNSUPPORTED, "ISA %s forced but this CPU supports at most %s", hm_isa_name(isa),
                       hm_isa_name(cpu));
     atomic_store(&hm_active, (int)isa);
@@ -204,7 +273,11 @@ int hm_isa_force(hm_isa isa) {
 int hm_isa_status(void) {
     hm_isa cpu = hm_cpu_isa();
     if (!atomic_load(&hm_env_bad)) return HM_OK;
+#if defined(__aarch64__)
+    return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of neon|scalar that this CPU (%s%s) supports",
+#else
     return hm_err(HM_E_UNSUPPORTED, "HAMER_ISA=%s: not one of amx|avx512|avx2|scalar that this CPU (%s%s) supports",
+#endif
                   hm_env_val, hm_isa_name(cpu), hm_bits & HM_CPU_AMX ? " + amx" : "");
 }
 

@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "kernels/attn.h"
 #include "kernels/gemm.h"
+#include "kernels/kernels.h"
 #include "kernels/norm.h"
 
 size_t hm_attention_bf16_scratch(int n, int hd) {
@@ -55,23 +56,46 @@ int hm_attention_fast_choose(int n, int hd, size_t avail, int *mode) {
 }
 
 int hm_attention_amx_usable(int n, int hd, size_t avail) {
+#if defined(__x86_64__)
     const int need = HM_CPU_AMX | HM_CPU_AMX_BF16;
     if (!hm_attention_amx_built() || (hm_cpu_features() & need) != need || !hm_amx_active()) return 0;
     if (n < 32 || n % 32 || hd < 16 || hd % 16 || hd > HM_ATTN_MAX_HD) return 0;
     return hm_attention_amx_scratch(n, hd) <= avail;
+#else
+    return 0;
+#endif
 }
 
 int hm_attention_bf16_usable(int n, int hd, size_t avail) {
+#if defined(__x86_64__)
     int need = HM_CPU_AVX512 | HM_CPU_BF16;
     if ((hm_cpu_features() & need) != need || hm_isa_active() != HM_ISA_AVX512) return 0;
     if (n < 16 || n % 16 || hd < 16 || hd % 16 || hd > HM_ATTN_MAX_HD) return 0;
     return hm_attention_bf16_scratch(n, hd) <= avail;
+#else
+    return 0;
+#endif
+}
+
+void hm_attention_head_fast(int mode, int n, int hd, float scale, const float *q, const float *k, const float *v,
+                            size_t ld, float *o, size_t ldo, float *scratch, size_t avail) {
+#if defined(__x86_64__)
+    if (mode == HM_ATTN_AMX) {
+        hm_attention_head_amx(n, hd, scale, q, k, v, ld, o, ldo, scratch);
+        return;
+    }
+    if (mode == HM_ATTN_BF16) {
+        hm_attention_head_bf16(n, hd, scale, q, k, v, ld, o, ldo, scratch);
+        return;
+    }
+#endif
+    hm_attention_head_f32(n, hd, scale, q, k, v, ld, o, ldo, scratch, avail);
 }
 
 size_t hm_attention_f32_fused_scratch(int n, int hd) { return (size_t)hd * n + 4 * (size_t)n; }
 
 int hm_attention_f32_fused_usable(int n, int hd, size_t avail) {
-    if (hm_isa_active() != HM_ISA_AVX512) return 0;
+    if (!hm_kernels_active()->attn_f32_fused) return 0;
     if (n < 16 || n % 16 || hd < 16 || hd % 16) return 0;
     return hm_attention_f32_fused_scratch(n, hd) <= avail;
 }
@@ -86,7 +110,7 @@ void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, cons
 void hm_attention_head_f32(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
                            float *o, size_t ldo, float *scratch, size_t avail) {
     if (hm_attention_f32_fused_usable(n, hd, avail))
-        hm_attention_head_f32_avx512(n, hd, scale, q, k, v, ld, o, ldo, scratch);
+        hm_kernels_active()->attn_f32_fused(n, hd, scale, q, k, v, ld, o, ldo, scratch);
     else
         hm_attention_head_f32_gemm(n, hd, scale, q, k, v, ld, o, ldo, scratch);
 }

@@ -52,12 +52,14 @@ void hm_attention_head_f32(int n, int hd, float scale, const float *q, const flo
 /* The unfused one, for comparisons (tests/c/tool_attn). */
 void hm_attention_head_f32_gemm(int n, int hd, float scale, const float *q, const float *k, const float *v,
                                 size_t ld, float *o, size_t ldo, float *scratch);
-void hm_attention_head_f32_avx512(int n, int hd, float scale, const float *q, const float *k, const float *v,
-                                  size_t ld, float *o, size_t ldo, float *scratch);
 
 /* What the fast precision's attention runs (hm_attention_fast_choose). */
 enum { HM_ATTN_FP32 = 0, HM_ATTN_BF16 = 1, HM_ATTN_AMX = 2 };
 
+/* The head of a mode hm_attention_fast_choose returned (scratch as that
+ * head's: avail floats, at least what its usable check asked). */
+void hm_attention_head_fast(int mode, int n, int hd, float scale, const float *q, const float *k, const float *v,
+                            size_t ld, float *o, size_t ldo, float *scratch, size_t avail);
 size_t hm_attention_bf16_scratch(int n, int hd);
 int hm_attention_fast_choose(int n, int hd, size_t avail, int *mode);
 int hm_attention_bf16_usable(int n, int hd, size_t avail);

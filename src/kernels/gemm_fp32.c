@@ -1,7 +1,9 @@
 /* gemm_fp32.c - the exact fp32 GEMM: weight packing and the driver around
- * the per-ISA block kernels (gemm_scalar.c, gemm_avx2.c, gemm_avx512.c).
+ * the per-ISA block kernels (kernels.h: gemm_scalar.c, x86/gemm_avx2.c,
+ * x86/gemm_avx512.c, arm/gemm_neon.c).
  *
- * Packed layout (per ISA, NR = 8 / 16 / 32 for scalar / avx2 / avx512):
+ * Packed layout (per ISA level, its table's NR: 8 / 16 / 32 for scalar /
+ * avx2 / avx512):
  * W [N, K] is cut into ceil(N / NR) panels of NR output columns; panel p is
  * K rows of NR floats, element (k, j) at w[p*K*NR + k*NR + j] = W[p*NR+j, k],
  * zero for columns past N. A K block of a panel is therefore one contiguous,
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "kernels/kernels.h"
 
 /* Rows per M block: A block (MC x KC floats, 384 KiB) stays in L2 while
  * every panel's K chunk streams past it; 192-token batches fit in one. */
@@ -29,16 +32,11 @@
  * the model's N (1280..6144) still gives 10+ tasks to balance. */
 #define HM_GEMM_GROUP 4
 
-static int hm_nr(int isa) {
-    return isa == HM_ISA_AVX512 ? HM_GEMM_NR_AVX512 : isa == HM_ISA_AVX2 ? HM_GEMM_NR_AVX2 : HM_GEMM_NR_SCALAR;
-}
+static int hm_nr(int isa) { return hm_kernels_for(isa)->gemm_nr; }
 
-typedef void (*hm_block_fn)(int, int, int, const float *, size_t, const float *, float *, size_t,
-                            const hm_gemm_epi_args *);
+typedef hm_gemm_block_fn hm_block_fn;
 
-static hm_block_fn hm_block_for(int isa) {
-    return isa == HM_ISA_AVX512 ? hm_gemm_block_avx512 : isa == HM_ISA_AVX2 ? hm_gemm_block_avx2 : hm_gemm_block_scalar;
-}
+static hm_block_fn hm_block_for(int isa) { return hm_kernels_for(isa)->gemm_block; }
 
 /* ---- packing ----------------------------------------------------------- */
 
@@ -130,7 +128,7 @@ static void hm_gemm_task(void *ctx, int t, int tid) {
 int hm_gemm_fp32(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
                  hm_epilogue epi) {
     if (!W->w || lda < W->K || ldc < W->N) return hm_err(HM_E_ARG, "hm_gemm: bad arguments (M=%d)", M);
-    if (W->isa < HM_ISA_SCALAR || W->isa > (int)hm_cpu_isa())
+    if (!hm_isa_runs(W->isa))
         return hm_err(HM_E_UNSUPPORTED, "hm_gemm: weights packed for ISA %d, which this CPU lacks", W->isa);
     hm_gemm_job j = {
         .M = M, .nmb = (M + HM_GEMM_MC - 1) / HM_GEMM_MC, .nr_isa = hm_nr(W->isa),
@@ -143,7 +141,7 @@ int hm_gemm_fp32(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
 }
 
 int hm_fp32_sizes(int N, int K, int isa, size_t *w, size_t *bias) {
-    if (N < 1 || K < 1 || isa < HM_ISA_SCALAR || isa > HM_ISA_AVX512)
+    if (N < 1 || K < 1 || !hm_isa_known(isa))
         return hm_err(HM_E_ARG, "fp32 packing of %d x %d for ISA %d", N, K, isa);
     size_t nr = (size_t)hm_nr(isa), np = ((size_t)N + nr - 1) / nr;
     *w = np * nr * (size_t)K * sizeof(float);

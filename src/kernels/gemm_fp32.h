@@ -48,23 +48,14 @@ static inline void hm_prefetch_part(const void *next, size_t bytes, int part, in
     for (size_t i = a; i < b; i++) __builtin_prefetch((const char *)next + i * 64, 0, 2);
 }
 
-/* C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
+/* A block kernel (one per ISA level, kernels.h's gemm_block):
+ * C[m, nr] = act(A[m, kc] . P (+ beta C) (+ bias)), the dot products summed
  * from zero before C joins. P is one packed chunk: kc rows of NR floats
  * (k-major, columns beyond nr are zero). nr <= NR; only nr columns of C are
  * read or written. Any m >= 1. */
+typedef void (*hm_gemm_block_fn)(int m, int nr, int kc, const float *A, size_t lda, const float *P, float *C,
+                                 size_t ldc, const hm_gemm_epi_args *e);
 void hm_gemm_block_scalar(int m, int nr, int kc, const float *A, size_t lda,
                           const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-void hm_gemm_block_avx2(int m, int nr, int kc, const float *A, size_t lda,
-                        const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-void hm_gemm_block_avx512(int m, int nr, int kc, const float *A, size_t lda,
-                          const float *P, float *C, size_t ldc, const hm_gemm_epi_args *e);
-
-/* Vectorised exact GELU in place over n floats (per ISA; same contract as
- * hm_gelu in vmath.h, within a few ulp). */
-void hm_gelu_vec_avx2(float *x, size_t n);
-void hm_gelu_vec_avx512(float *x, size_t n);
-/* The same over mr rows of nr floats, ldc apart (a GEMM tile): rows of at
- * most 32 go two at a time, so that four vectors' polynomials overlap. */
-void hm_gelu_rows_avx512(float *C, size_t ldc, int mr, int nr);
 
 #endif

@@ -1,5 +1,5 @@
 /* gemm_lowp.c - the low-precision ("fast") GEMM: packing, CPU checks and
- * the driver around the kernels in gemm_lowp_avx512vnni.c.
+ * the driver around the kernels (x86/gemm_lowp_avx512vnni.c, x86/gemm_lowp_amx.c).
  *
  * Scheme (HM_LOWP_INT8, the default FAST):
  *   weights      per-output-channel symmetric int8, s_w[n] = max|W[n,:]| / 127,
@@ -135,7 +135,13 @@ const char *hm_precision_scheme(hm_precision prec) {
                : "int8-vnni (w: per-channel s8; a: per-token u8 + fp32 outliers); sensitive matmuls: fp32";
 }
 
-int hm_lowp_amx_in_use(void) { return hm_lowp_amx_built() && hm_amx_active(); }
+int hm_lowp_amx_in_use(void) {
+#if defined(__x86_64__)
+    return hm_lowp_amx_built() && hm_amx_active();
+#else
+    return 0;
+#endif
+}
 
 /* HM_OK if FAST of this kind can run now, else HM_E_UNSUPPORTED + message. */
 static int hm_lowp_check(int kind) {
@@ -277,6 +283,38 @@ int hm_lowp_sensitive_kind(void) {
 
 /* ---- driver ------------------------------------------------------------ */
 
+/* The kernels one call runs, decided once per call so that every block of
+ * it uses the same ones: the architecture's, with the AMX blocks where
+ * they are in use (the same int8 results, bf16 to float rounding; see
+ * gemm_lowp_amx.c). mr: the rows of the kernel's register tile. */
+typedef struct {
+    void (*quant_row)(const float *x, int K, int Kp, uint8_t *q, hm_lowp_row *r, int32_t *oidx, float *oval);
+    void (*i8_block)(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, const hm_lowp_row *rows,
+                     const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs, const float *sw,
+                     float *C, size_t ldc, const hm_lowp_epi *e);
+    void (*bf16_row)(const float *x, int K, int Kp, uint16_t *out);
+    void (*bf16_block)(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                       size_t ldc, const hm_lowp_epi *e);
+    int mr;
+} hm_lowp_kern;
+
+/* The kernels for a call of variant `kind` (hm_lowp_check passed). */
+static void hm_lowp_kern_for(int kind, hm_lowp_kern *k) {
+    memset(k, 0, sizeof *k);
+#if defined(__x86_64__)
+    const int i8 = kind == HM_LOWP_INT8;
+    const int amx = i8 && hm_lowp_amx_in_use();
+    const int amx_bf = !i8 && hm_lowp_amx_in_use() && hm_lowp_amx_bf16_built() && (hm_cpu_features() & HM_CPU_AMX_BF16);
+    k->quant_row = hm_lowp_quant_row_avx512vnni;
+    k->i8_block = amx ? hm_lowp_i8_block_amx : hm_lowp_i8_block_avx512vnni;
+    k->bf16_row = hm_lowp_bf16_row_avx512vnni;
+    k->bf16_block = amx_bf ? hm_lowp_bf16_block_amx : hm_lowp_bf16_block_avx512vnni;
+    k->mr = amx || amx_bf ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
+#else
+    (void)kind;
+#endif
+}
+
 typedef struct {
     int M, K, mc, nmb;
     const float *A;
@@ -291,8 +329,7 @@ typedef struct {
     hm_lowp_row *rows;    /* int8: per-row scale / zero / outlier count */
     int32_t *oidx;        /* int8: M x HM_LOWP_MAX_OUTLIERS */
     float *oval;
-    int amx;              /* int8 blocks on AMX tiles (same results, see gemm_lowp_amx.c) */
-    int amx_bf;           /* bf16 blocks on AMX tiles (same to float rounding) */
+    const hm_lowp_kern *k;/* this call's kernels (hm_lowp_kern_for) */
     int group;            /* consecutive panels per task */
 } hm_lowp_job;
 
@@ -302,11 +339,10 @@ static void hm_lowp_quant_task(void *ctx, int t, int tid) {
     for (int i = i0; i < i1; i++) {
         const float *x = j->A + (size_t)i * j->lda;
         if (j->h->kind == HM_LOWP_INT8)
-            hm_lowp_quant_row_avx512vnni(x, j->K, j->h->kp, j->aq + (size_t)i * j->aq_ld, &j->rows[i],
-                                         j->oidx + (size_t)i * HM_LOWP_MAX_OUTLIERS,
-                                         j->oval + (size_t)i * HM_LOWP_MAX_OUTLIERS);
+            j->k->quant_row(x, j->K, j->h->kp, j->aq + (size_t)i * j->aq_ld, &j->rows[i],
+                            j->oidx + (size_t)i * HM_LOWP_MAX_OUTLIERS, j->oval + (size_t)i * HM_LOWP_MAX_OUTLIERS);
         else
-            hm_lowp_bf16_row_avx512vnni(x, j->K, j->h->kp, (uint16_t *)(j->aq + (size_t)i * j->aq_ld));
+            j->k->bf16_row(x, j->K, j->h->kp, (uint16_t *)(j->aq + (size_t)i * j->aq_ld));
     }
 }
 
@@ -328,12 +364,12 @@ static void hm_lowp_gemm_block(const hm_lowp_job *j, int mb, int pn, int prefetc
     if (h->kind == HM_LOWP_INT8) {
         const int32_t *cs = (const int32_t *)(blk + h->cs_off) + n0;
         size_t os = (size_t)i0 * HM_LOWP_MAX_OUTLIERS;
-        (j->amx ? hm_lowp_i8_block_amx : hm_lowp_i8_block_avx512vnni)(
+        j->k->i8_block(
             m, nr, h->kp, j->aq + (size_t)i0 * j->aq_ld, j->aq_ld, j->rows + i0, j->oidx + os, j->oval + os,
             (const int8_t *)panel, cs, j->W->lp_scale + n0, C, j->ldc, &e);
     } else {
-        (j->amx_bf ? hm_lowp_bf16_block_amx : hm_lowp_bf16_block_avx512vnni)(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld),
-                                      j->aq_ld / 2, (const uint16_t *)panel, C, j->ldc, &e);
+        j->k->bf16_block(m, nr, h->kp, (const uint16_t *)(j->aq + (size_t)i0 * j->aq_ld), j->aq_ld / 2,
+                         (const uint16_t *)panel, C, j->ldc, &e);
     }
 }
 
@@ -383,10 +419,10 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
      * per thread, in whole register tiles. Each output element is computed
      * the same way whatever block it falls in, so this choice (which
      * depends on the pool size) cannot change a result. */
-    /* Decided once per call, so every block of it uses the same kernel. */
-    int amx = i8 && hm_lowp_amx_in_use();
-    int amx_bf = !i8 && hm_lowp_amx_in_use() && hm_lowp_amx_bf16_built() && (hm_cpu_features() & HM_CPU_AMX_BF16);
-    int mr = amx || amx_bf ? 32 : i8 ? HM_LOWP_I8_MR : HM_LOWP_BF_MR; /* AMX: two 16-row tiles */
+    hm_lowp_kern kern;
+    hm_lowp_kern_for(h->kind, &kern);
+    if (!kern.i8_block) return hm_err(HM_E_UNSUPPORTED, "hm_gemm (fast): no low-precision kernels in this build");
+    int mr = kern.mr;
     int want = (4 * hm_pool_size(pool) + h->np - 1) / h->np;
     int nmb = (M + HM_LOWP_MC - 1) / HM_LOWP_MC;
     if (nmb < want) nmb = want;
@@ -399,8 +435,7 @@ int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed 
         .rows = i8 ? (hm_lowp_row *)(s + aq_bytes) : NULL,
         .oidx = i8 ? (int32_t *)(s + aq_bytes + rows_bytes) : NULL,
         .oval = i8 ? (float *)(s + aq_bytes + rows_bytes + out_bytes) : NULL,
-        .amx = amx,
-        .amx_bf = amx_bf,
+        .k = &kern,
     };
     hm_pool_run(pool, hm_lowp_quant_task, &j, (M + HM_LOWP_QROWS - 1) / HM_LOWP_QROWS);
     /* Panels per task: up to 4 in a row (each block prefetches the next),

@@ -1,5 +1,5 @@
-/* norm.c - LayerNorm and softmax rows: portable C, and the dispatch to the
- * AVX-512 versions (norm_avx512.c) when that is the active ISA.
+/* norm.c - LayerNorm and softmax rows in portable C: the scalar and avx2
+ * levels' bodies (kernels.h; norm.h dispatches).
  *
  * LayerNorm statistics are accumulated in double: the residual stream of a
  * 32-block ViT reaches magnitudes where a float running sum of squares loses
@@ -7,13 +7,9 @@
  */
 #include <math.h>
 #include "kernels/norm.h"
-#include "core/cpu.h"
+#include "kernels/kernels.h"
 
-void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
-    if (hm_isa_active() == HM_ISA_AVX512) {
-        hm_layernorm_avx512(x, y, n, d, w, b, eps);
-        return;
-    }
+void hm_layernorm_c(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * d;
         float *yr = y + (size_t)r * d;
@@ -30,11 +26,7 @@ void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const 
     }
 }
 
-void hm_softmax(float *x, int n) {
-    if (hm_isa_active() == HM_ISA_AVX512) {
-        hm_softmax_avx512(x, n);
-        return;
-    }
+void hm_softmax_c(float *x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     float sum = 0;

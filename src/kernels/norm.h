@@ -1,16 +1,18 @@
-/* norm.h - row-wise LayerNorm and softmax: portable C (norm.c), dispatched
- * to the AVX-512 bodies (norm_avx512.c) when that is the active ISA. */
+/* norm.h - row-wise LayerNorm and softmax: the active ISA level's bodies
+ * (kernels.h: portable C in norm.c, x86/norm_avx512.c, arm/norm_neon.c). */
 #ifndef HM_NORM_H
 #define HM_NORM_H
 
 #include <stddef.h>
 
-/* LayerNorm of n rows of width d (x and y may alias); statistics in double. */
-void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
-/* In-place softmax of one row. */
-void hm_softmax(float *x, int n);
+#include "kernels/kernels.h"
 
-void hm_layernorm_avx512(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
-void hm_softmax_avx512(float *x, int n);
+/* LayerNorm of n rows of width d (x and y may alias); statistics in double. */
+static inline void hm_layernorm(const float *x, float *y, int n, int d, const float *w, const float *b, float eps) {
+    hm_kernels_active()->layernorm(x, y, n, d, w, b, eps);
+}
+/* In-place softmax of one row. */
+static inline void hm_softmax(float *x, int n) { hm_kernels_active()->softmax(x, n); }
+
 
 #endif

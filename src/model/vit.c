@@ -53,15 +53,8 @@ static void attn_task(void *ctx, int task, int tid) {
     float *S = s->scores + (size_t)tid * n * n;
     float *o = s->att + (size_t)b * n * c->dim + hd * HM_VIT_HEAD_DIM;
     float scale = 1.0f / sqrtf((float)HM_VIT_HEAD_DIM);
-    if (j->mode == HM_ATTN_AMX) {
-        hm_attention_head_amx(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
-        return;
-    }
-    if (j->mode == HM_ATTN_BF16) {
-        hm_attention_head_bf16(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S);
-        return;
-    }
-    hm_attention_head_f32(n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S, (size_t)n * n);
+    hm_attention_head_fast(j->mode, n, HM_VIT_HEAD_DIM, scale, q, k, v, (size_t)ld, o, (size_t)c->dim, S,
+                           (size_t)n * n);
 }
 
 int hm_vit_forward(hm_state *s, int B) {

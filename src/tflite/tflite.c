@@ -42,6 +42,7 @@ int hm_tfl_load_mem(const void *buf, size_t len, hm_tfl_model **out) {
     hm_tfl_model *m = calloc(1, sizeof *m);
     if (!m) return hm_err(HM_E_NOMEM, "tflite: out of memory");
     m->isa = (int)hm_isa_active();
+    m->k = hm_kernels_for(m->isa);
     if ((rc = hm_tfl_read(buf, len, m)) || (rc = hm_tfl_prepare(m)) || (rc = hm_tfl_plan(m))) {
         hm_tfl_free(m);
         return rc;

@@ -21,22 +21,6 @@ static int tfl_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_pack
     return hm_gemm(pool, M, A, lda, W, C, ldc, HM_EPI_STORE);
 }
 
-/* The fused activation in place (NONE: nothing). */
-void hm_tfl_act(float *x, size_t n, int act, int isa) {
-    if (act == HM_TFL_ACT_NONE) return;
-    if (isa == HM_ISA_AVX512) {
-        hm_tfl_act_avx512(x, n, act);
-        return;
-    }
-    float lo = act == HM_TFL_ACT_RELU_N1_TO_1 ? -1.0f : 0.0f;
-    float hi = act == HM_TFL_ACT_RELU6 ? 6.0f : act == HM_TFL_ACT_RELU_N1_TO_1 ? 1.0f : 0.0f;
-    if (act == HM_TFL_ACT_RELU) {
-        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    } else {
-        for (size_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-    }
-}
-
 typedef struct {
     const hm_tfl_model *m;
     const hm_tfl_op *op;
@@ -47,34 +31,21 @@ typedef struct {
     atomic_int rc;
 } conv_job;
 
-/* Short copies and fills: the rows of a stem convolution's window are a
- * few floats (3 channels x 3 or 5 taps), where a library call costs more
- * than the copy. */
-static inline void copy_floats(float *dst, const float *src, size_t n, int isa) {
-    if (isa == HM_ISA_AVX512) hm_tfl_copy_avx512(dst, src, n);
-    else memcpy(dst, src, n * sizeof(float));
-}
-
-static inline void zero_floats(float *dst, size_t n, int isa) {
-    if (isa == HM_ISA_AVX512) hm_tfl_copy_avx512(dst, NULL, n);
-    else memset(dst, 0, n * sizeof(float));
-}
-
 /* im2col of GEMM rows [r0, r1) (row = one output pixel (n, oy, ox)): K
  * values each, in (ky, kx, c) order, zeros where the window leaves the
  * input. */
 static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
     const hm_tfl_op *op = j->op;
     size_t C = (size_t)j->C, seg = (size_t)op->kw * C, K = (size_t)j->K;
-    int isa = j->m->isa;
+    const hm_kernels *k = j->m->k;
     int ox = r0 % j->OW, oy = r0 / j->OW % j->OH, n = r0 / j->OW / j->OH;
     /* the output columns [oxa, oxb) whose windows lie inside along x */
     const int sw = op->stride_w, pl = op->pad_left;
     int oxa, oxb;
-    hm_tfl_inside_cols(j->W, j->OW, op->kw, sw, pl, &oxa, &oxb);
+    hm_inside_cols(j->W, j->OW, op->kw, sw, pl, &oxa, &oxb);
     for (int r = r0; r < r1;) {
         int ix0 = ox * sw - pl;
-        if (isa == HM_ISA_AVX512 && ox >= oxa && ox < oxb) {
+        if (ox >= oxa && ox < oxb) {
             /* a run of such pixels along the row: for each ky, their window
              * rows are segments of one input row sw * C floats apart (a
              * stem convolution's are a few floats each: one strided copy
@@ -84,7 +55,7 @@ static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
             for (int ky = 0; ky < op->kh; ky++) {
                 int iy = oy * op->stride_h - op->pad_top + ky;
                 const float *src = iy < 0 || iy >= j->H ? NULL : j->x + (((size_t)n * j->H + iy) * j->W + ix0) * C;
-                hm_tfl_copy_strided_avx512(dst + ky * seg, K, src, (size_t)sw * C, seg, run);
+                k->copy_strided(dst + ky * seg, K, src, (size_t)sw * C, seg, run);
             }
             dst += (size_t)run * K;
             r += run;
@@ -94,20 +65,19 @@ static void im2col_rows(const conv_job *j, int r0, int r1, float *dst) {
             for (int ky = 0; ky < op->kh; ky++) {
                 int iy = oy * op->stride_h - op->pad_top + ky;
                 if (iy < 0 || iy >= j->H) {
-                    zero_floats(dst, seg, isa);
+                    k->copy(dst, NULL, seg);
                     dst += seg;
                     continue;
                 }
                 const float *src = j->x + ((size_t)n * j->H + iy) * j->W * C;
                 if (inside_x) { /* the window's row is contiguous in NHWC */
-                    copy_floats(dst, src + (size_t)ix0 * C, seg, isa);
+                    k->copy(dst, src + (size_t)ix0 * C, seg);
                     dst += seg;
                     continue;
                 }
                 for (int kx = 0; kx < op->kw; kx++, dst += C) {
                     int ix = ix0 + kx;
-                    if (ix < 0 || ix >= j->W) zero_floats(dst, C, isa);
-                    else copy_floats(dst, src + (size_t)ix * C, C, isa);
+                    k->copy(dst, ix < 0 || ix >= j->W ? NULL : src + (size_t)ix * C, C);
                 }
             }
             r++;
@@ -126,29 +96,14 @@ static void epilogue(const conv_job *j, size_t r0, size_t n, int N) {
     const hm_tfl_op *op = j->op;
     float *y = j->y + r0 * N;
     size_t len = n * N;
-    int isa = j->m->isa;
-    hm_tfl_act(y, len, op->act, isa);
-    if (j->res && j->alpha && isa == HM_ISA_AVX512) {
-        hm_tfl_add_prelu_avx512(y, j->res + r0 * N, j->alpha, n, (size_t)N, op->post_act);
+    const hm_kernels *k = j->m->k;
+    k->act(y, len, op->act);
+    if (j->res && j->alpha) {
+        k->add_prelu(y, j->res + r0 * N, j->alpha, n, (size_t)N, op->post_act);
         return;
     }
-    if (j->res) {
-        const float *r = j->res + r0 * N;
-        if (isa == HM_ISA_AVX512) {
-            hm_tfl_add_avx512(y, r, y, len, op->post_act);
-        } else {
-            for (size_t i = 0; i < len; i++) y[i] += r[i];
-            hm_tfl_act(y, len, op->post_act, isa);
-        }
-    }
-    if (j->alpha) {
-        if (isa == HM_ISA_AVX512) {
-            hm_tfl_prelu_avx512(y, j->alpha, y, n, (size_t)N);
-        } else {
-            for (size_t i = 0; i < n; i++, y += N)
-                for (int c = 0; c < N; c++) y[c] = y[c] >= 0.0f ? y[c] : y[c] * j->alpha[c];
-        }
-    }
+    if (j->res) k->add(y, j->res + r0 * N, y, len, op->post_act);
+    if (j->alpha) k->prelu(y, j->alpha, y, n, (size_t)N);
 }
 
 static void im2col_task(void *ctx, int task, int tid) {
@@ -229,49 +184,26 @@ typedef struct {
     float *y;
     int rows, per_task;   /* output rows (n, oy), rows per task */
     int C, cchunk, nc;    /* channels, channels per task, channel chunks */
+    hm_dw_geom g;         /* the op as the kernels see it */
 } dw_job;
-
-/* Output rows [r0, r1) (row = one (n, oy)), channels [c0, c1): bias, then
- * the taps in (ky, kx) order, accumulated in the output itself. */
-void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0, int c1) {
-    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
-    int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
-    size_t nc = (size_t)(c1 - c0);
-    for (int r = r0; r < r1; r++) {
-        int n = r / OH, oy = r % OH;
-        for (int ox = 0; ox < OW; ox++) {
-            float *o = y + ((size_t)r * OW + ox) * C + c0;
-            if (op->bias) memcpy(o, op->bias + c0, nc * sizeof(float));
-            else memset(o, 0, nc * sizeof(float));
-            for (int ky = 0; ky < op->kh; ky++) {
-                int iy = oy * op->stride_h - op->pad_top + ky;
-                if (iy < 0 || iy >= H) continue;
-                for (int kx = 0; kx < op->kw; kx++) {
-                    int ix = ox * op->stride_w - op->pad_left + kx;
-                    if (ix < 0 || ix >= W) continue;
-                    const float *in = x + (((size_t)n * H + iy) * W + ix) * C + c0;
-                    const float *w = op->dw + ((size_t)ky * op->kw + kx) * C + c0;
-                    for (size_t c = 0; c < nc; c++) o[c] += in[c] * w[c];
-                }
-            }
-            hm_tfl_act(o, nc, op->act, HM_ISA_SCALAR);
-        }
-    }
-}
 
 static void dw_task(void *ctx, int task, int tid) {
     const dw_job *j = ctx;
     int rt = task / j->nc, ct = task % j->nc;
     int r0 = rt * j->per_task, r1 = r0 + j->per_task < j->rows ? r0 + j->per_task : j->rows;
     int c0 = ct * j->cchunk, c1 = c0 + j->cchunk < j->C ? c0 + j->cchunk : j->C;
-    if (j->m->isa == HM_ISA_AVX512) hm_tfl_dw_rows_avx512(j->m, j->op, j->x, j->y, r0, r1, c0, c1);
-    else hm_tfl_dw_rows(j->m, j->op, j->x, j->y, r0, r1, c0, c1);
+    j->m->k->dw_rows(&j->g, j->x, j->y, r0, r1, c0, c1);
 }
 
 /* Tasks of about 64 K multiply-adds over the output rows (and channels). */
 void hm_tfl_depthwise(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool) {
     const hm_tfl_shape *ys = &m->t[op->out[0]].shape;
+    const hm_tfl_shape *xs = &m->t[op->in[0]].shape;
     dw_job j = {.m = m, .op = op, .x = x, .y = y, .rows = ys->dims[0] * ys->dims[1], .C = ys->dims[3]};
+    j.g = (hm_dw_geom){.H = xs->dims[1], .W = xs->dims[2], .C = xs->dims[3], .OH = ys->dims[1], .OW = ys->dims[2],
+                       .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
+                       .pad_top = op->pad_top, .pad_left = op->pad_left, .act = op->act, .w = op->dw,
+                       .bias = op->bias};
     /* About 64 K multiply-adds per task: enough to hide the hand-out cost. */
     int64_t per_row = (int64_t)ys->dims[2] * ys->dims[3] * op->kh * op->kw;
     j.per_task = (int)(65536 / (per_row ? per_row : 1));

@@ -11,6 +11,7 @@
 
 #include "tflite/tflite.h"
 #include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 /* TensorType values (schema.fbs). */
 enum { HM_TFL_FLOAT32 = 0, HM_TFL_FLOAT16 = 1, HM_TFL_INT32 = 2 };
@@ -36,7 +37,7 @@ enum {
 };
 
 /* Fused activations (ActivationFunctionType); TANH and SIGN_BIT are refused. */
-enum { HM_TFL_ACT_NONE = 0, HM_TFL_ACT_RELU = 1, HM_TFL_ACT_RELU_N1_TO_1 = 2, HM_TFL_ACT_RELU6 = 3 };
+enum { HM_TFL_ACT_NONE = HM_ACT_NONE, HM_TFL_ACT_RELU = HM_ACT_RELU, HM_TFL_ACT_RELU_N1_TO_1 = HM_ACT_RELU_N1_TO_1, HM_TFL_ACT_RELU6 = HM_ACT_RELU6 };
 
 /* Limits a file must respect. They bound memory and time for hostile files
  * (a few hundred bytes can declare any shape) while leaving the MediaPipe
@@ -131,6 +132,7 @@ struct hm_tfl_model {
     size_t arena;          /* floats: activations */
     size_t scratch;        /* floats: the largest op scratch, after the activations */
     int isa;               /* hm_isa the kernels and packings use */
+    const hm_kernels *k;   /* that level's kernel table (kernels/kernels.h) */
     int64_t work;          /* of every op, folded ones included (HM_TFL_MAX_WORK) */
     int64_t run_work;      /* of the ops one invoke runs */
     int64_t folded_bytes;  /* of the constants folded at load (HM_TFL_MAX_FOLD_BYTES) */
@@ -173,19 +175,8 @@ int hm_tfl_run_op(const hm_tfl_model *m, const hm_tfl_op *op, const float *const
  * when seconds is not NULL: for profiles. */
 int hm_tfl_invoke_timed(hm_tfl_state *s, hm_pool *pool, double *seconds);
 
-/* The output columns [*a, *b) of an op (kernel kw, stride sw, left pad pl;
- * input W wide, output OW) whose windows lie inside the input along x:
- * ox * sw - pl >= 0 and ox * sw - pl + kw <= W. a <= b <= OW. */
-static inline void hm_tfl_inside_cols(int W, int OW, int kw, int sw, int pl, int *a, int *b) {
-    *b = W - kw + pl >= 0 ? (W - kw + pl) / sw + 1 : 0;
-    if (*b > OW) *b = OW;
-    *a = (pl + sw - 1) / sw;
-    if (*a > *b) *a = *b;
-}
 
-/* ---- tflite_ops.c: kernels (portable; the *_avx512 twins where it pays) ---- */
-void hm_tfl_act(float *x, size_t n, int act, int isa);
-void hm_tfl_dw_rows(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0, int c1);
+/* ---- tflite_ops.c, tflite_conv.c: the ops, on the model's kernel table ---- */
 int hm_tfl_conv(const hm_tfl_model *m, const hm_tfl_op *op, const float *const *in, float *y, float *scratch,
                 hm_pool *pool);
 int hm_tfl_fc(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, hm_pool *pool);
@@ -199,16 +190,5 @@ void hm_tfl_mean(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, flo
 void hm_tfl_logistic(const float *x, float *y, size_t n);
 void hm_tfl_depth_to_space(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y);
 void hm_tfl_strided_slice(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y);
-
-/* Per-ISA twins (tflite_ops_avx512.c); same results to float rounding. */
-void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
-                           int c1);
-void hm_tfl_act_avx512(float *x, size_t n, int act);
-void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act);
-void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c);
-void hm_tfl_add_prelu_avx512(float *y, const float *r, const float *alpha, size_t rows, size_t c, int act);
-void hm_tfl_copy_avx512(float *dst, const float *src, size_t n);
-void hm_tfl_copy_strided_avx512(float *dst, size_t dstep, const float *src, size_t sstep, size_t len, int n);
-void hm_tfl_max_avx512(float *o, const float *x, size_t n);
 
 #endif

@@ -48,11 +48,9 @@ static void maxpool_task(void *ctx, int r, int tid) {
         for (int iy = y0; iy < y1; iy++)
             for (int ix = iy == y0 ? x0 + 1 : x0; ix < x1; ix++) {
                 const float *in = j->x + (((size_t)n * H + iy) * W + ix) * C;
-                if (j->m->isa == HM_ISA_AVX512) hm_tfl_max_avx512(o, in, (size_t)C);
-                else
-                    for (int c = 0; c < C; c++) o[c] = in[c] > o[c] ? in[c] : o[c];
+                j->m->k->max(o, in, (size_t)C);
             }
-        hm_tfl_act(o, (size_t)C, op->act, j->m->isa);
+        j->m->k->act(o, (size_t)C, op->act);
     }
 }
 
@@ -80,9 +78,9 @@ typedef struct {
 /* y[i] = a[i*sa] (op) b[i*sb] for i < n, sa and sb 0 or 1. */
 static void bin_row(const bin_job *j, const float *a, size_t sa, const float *b, size_t sb, float *y, size_t n) {
     int prelu = j->op->code == HM_TFL_OP_PRELU;
-    if (j->m->isa == HM_ISA_AVX512 && sa == 1 && sb == 1) {
-        if (prelu) hm_tfl_prelu_avx512(a, b, y, 1, n);
-        else hm_tfl_add_avx512(a, b, y, n, j->op->act);
+    if (sa == 1 && sb == 1) {
+        if (prelu) j->m->k->prelu(a, b, y, 1, n);
+        else j->m->k->add(a, b, y, n, j->op->act);
         return;
     }
     if (prelu) {
@@ -92,7 +90,7 @@ static void bin_row(const bin_job *j, const float *a, size_t sa, const float *b,
         }
     } else {
         for (size_t i = 0; i < n; i++) y[i] = a[i * sa] + b[i * sb];
-        hm_tfl_act(y, n, j->op->act, j->m->isa);
+        j->m->k->act(y, n, j->op->act);
     }
 }
 
@@ -246,7 +244,7 @@ void hm_tfl_concat(const hm_tfl_model *m, const hm_tfl_op *op, const float *cons
         for (size_t o = 0; o < outer; o++) memcpy(y + o * orow + at, in[k] + o * len, len * sizeof(float));
         at += len;
     }
-    hm_tfl_act(y, (size_t)m->t[op->out[0]].numel, op->act, m->isa);
+    m->k->act(y, (size_t)m->t[op->out[0]].numel, op->act);
 }
 
 /* ---- MEAN ----------------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include "core/cpu.h"
 #include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
+#include "kernels/x86/x86.h"
 
 #include "check.h"
 

@@ -23,6 +23,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/vmath.h"
+#include "kernels/x86/x86.h"
 #include "core/pool.h"
 #include "core/util.h"
 

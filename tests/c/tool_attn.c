@@ -21,6 +21,7 @@
 #include "kernels/attn.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/x86/x86.h"
 
 /* The modes' heads: 0 the two fp32 GEMMs, 1 the fused fp32 head, 2 bf16
  * (vdpbf16ps), 3 bf16 on AMX tiles. */

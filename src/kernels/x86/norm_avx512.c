@@ -12,7 +12,8 @@
 #include <math.h>
 
 #include "kernels/norm.h"
-#include "kernels/vmath_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
+#include "kernels/x86/x86.h"
 
 static inline __mmask16 tail_mask(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);

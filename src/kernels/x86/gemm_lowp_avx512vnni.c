@@ -18,6 +18,7 @@
 #include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/x86/x86.h"
 
 #define HM_INLINE static inline __attribute__((always_inline))
 

@@ -17,7 +17,8 @@
 #include <stddef.h>
 
 #include "kernels/attn.h"
-#include "kernels/vmath_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
+#include "kernels/x86/x86.h"
 
 #define RB 4 /* query rows per block */
 

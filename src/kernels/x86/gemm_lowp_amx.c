@@ -21,9 +21,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/amx_tiles.h"
+#include "kernels/x86/amx_tiles.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/x86/x86.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512VNNI__)
 

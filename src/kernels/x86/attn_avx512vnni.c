@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "kernels/attn.h"
-#include "kernels/bf16_avx512.h"
+#include "kernels/x86/bf16_avx512.h"
 #include "kernels/norm.h"
 
 #define RB 4   /* query rows per block */

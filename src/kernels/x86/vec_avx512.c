@@ -1,6 +1,6 @@
-/* tflite/tflite_ops_avx512.c - AVX-512 twins of the depthwise and
- * elementwise kernels (compiled with -mavx512f ...; called only when the
- * model was loaded with the AVX-512 GEMM active, see tflite_impl.h).
+/* x86/vec_avx512.c - AVX-512 twins of the TFLite executor's depthwise and
+ * elementwise kernels (kernels/vec.h; compiled with -mavx512f ..., reached
+ * only through the avx512 kernel table, kernels.h).
  *
  * Same arithmetic as the portable kernels in the same order, except that
  * multiply-adds are fused: results agree to float rounding.
@@ -8,22 +8,22 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "tflite/tflite_impl.h"
+#include "kernels/x86/x86.h"
 
 static inline __mmask16 tail_mask(int rem) { return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1); }
 
 static inline __m512 act_vec(__m512 v, int act) {
     switch (act) {
-    case HM_TFL_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
-    case HM_TFL_ACT_RELU6: return _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(6.0f));
-    case HM_TFL_ACT_RELU_N1_TO_1: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
+    case HM_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case HM_ACT_RELU6: return _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(6.0f));
+    case HM_ACT_RELU_N1_TO_1: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
     default: return v;
     }
 }
 
-/* hm_tfl_act in place. */
-void hm_tfl_act_avx512(float *x, size_t n, int act) {
-    if (act == HM_TFL_ACT_NONE) return;
+/* hm_vec_act in place. */
+void hm_vec_act_avx512(float *x, size_t n, int act) {
+    if (act == HM_ACT_NONE) return;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, act_vec(_mm512_loadu_ps(x + i), act));
     if (i < n) {
@@ -33,7 +33,7 @@ void hm_tfl_act_avx512(float *x, size_t n, int act) {
 }
 
 /* y = act(a + b) over n floats; y may be a or b. */
-void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int act) {
+void hm_vec_add_avx512(const float *a, const float *b, float *y, size_t n, int act) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(y + i, act_vec(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), act));
@@ -45,7 +45,7 @@ void hm_tfl_add_avx512(const float *a, const float *b, float *y, size_t n, int a
 }
 
 /* dst[0, n) = src[0, n), or zeros when src is NULL. */
-void hm_tfl_copy_avx512(float *dst, const float *src, size_t n) {
+void hm_vec_copy_avx512(float *dst, const float *src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, src ? _mm512_loadu_ps(src + i) : _mm512_setzero_ps());
     if (i < n) {
@@ -57,18 +57,18 @@ void hm_tfl_copy_avx512(float *dst, const float *src, size_t n) {
 /* n segments of len floats: segment i from src + i * sstep (zeros when src
  * is NULL) to dst + i * dstep. Segments of up to 16 floats (a stem
  * convolution's window rows) are one masked load and store each. */
-void hm_tfl_copy_strided_avx512(float *dst, size_t dstep, const float *src, size_t sstep, size_t len, int n) {
+void hm_vec_copy_strided_avx512(float *dst, size_t dstep, const float *src, size_t sstep, size_t len, int n) {
     if (len <= 16) {
         const __mmask16 k = tail_mask((int)len);
         for (int i = 0; i < n; i++, dst += dstep)
             _mm512_mask_storeu_ps(dst, k, src ? _mm512_maskz_loadu_ps(k, src + (size_t)i * sstep) : _mm512_setzero_ps());
         return;
     }
-    for (int i = 0; i < n; i++, dst += dstep) hm_tfl_copy_avx512(dst, src ? src + (size_t)i * sstep : NULL, len);
+    for (int i = 0; i < n; i++, dst += dstep) hm_vec_copy_avx512(dst, src ? src + (size_t)i * sstep : NULL, len);
 }
 
 /* o = max(o, x) over n floats. */
-void hm_tfl_max_avx512(float *o, const float *x, size_t n) {
+void hm_vec_max_avx512(float *o, const float *x, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), _mm512_loadu_ps(x + i)));
     if (i < n) {
@@ -78,7 +78,7 @@ void hm_tfl_max_avx512(float *o, const float *x, size_t n) {
 }
 
 /* rows x c: y = x >= 0 ? x : x * alpha[c] (alpha repeats every row). */
-void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c) {
+void hm_vec_prelu_avx512(const float *x, const float *alpha, float *y, size_t rows, size_t c) {
     const __m512 zero = _mm512_setzero_ps();
     for (size_t r = 0; r < rows; r++, x += c, y += c) {
         for (size_t i = 0; i < c; i += 16) {
@@ -94,7 +94,7 @@ void hm_tfl_prelu_avx512(const float *x, const float *alpha, float *y, size_t ro
 /* rows x c in place: y = prelu(act(y + r)) with alpha per channel, one
  * pass (a convolution's fused ADD and PRELU while its rows are in cache;
  * the same operations, in the same order, as add then prelu). */
-void hm_tfl_add_prelu_avx512(float *y, const float *r, const float *alpha, size_t rows, size_t c, int act) {
+void hm_vec_add_prelu_avx512(float *y, const float *r, const float *alpha, size_t rows, size_t c, int act) {
     const __m512 zero = _mm512_setzero_ps();
     for (size_t i = 0; i < rows; i++, y += c, r += c) {
         for (size_t j = 0; j < c; j += 16) {
@@ -111,7 +111,7 @@ void hm_tfl_add_prelu_avx512(float *y, const float *r, const float *alpha, size_
  * accumulators (independent FMA chains), the taps in (ky, kx) order,
  * clipped to the input (addresses are formed only for taps inside it).
  * img: the image index; iy0 / ix0: the window's top-left input position. */
-static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+static void dw_pixel(const hm_dw_geom *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
                      int ky0, int ky1, int ix0, float *o) {
     int KW = op->kw;
     int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = W - ix0 < KW ? W - ix0 : KW;
@@ -127,7 +127,7 @@ static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int
         }
         for (int ky = ky0; ky < ky1; ky++) {
             const float *row = x + (img * H + (size_t)(iy0 + ky)) * W * C + c;
-            const float *w = op->dw + (size_t)ky * KW * C + c;
+            const float *w = op->w + (size_t)ky * KW * C + c;
             for (int kx = kx0; kx < kx1; kx++) {
                 const float *ip = row + (size_t)(ix0 + kx) * C, *wp = w + (size_t)kx * C;
                 a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, ip), _mm512_maskz_loadu_ps(k0, wp), a0);
@@ -164,17 +164,17 @@ static void dw_pixel(const hm_tfl_op *op, const float *x, size_t img, int H, int
  * x: one weight load serves TILE multiply-adds. Same tap order. The
  * accumulators are spelled out: as an array, the compiler keeps them in
  * memory. */
-static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
+static void dw_tile(const hm_dw_geom *op, const float *x, size_t img, int H, int W, int C, int c0, int c1, int iy0,
                     int ky0, int ky1, int ix0, float *o) {
     int KW = op->kw;
-    size_t step = (size_t)op->stride_w * C;
+    size_t step = (size_t)op->sw * C;
     for (int c = c0; c < c1; c += 16) {
         __mmask16 k = tail_mask(c1 - c);
         __m512 b = op->bias ? _mm512_maskz_loadu_ps(k, op->bias + c) : _mm512_setzero_ps();
         __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
         for (int ky = ky0; ky < ky1; ky++) {
             const float *ip = x + ((img * H + (size_t)(iy0 + ky)) * W + (size_t)ix0) * C + c;
-            const float *wp = op->dw + (size_t)ky * KW * C + c;
+            const float *wp = op->w + (size_t)ky * KW * C + c;
             for (int kx = 0; kx < KW; kx++, ip += C, wp += C) {
                 __m512 w = _mm512_maskz_loadu_ps(k, wp);
 #define DW_TAP(p, a) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ip + (p) * step), w, a)
@@ -211,7 +211,7 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
     } while (0)
 
 #define DW_TILE_KS(NAME, KW_, S_, EDGE_)                                                               \
-    static void NAME(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0,    \
+    static void NAME(const hm_dw_geom *op, const float *x, size_t img, int H, int W, int C, int c0,    \
                      int c1, int iy0, int ky0, int ky1, int ix0, float *o) {                           \
         enum { SPAN = (TILE - 1) * (S_) + (KW_) };                                                     \
         /* edge: column j of the span loads under in[j] (all lanes or                                  \
@@ -229,7 +229,7 @@ static void dw_tile(const hm_tfl_op *op, const float *x, size_t img, int H, int 
             __m512 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;                     \
             for (int ky = ky0; ky < ky1; ky++) {                                                       \
                 const float *ip = x + (img * H + (size_t)(iy0 + ky)) * W * C + c;                      \
-                const float *wp = op->dw + (size_t)ky * (KW_) * C + c;                                 \
+                const float *wp = op->w + (size_t)ky * (KW_) * C + c;                                 \
                 __m512 v[SPAN];                                                                        \
                 /* Unrolled, so v and the accumulators live in registers. */                            \
                 _Pragma("GCC unroll 24") for (int j = 0; j < SPAN; j++)                                \
@@ -253,7 +253,7 @@ DW_TILE_KS(dw_tile_s1_k5_edge, 5, 1, 1)
 DW_TILE_KS(dw_tile_s2_k3_edge, 3, 2, 1)
 DW_TILE_KS(dw_tile_s2_k5_edge, 5, 2, 1)
 
-typedef void (*dw_tile_fn)(const hm_tfl_op *op, const float *x, size_t img, int H, int W, int C, int c0, int c1,
+typedef void (*dw_tile_fn)(const hm_dw_geom *op, const float *x, size_t img, int H, int W, int C, int c0, int c1,
                            int iy0, int ky0, int ky1, int ix0, float *o);
 
 /* [stride - 1][KW == 5][edge] */
@@ -262,21 +262,20 @@ static const dw_tile_fn dw_tiles[2][2][2] = {
     {{dw_tile_s2_k3, dw_tile_s2_k3_edge}, {dw_tile_s2_k5, dw_tile_s2_k5_edge}},
 };
 
-/* Depthwise rows [r0, r1), channels [c0, c1), as hm_tfl_dw_rows: tiles of
+/* Depthwise rows [r0, r1), channels [c0, c1), as hm_vec_dw_rows: tiles of
  * TILE pixels (edge tiles where a window leaves the input along x), single
  * pixels only in rows narrower than a tile. */
-void hm_tfl_dw_rows_avx512(const hm_tfl_model *m, const hm_tfl_op *op, const float *x, float *y, int r0, int r1, int c0,
+void hm_vec_dw_rows_avx512(const hm_dw_geom *op, const float *x, float *y, int r0, int r1, int c0,
                            int c1) {
-    const hm_tfl_shape *xs = &m->t[op->in[0]].shape, *ys = &m->t[op->out[0]].shape;
-    int H = xs->dims[1], W = xs->dims[2], C = xs->dims[3], OH = ys->dims[1], OW = ys->dims[2];
-    int KH = op->kh, KW = op->kw, sx = op->stride_w, pl = op->pad_left;
+    const int H = op->H, W = op->W, C = op->C, OH = op->OH, OW = op->OW;
+    int KH = op->kh, KW = op->kw, sx = op->sw, pl = op->pad_left;
     int oxa, oxb; /* the interior along x */
-    hm_tfl_inside_cols(W, OW, KW, sx, pl, &oxa, &oxb);
+    hm_inside_cols(W, OW, KW, sx, pl, &oxa, &oxb);
     const int fast = (sx == 1 || sx == 2) && (KW == 3 || KW == 5);
     for (int r = r0; r < r1; r++) {
         size_t n = (size_t)(r / OH);
         int oy = r % OH;
-        int iy0 = oy * op->stride_h - op->pad_top;
+        int iy0 = oy * op->sh - op->pad_top;
         int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = H - iy0 < KH ? H - iy0 : KH;
         float *orow = y + (size_t)r * OW * C;
         if (OW < TILE) { /* too narrow for a tile */

@@ -9,7 +9,8 @@
 
 #include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
-#include "kernels/vmath_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
+#include "kernels/x86/x86.h"
 
 #define MR 12
 #define NR HM_GEMM_NR_AVX512

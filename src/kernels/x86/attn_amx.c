@@ -23,10 +23,10 @@
 #include <string.h>
 
 #include "core/sanitize.h"
-#include "kernels/amx_tiles.h"
+#include "kernels/x86/amx_tiles.h"
 #include "kernels/attn.h"
-#include "kernels/bf16_avx512.h"
-#include "kernels/vmath_avx512.h"
+#include "kernels/x86/bf16_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 

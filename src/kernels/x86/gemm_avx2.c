@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_fp32.h"
+#include "kernels/x86/x86.h"
 
 #define MR 6
 #define NR HM_GEMM_NR_AVX2
