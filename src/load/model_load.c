@@ -36,7 +36,8 @@ typedef struct {
 static const float *get_f32(loader *L, const char *key, int ndim, const int64_t *shape) {
     const hm_tensor *t = hm_ckpt_find(L->ck, key);
     if (!t) {
-        hm_err(HM_E_SHAPE, "checkpoint: missing tensor '%s'", key);
+        hm_err(HM_E_SHAPE, "checkpoint: missing tensor '%s' (not HaMeR's released checkpoint, or a damaged copy: "
+               "docs/models.md says where to get hamer.ckpt)", key);
         return NULL;
     }
     char want[96] = "", got[96] = "";

@@ -32,7 +32,8 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
     if (!(p.rescale > 0 && p.rescale <= HAMER_MAX_RESCALE))
         return hm_err(HM_E_ARG, "predict: rescale %g out of range (0, %g]", p.rescale, HAMER_MAX_RESCALE);
     if (p.crop_mode != HAMER_CROP_WARP && p.crop_mode != HAMER_CROP_PAD) return hm_err(HM_E_ARG, "predict: unknown crop mode");
-    if (!m->has_mano) return hm_err(HM_E_NOMANO, "predict: the model has no MANO buffers (load them with a MANO .npz)");
+    if (!m->has_mano) return hm_err(HM_E_NOMANO, "predict: the model has no MANO buffers (its checkpoint lacks mano.*, "
+                                              "which the released hamer.ckpt has; or load a MANO .npz: docs/models.md)");
     if (ws->cap < n && hm_predict_ws_reserve(ws, n)) return HM_E_NOMEM;
 
     double t0 = hm_now();

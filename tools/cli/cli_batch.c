@@ -205,7 +205,7 @@ typedef struct {
     int qcap, qhead, qlen, next_decode, next_claim;
     int workers_left;
     int started;      /* images taken and not cancelled (under mu) */
-    char fatal[512];
+    char fatal[1024];
 } batch;
 
 /* Decode image idx into s. */
@@ -346,6 +346,12 @@ static int compute(batch *b, double *t_load) {
     b->model = hm_tool_load_model(a->model, a->mano, a->precision);
     if (!b->model || (!a->boxes_dir && !(b->det = hm_tool_load_detector(&a->det)))) {
         snprintf(b->fatal, sizeof b->fatal, "%s", hamer_last_error());
+        return -1;
+    }
+    hamer_model_info info;
+    if (hamer_model_get_info(b->model, &info) == HAMER_OK && !info.has_mano) {
+        snprintf(b->fatal, sizeof b->fatal, "%s has no MANO buffers (mano.*), so no mesh can be computed: %s",
+                 a->model, hm_tool_mano_advice);
         return -1;
     }
     *t_load = hm_now() - t0;

@@ -243,6 +243,7 @@ static int run(run_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    if (hm_tool_require_mano(hm, a->model)) goto done;
     hamer_job_input in = {.rgb = rgb, .width = w, .height = h, .decode_ms = decode_ms, .boxes = a->boxes, .n_boxes = a->nbox,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
     hamer_job_result r;

@@ -439,6 +439,7 @@ static int run(hm_video_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
+    if (r.model && hm_tool_require_mano(r.model, a->model)) goto done;
     if (a->glb && !(r.anim = hamer_glb_anim_new(r.model))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;

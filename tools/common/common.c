@@ -76,6 +76,19 @@ hamer_model *hm_tool_load_model(const char *path, const char *mano, int precisio
     return hamer_model_load(path, &mp);
 }
 
+const char hm_tool_mano_advice[] =
+    "the released hamer.ckpt carries them (docs/models.md says where to get it); for this checkpoint give "
+    "--mano MANO.npz, made from MANO_RIGHT.pkl (https://mano.is.tue.mpg.de, free registration) by "
+    "scripts/mano_npz.py";
+
+int hm_tool_require_mano(const hamer_model *model, const char *path) {
+    hamer_model_info info;
+    if (hamer_model_get_info(model, &info) == HAMER_OK && info.has_mano) return 0;
+    fprintf(stderr, "hamer: %s has no MANO buffers (mano.*), so no mesh can be computed: %s\n", path,
+            hm_tool_mano_advice);
+    return 1;
+}
+
 double hm_tool_pcc(const float *a, const float *b, size_t n) {
     double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
     for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];

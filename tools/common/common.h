@@ -37,6 +37,13 @@ int hm_tool_parse_precision(const char *s, int *out);
 /* hamer_model_load with the commands' common parameters (a progress bar on
  * a terminal); NULL with hamer_last_error() set on failure. */
 hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision);
+/* The commands that compute meshes need MANO's buffers: 0 when model has
+ * them, else 1 after printing the one line that says what is missing and
+ * where to get it (path: the model file named in it). */
+int hm_tool_require_mano(const hamer_model *model, const char *path);
+/* The same advice without the "hamer: " prefix and path (the server's and
+ * the worker's log lines). */
+extern const char hm_tool_mano_advice[];
 /* "auto" | "on" | "off" -> HAMER_BODY_* (--body, the server's body=, the
  * worker's "body"); 0 ok, -1 bad. */
 int hm_tool_parse_body(const char *s, hamer_body_mode *out);

@@ -206,7 +206,7 @@ void *hm_srv_warmup_main(void *arg) {
     hamer_model_info info;
     hamer_model_get_info(m, &info);
     if (!info.has_mano) {
-        hm_srv_log("the model has no MANO buffers: give them with --mano FILE.npz");
+        hm_srv_log("the model has no MANO buffers (mano.*), so no mesh can be computed: %s", hm_tool_mano_advice);
         hamer_model_free(m);
         atomic_store(&s->fatal, 1);
         return NULL;

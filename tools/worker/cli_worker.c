@@ -381,7 +381,7 @@ static int load(worker *w) {
     }
     hamer_model_get_info(w->e.model, &info);
     if (!info.has_mano) {
-        hm_wk_log("%s has no MANO buffers: give --mano FILE.npz", a->model);
+        hm_wk_log("%s has no MANO buffers (mano.*), so no mesh can be computed: %s", a->model, hm_tool_mano_advice);
         return 1;
     }
     w->e.dparams = a->det.params;
