@@ -92,7 +92,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     raises HamerIOError before any image is read.
     A photo without hands, or with a failed hand, is "failed" and still
     has its result (as ``hamer run`` writes it)."""
-    from . import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg  # circular at import
+    from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg  # circular at import
 
     # checked at the call: ctypes would keep the low 32 bits of max_hands
     max_hands, min_score, rescale = _int_arg("max_hands", max_hands), _num_arg("min_score", min_score), \

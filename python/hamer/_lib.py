@@ -5,8 +5,8 @@ Search order (the first that exists wins; see ``find_library_candidates``):
 1. ``$HAMER_LIB``: the path of the library file. When it is set, nothing
    else is tried, so a wrong value is an error instead of silently loading a
    different build.
-2. Next to this package: ``hamer/libhamer.so`` (or ``libhamer.so.0``), for an
-   installation that bundles the library with the Python files.
+2. Next to this package: ``hamer/libhamer.so`` (or ``libhamer.so.0``), the
+   library ``pip install ./python`` bundles (python/_hamer_build.py).
 3. A development checkout: ``<repo>/build/libhamer.so`` when the package is
    imported from ``<repo>/python/hamer`` (recognised by
    ``<repo>/include/hamer.h``), the default ``cmake -B build`` directory.
