@@ -3,17 +3,20 @@
 # a photo in, the hands found and regressed, RESULT.json and an overlay out.
 #   bash scripts/demo.sh [path/to/hamer.ckpt [photo.jpg]]
 # Installs the Debian packages, builds, installs the hand-detector models
-# (scripts/get_detector.sh). Without a checkpoint a small synthetic one in
+# (scripts/get_detector.sh) and the web page of `hamer serve`
+# (scripts/get_web.sh). Without a checkpoint a small synthetic one in
 # the official format is generated: the hands are found for real, but the
 # meshes of random weights mean nothing; with the released hamer.ckpt they
-# are the real result. Without a photo, a hand photo from the npm package
-# fingerpose@0.1.0 (MIT) is used.
+# are the real result (docs/models.md: where to get it). Without a photo,
+# a hand photo from the npm package fingerpose@0.1.0 (MIT) is used. At the
+# end it says how to open the page.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 bash scripts/get_detector.sh
+bash scripts/get_web.sh
 mkdir -p build/demo
 ckpt=${1:-}
 if [ -z "$ckpt" ]; then
@@ -43,3 +46,8 @@ for i, h in enumerate(r["hands"]):
           f"detector score {d.get('score', float('nan')):.3f}, cam_t_full {[round(v, 3) for v in h['cam_t_full']]}")
 print("wrote build/demo/result.json, build/demo/overlay.png, build/demo/meshes/")
 PY
+if [ "$ckpt" = build/demo/synthetic.ckpt ]; then
+    echo "the meshes are of a synthetic checkpoint (random weights); the released hamer.ckpt: docs/models.md"
+fi
+echo "the web page (a photo or your webcam in, hands out): build/hamer serve --model $ckpt --port 8080," \
+     "then open http://127.0.0.1:8080/"

@@ -4,7 +4,8 @@ Model.predict_folder.
 - a folder with the shared photos, a corrupt JPEG, a PNG with alpha, a
   non-image file, a photo without hands and a nested folder: NAME.json,
   NAME_all.png, NAME_side.png, NAME_N.obj per image, the subfolder
-  mirrored, one errors.jsonl line per bad image, exit 3;
+  mirrored, one errors.jsonl line per bad image (the photo without hands
+  is a result listing none, not a failure), exit 3;
 - per image the same RESULT.json as `hamer run` on that image, byte for
   byte (timings aside), and the same pictures and meshes;
 - a second run computes nothing; a touched image is redone; --force
@@ -102,7 +103,8 @@ def make_folder(root):
 
 
 GOOD = ["hamer_example_1", "hamer_example_5", "alpha", "nested/deeper/hands"]
-BAD = {"corrupt.jpg": "decode", "notes.txt": "decode", "nested/plain.png": "hands"}
+NO_HAND = "nested/plain"      # a result with zero hands: computed, no errors.jsonl line
+BAD = {"corrupt.jpg": "decode", "notes.txt": "decode"}
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,7 @@ def test_outputs_and_errors(folder):
     proc, out = folder["proc"], folder["out"]
     assert proc.returncode == 3, describe(proc)
     s = summary(proc)
-    assert s["images"] == len(GOOD) + len(BAD) and s["computed"] == len(GOOD) + 1  # plain.png: written, no hand
+    assert s["images"] == len(GOOD) + len(BAD) + 1 and s["computed"] == len(GOOD) + 1  # plain.png: no hand
     assert s["skipped"] == 0 and s["failed"] == len(BAD) and not s["interrupted"], s
     for name in GOOD:
         doc = json.loads((out / f"{name}.json").read_text())
@@ -138,12 +140,12 @@ def test_outputs_and_errors(folder):
         assert BAD[rel] == e["stage"] and e["reason"], e
     by = {os.path.relpath(e["path"], folder["inp"]): e["reason"] for e in errs}
     assert "JPEG" in by["corrupt.jpg"] and "not a JPEG or PNG" in by["notes.txt"]
-    assert by["nested/plain.png"] == "no hand found"
+    assert "nested/plain.png" not in by
     for name in ("corrupt", "notes", "hidden", ".hidden"):
         assert not list(out.glob(f"{name}*")), name
     assert not [p for p in out.rglob(".*") if TEMP.match(p.name)]
     # The summary line on stderr names the counts too.
-    assert f"{len(GOOD) + len(BAD)} images" in proc.stderr and "see errors.jsonl" in proc.stderr
+    assert f"{len(GOOD) + len(BAD) + 1} images" in proc.stderr and "see errors.jsonl" in proc.stderr
 
 
 @pytest.mark.slow
@@ -382,7 +384,7 @@ def test_predict_folder(folder, tmp_path):
     out = tmp_path / "py"
     opts = dict(recursive=True, render=True, side_view=True, save_mesh=True, vertices=True)
     got = predict_folder(folder["model"], folder["inp"], out, **opts)
-    assert len(got) == len(GOOD) + len(BAD)
+    assert len(got) == len(GOOD) + len(BAD) + 1
     by = {r["name"]: r for r in got}
     for name in GOOD:
         r = next(v for k, v in by.items() if k.rsplit(".", 1)[0] == name)
@@ -395,7 +397,7 @@ def test_predict_folder(folder, tmp_path):
             assert (out / f).read_bytes() == (folder["out"] / f).read_bytes(), f
     for rel, stage in BAD.items():
         assert by[rel]["status"] == "failed" and by[rel]["error"]["stage"] == stage, by[rel]
-    assert by["nested/plain.png"]["result"]["hands"] == []
+    assert by["nested/plain.png"]["result"]["hands"] == [] and by["nested/plain.png"]["status"] == "computed"
     assert sorted((e["path"], e["stage"], e["reason"]) for e in errors(out)) == \
         sorted((e["path"], e["stage"], e["reason"]) for e in errors(folder["out"]))
     # Again: everything skipped, results read back, errors as recorded.
@@ -407,7 +409,7 @@ def test_predict_folder(folder, tmp_path):
     p = batch(folder["model"], folder["inp"], out, "--recursive", "--render", "--side-view", "--save-mesh",
               "--vertices", "--json")
     s = summary(p)
-    assert p.returncode == 3 and s["computed"] == 0 and s["skipped"] == len(GOOD) + len(BAD), describe(p)
+    assert p.returncode == 3 and s["computed"] == 0 and s["skipped"] == len(GOOD) + len(BAD) + 1, describe(p)
     # Without an output folder: results only, nothing written.
     mem = predict_folder(folder["model"], folder["inp"], None, recursive=True, vertices=True)
     assert [r["status"] for r in mem] == [r["status"] for r in got]
@@ -422,9 +424,11 @@ def test_predict_folder(folder, tmp_path):
 
 
 def test_no_hand_found_says_detected(tmp_path, ckpt):
-    """A photo without hands: NAME.json says "detected" with the detection's
-    time (as `hamer run`, exit 4), from the command and predict_folder; with
-    --boxes-dir and an empty list it stays "given", without a detect time."""
+    """A photo without hands is a result, not a failure: NAME.json says
+    "detected" with the detection's time (as `hamer run`, whose exit 4 says
+    it found none), exit 0, no errors.jsonl line, "computed" in
+    predict_folder; with --boxes-dir and an empty list it stays "given",
+    without a detect time."""
     inp, boxes = tmp_path / "in", tmp_path / "boxes"
     inp.mkdir()
     boxes.mkdir()
@@ -435,15 +439,27 @@ def test_no_hand_found_says_detected(tmp_path, ckpt):
     p = run_hamer(["run", "--model", model, "--image", inp / "grey.png", "--output", ref])
     assert p.returncode == 4, describe(p)
     p = batch(model, inp, tmp_path / "out", "--json")
-    assert p.returncode == 3 and summary(p)["computed"] == 1, describe(p)
+    s = summary(p)
+    assert p.returncode == 0 and s["computed"] == 1 and s["failed"] == 0, describe(p)
+    assert errors(tmp_path / "out") == []
     mine = (tmp_path / "out" / "grey.json").read_text()
     py = predict_folder(model, inp, tmp_path / "py")
-    assert py[0]["status"] == "failed" and py[0]["error"]["reason"] == "no hand found", py
+    assert py[0]["status"] == "computed" and py[0]["error"] is None, py
+    assert errors(tmp_path / "py") == []
     for text in (mine, (tmp_path / "py" / "grey.json").read_text(), json.dumps(py[0]["result"])):
         doc = json.loads(text)
         assert doc["hands"] == [] and doc["boxes"] == "detected", doc
         assert set(doc["timings_ms"]) == {"decode", "detect", "crop", "regress", "finalise"}, doc
     assert without_timings(without_input(mine)) == without_timings(ref.read_text())
+    # The line an earlier version wrote for it is dropped; the image stays done.
+    st = (inp / "grey.png").stat()
+    (tmp_path / "out" / "errors.jsonl").write_text(json.dumps(
+        {"path": str(inp / "grey.png"), "stage": "hands", "reason": "no hand found", "size": st.st_size,
+         "mtime_ns": st.st_mtime_ns}) + "\n")
+    p = batch(model, inp, tmp_path / "out", "--json")
+    s = summary(p)
+    assert p.returncode == 0 and s["skipped"] == 1 and s["failed_earlier"] == 0, describe(p)
+    assert errors(tmp_path / "out") == []
     p = batch(model, inp, tmp_path / "given", "--boxes-dir", boxes, "--json")
     assert p.returncode == 0 and summary(p)["computed"] == 1, describe(p)
     doc = json.loads((tmp_path / "given" / "grey.json").read_text())

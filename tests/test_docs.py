@@ -13,7 +13,8 @@
   photo) and build/hamer, build/libhamer.so (links to the build's, in a
   folder of the temporary one, so nothing is written into the build). The
   detector is the installed one (~/.local/share/hamer/detector).
-  ``sh`` blocks run with bash -euo pipefail; ``c`` blocks are complete
+  ``sh`` blocks run with bash -euo pipefail and must run clean (nothing
+  on stderr but the commands' summary lines); ``c`` blocks are complete
   programs, compiled with cc against include/ (and the build's generated
   hamer_version.h) and the build's libhamer.so
   and run; ``python`` blocks run with PYTHONPATH=python and HAMER_LIB set
@@ -221,11 +222,24 @@ def run_block(b, d):
     return run([exe], d, env)
 
 
+# What a block that works may print on stderr: the commands' summary lines.
+# Anything else (a tool's complaint, an empty error line) is a stray line:
+# the example works by accident or hides a failure.
+CLEAN_STDERR = [re.compile(p) for p in (
+    r"^hamer: batch: \d+ images: .*",        # hamer batch's summary
+    r"^hamer: wrote \S+ \(precision .*",      # hamer convert's summary
+)]
+
+
 @pytest.mark.parametrize("b", RUNNABLE, ids=[b.name for b in RUNNABLE])
 def test_block_runs(b, tmp_path, hamer_bin):
+    """Each runnable block exits 0 and runs clean: nothing on stderr but
+    the commands' summary lines."""
     d = workdir(tmp_path)
     proc = run_block(b, d)
     assert proc.returncode == 0, f"{b.name} (```{b.info}) failed:\n{b.text}\n" + describe(proc)
+    stray = [ln for ln in proc.stderr.splitlines() if not any(p.match(ln) for p in CLEAN_STDERR)]
+    assert not stray, f"{b.name}: stray lines on stderr: {stray}\n" + describe(proc)
     check_outputs(d)
 
 
@@ -282,3 +296,26 @@ def test_layout_table_paths_exist():
                 if not (REPO / path / tok).exists():
                     gone.append(f"{path}: {tok}")
     assert not gone, f"docs/internals.md's layout table names paths that do not exist: {gone}"
+
+
+# ---------------------------------------------------------------------------
+# The folder example on the photos a user has: one without hands, one broken
+# ---------------------------------------------------------------------------
+
+def test_folder_example_on_photos_without_hands_and_broken(tmp_path, hamer_bin):
+    """docs/library.md's folder-mode program: a photo without hands is a
+    result (exit 0, nothing on stderr); a file that does not decode prints
+    the library's reason for it and exits non-zero."""
+    (b,) = [b for b in RUNNABLE if b.lang == "c" and "hamer_folder_open" in b.text]
+    d = workdir(tmp_path)
+    from PIL import Image
+    Image.new("RGB", (160, 120), (128, 128, 128)).save(d / "photos" / "blank.png")
+    proc = run_block(b, d)
+    assert proc.returncode == 0 and proc.stderr == "", describe(proc)
+    assert sorted(ln.split(":")[0] for ln in proc.stdout.splitlines()) == ["blank.png", PHOTO], proc.stdout
+    assert json.loads((d / "out" / "blank.json").read_text())["hands"] == []
+    (d / "photos" / "broken.jpg").write_bytes(b"\xff\xd8\xff not a JPEG")
+    proc = run_block(b, d)
+    assert proc.returncode == 3, describe(proc)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("broken.jpg: ") and "JPEG" in line, line

@@ -90,8 +90,9 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     the escaped form of folder mode's rule 1). An output folder that cannot
     be created or written, or an input folder beyond the scan's limits,
     raises HamerIOError before any image is read.
-    A photo without hands, or with a failed hand, is "failed" and still
-    has its result (as ``hamer run`` writes it)."""
+    A photo with a failed hand is "failed" and still has its result (as
+    ``hamer run`` writes it); a photo without hands is "computed", its
+    result listing none."""
     from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg  # circular at import
 
     # checked at the call: ctypes would keep the low 32 bits of max_hands
