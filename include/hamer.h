@@ -632,6 +632,36 @@ HAMER_API char *hamer_result_json(int w, int h, const hamer_hand *hands, int n, 
 HAMER_API int hamer_render_png(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands, int n,
                      int side_view, uint8_t **png, size_t *len);
 
+/* What a picture of the hands shows (hamer_render_params.hide): the
+ * overlays of `hamer run --render`, `batch --render`, `video --render`,
+ * the server's /v1/render and Model.render draw all of it by default. */
+typedef enum {
+    HAMER_DRAW_MESH = 1,        /* the meshes, as hamer_render_png draws them (needs MANO) */
+    HAMER_DRAW_BOXES = 2,       /* each hand's box: green for a right hand, orange for a left one */
+    HAMER_DRAW_KEYPOINTS = 4,   /* the 21 keypoints (keypoints_2d) joined as the hand's skeleton */
+    HAMER_DRAW_LABELS = 8       /* "#I right 0.98" above the box: the hand's index, side and (detected
+                                   boxes) the detector's score; "#I error" for a hand without a result */
+} hamer_draw;
+#define HAMER_DRAW_ALL 15
+
+typedef struct {
+    unsigned int hide;          /* HAMER_DRAW_* bits not to draw; 0 (default): everything */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_render_default_params) */
+} hamer_render_params;
+
+HAMER_API hamer_render_params hamer_render_default_params(void);
+/* The overlay with the marks params asks for (NULL: all) as RGB pixels
+ * into out (w x h x 3): the image, the meshes of the hands with a result,
+ * then every hand's box, keypoints and label. HAMER_E_ARG for bad
+ * arguments or hide bits outside HAMER_DRAW_ALL, HAMER_E_NOMANO for meshes
+ * without MANO buffers (marks alone need none). */
+HAMER_API int hamer_render_overlay_rgb(const hamer_model *model, const uint8_t *rgb, int w, int h,
+                                       const hamer_hand *hands, int n, const hamer_render_params *params, uint8_t *out);
+/* The same as a PNG (in memory; *png freed with hamer_free). */
+HAMER_API int hamer_render_overlay_png(const hamer_model *model, const uint8_t *rgb, int w, int h,
+                                       const hamer_hand *hands, int n, const hamer_render_params *params, uint8_t **png,
+                                       size_t *len);
+
 /* The hand's mesh as the official demo's --save_mesh writes it (OBJ text:
  * vertices + cam_t_full turned 180 degrees about x, the 1538 faces plus
  * the 14 that close the wrist, winding reversed for left hands). *obj is
@@ -745,6 +775,10 @@ HAMER_API char *hamer_job_result_json(const hamer_job *job, int with_vertices);
 /* The last run's overlay (side_view 0) or side view (1) as hamer_render_png
  * draws it. On error a negative code is returned and *png is not set. */
 HAMER_API int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t **png, size_t *len);
+/* The last run's overlay with marks (hamer_render_overlay_png; params NULL:
+ * all). On error a negative code is returned and *png is not set. */
+HAMER_API int hamer_job_render_overlay_png(const hamer_job *job, const hamer_render_params *params, uint8_t **png,
+                                           size_t *len);
 /* The last run's hands as a GLB (hamer_hands_glb). On error a negative code
  * is returned and *glb is not set. */
 HAMER_API int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len);
@@ -792,7 +826,10 @@ typedef struct {
     bool glb;                       /* NAME.glb: the hands as a skinned binary glTF (hamer_hands_glb) */
     int (*cancel)(void *user);      /* polled by the scan (NULL: never stop) */
     void *cancel_user;
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_folder_default_params) */
+    uint32_t render_draw;           /* (from reserved) NAME_all.png: the HAMER_DRAW_* bits to draw
+                                       (hamer_folder_default_params: HAMER_DRAW_ALL); 0: the meshes alone,
+                                       as before this field */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 4]; /* zero (hamer_folder_default_params) */
 } hamer_folder_params;
 
 typedef enum {

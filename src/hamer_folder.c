@@ -93,6 +93,7 @@ static int mkdir_p(const char *path) {
 hamer_folder_params hamer_folder_default_params(void) {
     hamer_folder_params p;
     memset(&p, 0, sizeof p);
+    p.render_draw = HAMER_DRAW_ALL;
     return p;
 }
 
@@ -140,6 +141,9 @@ int hamer_folder_open(const hamer_folder_params *params, hamer_folder **out) {
     if (!params || !out || !params->input_dir || params->n_globs < 0 || (params->n_globs && !params->globs))
         return hm_err(HM_E_ARG, "%s: NULL argument, no input folder or bad globs", __func__);
     if (HM_CHECK_RESERVED(params, "hamer_folder_params")) return HM_E_ARG;
+    if (params->render_draw & ~(uint32_t)HAMER_DRAW_ALL)
+        return hm_err(HM_E_ARG, "%s: render_draw 0x%x has bits outside HAMER_DRAW_ALL", __func__,
+                      (unsigned)params->render_draw);
     hamer_folder *f = calloc(1, sizeof *f);
     if (!f) return hm_err(HM_E_NOMEM, "out of memory");
     f->p = *params;
@@ -296,7 +300,9 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
         if (!(k ? f->p.side_view : f->p.render)) continue;
         uint8_t *png;
         size_t len;
-        if (hamer_job_render_png(job, k, &png, &len)) {
+        const hamer_render_params rp = {.hide = f->p.render_draw ? HAMER_DRAW_ALL & ~f->p.render_draw
+                                                                 : HAMER_DRAW_ALL & ~HAMER_DRAW_MESH};
+        if (k ? hamer_job_render_png(job, 1, &png, &len) : hamer_job_render_overlay_png(job, &rp, &png, &len)) {
             hm_folder_record_error(f, it, "render", hamer_last_error());
             return -1;
         }

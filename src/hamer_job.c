@@ -174,6 +174,16 @@ int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t **png, siz
                             png, len);
 }
 
+int hamer_job_render_overlay_png(const hamer_job *job, const hamer_render_params *params, uint8_t **png,
+                                 size_t *len) {
+    int rc = check_result(job, __func__);
+    if (rc) return rc;
+    if (!png || !len) return hm_err(HM_E_ARG, "%s: png or len is NULL", __func__);
+    const hamer_job_result *r = &job->res;
+    return hamer_render_overlay_png(hm_state_model(job->state), r->rgb, r->width, r->height, r->hands, r->n_hands,
+                                    params, png, len);
+}
+
 int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len) {
     int rc = check_result(job, __func__);
     if (rc) return rc;

@@ -178,7 +178,8 @@ def layout_structs():
             "hamer_job_result": _lib.JobResult, "hamer_folder_params": _lib.FolderParams,
             "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded,
             "hamer_tracker_params": _lib.TrackerParams, "hamer_video_params": _lib.VideoParams,
-            "hamer_video_info": _lib.VideoInfo, "hamer_video_frame": _lib.VideoFrame}
+            "hamer_video_info": _lib.VideoInfo, "hamer_video_frame": _lib.VideoFrame,
+            "hamer_render_params": _lib.RenderParams}
 
 
 def layout_fields(cls, prefix="", base=0):
@@ -232,7 +233,8 @@ def test_struct_layouts_match_the_header(tmp_path):
     assert set(got) == set(want)
     bad = [f"{k}: ctypes {want[k]}, C {got[k]}" for k in want if got[k] != want[k]]
     assert not bad, "\n".join(bad)
-    taken = {"hamer_detect_params": 1}  # fields grown from the front of the reserved space (body_boxes)
+    # fields grown from the front of the reserved space (body_boxes, render_draw)
+    taken = {"hamer_detect_params": 1, "hamer_folder_params": 4}
     for cname in params:  # each ends with its reserved bytes
         fields = structs[cname]._fields_
         assert fields[-1][0] == "reserved" and ctypes.sizeof(fields[-1][1]) == 64 - taken.get(cname, 0), cname

@@ -9,7 +9,8 @@ regressed, how it is smoothed, the overlay video, memory.
   rotations, betas are the running median; on a still video the smoothed
   keypoints jitter far less than the raw ones;
 - --render / --render-dir: frame count, size and timestamps of the input,
-  each PNG equal to `hamer run --render`, each video frame within codec
+  each PNG equal to `hamer run --render` (meshes, boxes, keypoints), each
+  video frame within codec
   error of it; image names and patterns refused before any work; a failed
   render leaves an existing overlay as it was and writes the lines;
 - peak RSS after 100 and after 1000 frames of a synthetic video.
@@ -140,8 +141,9 @@ def test_overlay_video_and_pngs(tmp_path, ckpt, e5):
     frames_in = V.pan_zoom(e5, 6, (240, 320))
     vid = V.encode(frames_in, tmp_path / "in.mkv", codec="png")
     out_mp4, pngs = tmp_path / "overlay.mp4", tmp_path / "pngs"
+    # the labels are left out: a given box (run's) has no detector score to show
     head, frames, summary = video(tmp_path, model, vid, "--smooth", "none", "--render", out_mp4, "--render-dir",
-                                  pngs)
+                                  pngs, "--draw", "mesh,boxes,keypoints")
     assert head["render"]["codec"] in ("libx264", "mpeg4") and summary["render_codec"] == head["render"]["codec"]
     assert not list(tmp_path.glob("overlay.mp4.part*")) and not list(pngs.glob("*.tmp*"))
     assert V.probe_frames(out_mp4) == pytest.approx(V.probe_frames(vid), abs=1e-3)
@@ -149,13 +151,15 @@ def test_overlay_video_and_pngs(tmp_path, ckpt, e5):
     assert decoded.shape == (6, 320, 240, 3)
     for k, f in enumerate(frames):
         res = tmp_path / f"ov{k}.png"
-        run_frame(tmp_path, model, frames_in[k], f["hands"], k, "--render", res)
+        run_frame(tmp_path, model, frames_in[k], f["hands"], k, "--render", res, "--draw", "mesh,boxes,keypoints")
         want = np.asarray(Image.open(res).convert("RGB"))
         got = np.asarray(Image.open(pngs / f"frame_{k:06d}.png").convert("RGB"))
         assert np.array_equal(got, want), k
         assert not np.array_equal(want, frames_in[k])  # meshes were drawn
         err = np.abs(decoded[k].astype(int) - want).mean()
-        assert err < 3.0, (k, err)
+        # 1.5 px lines of saturated colour are the worst case of 4:2:0 chroma
+        # (measured 3.1 with the marks, under 3 with meshes alone)
+        assert err < 4.0, (k, err)
 
 
 def listing(d):

@@ -54,7 +54,7 @@ def _load_result(path):
 def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, boxes_dir=None, vertices=False,
                    render=False, side_view=False, save_mesh=False, glb=False, force=False, retry_failed=False,
                    detector=None,
-                   lite=False, max_hands=8, min_score=0.5, tiles=True, rescale=2.0, crop_mode="warp"):
+                   lite=False, max_hands=8, min_score=0.5, tiles=True, rescale=2.0, crop_mode="warp", draw="all"):
     """Every image of a folder, as ``hamer batch``: a generator of one dict
     per image, in the command's order (sorted by name, subfolders where
     they come):
@@ -69,7 +69,8 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
 
     out_dir     None: nothing is written, every image computed. Otherwise
                 the files of ``hamer batch --out-dir``: NAME.json,
-                NAME_all.png (render), NAME_side.png (side_view),
+                NAME_all.png (render; what it shows: draw, as Model.render's),
+                NAME_side.png (side_view),
                 NAME_N.obj (save_mesh), NAME.glb (glb), OUT/errors.jsonl;
                 an image whose
                 NAME.json records it as it is now and whose outputs are
@@ -93,7 +94,7 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     A photo with a failed hand is "failed" and still has its result (as
     ``hamer run`` writes it); a photo without hands is "computed", its
     result listing none."""
-    from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg  # circular at import
+    from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg, _draw_hide  # circular
 
     # checked at the call: ctypes would keep the low 32 bits of max_hands
     max_hands, min_score, rescale = _int_arg("max_hands", max_hands), _num_arg("min_score", min_score), \
@@ -112,6 +113,9 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     fp.globs, fp.n_globs = glob_arr, len(enc)
     fp.recursive, fp.force, fp.retry_failed = bool(recursive), bool(force), bool(retry_failed)
     fp.render, fp.side_view = bool(render), bool(side_view)
+    fp.render_draw = _lib.DRAW_ALL & ~_draw_hide(draw)
+    if not fp.render_draw:
+        raise HamerError(f"draw={draw!r} draws nothing (leave render=False)", E_ARG)
     fp.save_mesh, fp.vertices, fp.glb = bool(save_mesh), bool(vertices), bool(glb)
     folder = ctypes.c_void_p()
     rc = lib.hamer_folder_open(ctypes.byref(fp), ctypes.byref(folder))

@@ -344,6 +344,19 @@ class FolderParams(_Struct):
         ("glb", ctypes.c_bool),
         ("cancel", ctypes.c_void_p),
         ("cancel_user", ctypes.c_void_p),
+        ("render_draw", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 4)),
+    ]
+
+
+# hamer_draw bits (hamer_render_params.hide, hamer_folder_params.render_hide)
+DRAW = {"mesh": 1, "boxes": 2, "keypoints": 4, "labels": 8}
+DRAW_ALL = 15
+
+
+class RenderParams(_Struct):
+    _fields_ = [
+        ("hide", ctypes.c_uint),
         ("reserved", _Reserved),
     ]
 
@@ -411,6 +424,9 @@ _PROTOTYPES = {
                                                    ctypes.POINTER(Timings), _INT]),
     "hamer_render_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT, _INT,
                                 ctypes.POINTER(c_uint8_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_render_overlay_png": (_INT, [_P, c_uint8_p, _INT, _INT, ctypes.POINTER(Hand), _INT,
+                                        ctypes.POINTER(RenderParams), ctypes.POINTER(c_uint8_p),
+                                        ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_hands_glb": (_INT, [_P, ctypes.POINTER(Hand), _INT, ctypes.POINTER(c_uint8_p),
                                ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_job_default_params": (JobParams, []),

@@ -323,6 +323,18 @@ def _body_arg(body):
     return _BODY_MODES[body]
 
 
+def _draw_hide(draw):
+    """A ``draw`` argument ("mesh,boxes", ["keypoints"], "all", "none") as
+    the hamer_draw bits not to draw."""
+    names = draw.split(",") if isinstance(draw, str) else list(draw)
+    shown = 0
+    for name in names:
+        if name not in _lib.DRAW and name not in ("all", "none"):
+            raise HamerError(f"draw: unknown {name!r} (mesh, boxes, keypoints, labels, all, none)", E_ARG)
+        shown |= _lib.DRAW_ALL if name == "all" else _lib.DRAW.get(name, 0)
+    return _lib.DRAW_ALL & ~shown
+
+
 _RENDER_NEEDS = ("vertices", "cam_t_full", "focal_length")
 _GLB_NEEDS = ("global_orient", "hand_pose", "betas", "cam_t_full", "keypoints_3d")
 
@@ -355,6 +367,9 @@ def _hand_structs(hands, needs=_RENDER_NEEDS, what="rendering"):
                 raise HamerError(f"hand {i}: '{key}' must have shape {list(shape)}, got {list(v.shape)}", E_ARG)
             ctypes.memmove(ctypes.addressof(c) + getattr(_lib.Hand, key).offset, v.ctypes.data, v.nbytes)
         c.focal_length = float(d.get("focal_length", 0.0))
+        det = d.get("detection")
+        if isinstance(det, dict) and "score" in det:  # the labels show the detector's score
+            c.detection.detected, c.detection.score = 1, float(det["score"])
         if "crop" in d:
             c.box_center[:] = [float(v) for v in d["crop"]["center"]]
             c.box_size = float(d["crop"]["size"])
@@ -963,21 +978,33 @@ class Model(_Handle):
             finally:
                 self._lib.hamer_job_free(job)
 
-    def render(self, image: ImageLike, hands: Sequence[Hand], side_view: bool = False) -> bytes:
+    def render(self, image: ImageLike, hands: Sequence[Hand], side_view: bool = False,
+               draw: Union[str, Sequence[str]] = "all") -> bytes:
         """PNG bytes of the hands drawn over the image (as ``hamer run
         --render``), or with side_view=True of the meshes turned 90 degrees
         on white (``--side-view``). ``hands``: predict()'s result for this
-        image, made with vertices=True; hands with an "error" are skipped.
-        Decode with read_image() for an array."""
+        image, made with vertices=True (the meshes need the vertices; the
+        marks alone, the keypoints); hands with an "error" get their box and
+        label only. ``draw``: what the overlay shows, names from "mesh",
+        "boxes", "keypoints", "labels" (a list or ``--draw``'s comma
+        string), or "all" (default) / "none". Decode with read_image() for
+        an array."""
+        shown = _lib.DRAW_ALL & ~_draw_hide(draw)
         rgb = _as_rgb(image)
         h, w = rgb.shape[:2]
         hands = list(hands)
-        chands = _hand_structs(hands)
+        mesh = side_view or shown & _lib.DRAW["mesh"]
+        chands = _hand_structs(hands) if mesh else _hand_structs(hands, ("keypoints_2d",), "drawing the marks")
         png, size = _lib.c_uint8_p(), ctypes.c_size_t()
         with self._use(need_state=False):
-            rc = self._lib.hamer_render_png(self._handle, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, chands,
-                                            len(hands), int(bool(side_view)), ctypes.byref(png),
-                                            ctypes.byref(size))
+            if side_view:
+                rc = self._lib.hamer_render_png(self._handle, rgb.ctypes.data_as(_lib.c_uint8_p), w, h, chands,
+                                                len(hands), 1, ctypes.byref(png), ctypes.byref(size))
+            else:
+                params = _lib.RenderParams(hide=_draw_hide(draw))
+                rc = self._lib.hamer_render_overlay_png(self._handle, rgb.ctypes.data_as(_lib.c_uint8_p), w, h,
+                                                        chands, len(hands), ctypes.byref(params), ctypes.byref(png),
+                                                        ctypes.byref(size))
             if rc < 0:
                 raise _library_error(rc)
         try:
@@ -1025,13 +1052,13 @@ class Model(_Handle):
                        save_mesh: bool = False, glb: bool = False, force: bool = False, retry_failed: bool = False,
                        detector: Union[None, PathLike, Detector] = None, lite: bool = False, max_hands: int = 8,
                        min_score: float = 0.5, tiles: bool = True, rescale: float = 2.0,
-                       crop_mode: str = "warp") -> Iterator[Dict[str, Any]]:
+                       crop_mode: str = "warp", draw: Union[str, Sequence[str]] = "all") -> Iterator[Dict[str, Any]]:
         from ._folder import predict_folder
         return predict_folder(self, input_dir, out_dir=out_dir, recursive=recursive, glob=glob, boxes_dir=boxes_dir,
                               vertices=vertices, render=render, side_view=side_view, save_mesh=save_mesh, glb=glb,
                               force=force, retry_failed=retry_failed, detector=detector, lite=lite,
                               max_hands=max_hands, min_score=min_score, tiles=tiles, rescale=rescale,
-                              crop_mode=crop_mode)
+                              crop_mode=crop_mode, draw=draw)
 
 
 # ---- Video: hands tracked through frames --------------------------------------

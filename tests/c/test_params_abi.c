@@ -59,7 +59,9 @@ static void layouts_and_defaults(void) {
     /* hamer_detect_params grew body_boxes from its reserved space */
     CHECK(RESERVED_LAST(hamer_detector_params) && RESERVED_LAST_N(hamer_detect_params, 1));
     CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST(hamer_tracker_params));
-    CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST(hamer_folder_params));
+    /* hamer_folder_params grew render_draw from its reserved space */
+    CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 4));
+    CHECK(RESERVED_LAST(hamer_render_params));
 #if defined(__x86_64__) && defined(__LP64__)
     CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, reserved) == 17);
     CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, reserved) == 12);
@@ -70,7 +72,9 @@ static void layouts_and_defaults(void) {
     CHECK(sizeof(hamer_video_params) == 96 && offsetof(hamer_video_params, reserved) == 28);
     CHECK(sizeof(hamer_tracker_params) == 136 && offsetof(hamer_tracker_params, reserved) == 68);
     CHECK(sizeof(hamer_job_params) == 232 && offsetof(hamer_job_params, reserved) == 164);
-    CHECK(sizeof(hamer_folder_params) == 128 && offsetof(hamer_folder_params, reserved) == 64);
+    CHECK(sizeof(hamer_folder_params) == 128 && offsetof(hamer_folder_params, render_draw) == 64 &&
+          offsetof(hamer_folder_params, reserved) == 68);
+    CHECK(sizeof(hamer_render_params) == 68 && offsetof(hamer_render_params, reserved) == 4);
 #endif
     /* bool fields are one byte; enums an int (what the bindings assume) */
     CHECK(sizeof(((hamer_detect_params *)0)->tiles) == 1 && sizeof(((hamer_model_params *)0)->precision) == sizeof(int));
@@ -89,6 +93,7 @@ static void layouts_and_defaults(void) {
     DEFAULT_ZERO(hamer_tracker_params, hamer_tracker_default_params);
     DEFAULT_ZERO(hamer_job_params, hamer_job_default_params);
     DEFAULT_ZERO(hamer_folder_params, hamer_folder_default_params);
+    DEFAULT_ZERO(hamer_render_params, hamer_render_default_params);
     hamer_job_params jp = hamer_job_default_params();
     CHECK(all_zero(jp.predict.reserved, HAMER_PARAMS_RESERVED) && all_zero(jp.detect.reserved, HAMER_PARAMS_RESERVED));
 }

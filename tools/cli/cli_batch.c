@@ -51,7 +51,8 @@
 static const char *USAGE_BATCH =
     "usage: hamer batch --model M --input-dir DIR --out-dir OUT\n"
     "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N] [--prefetch N]\n"
-    "                   [--force] [--retry-failed] [--save-mesh] [--render] [--side-view] [--glb] [--vertices]\n"
+    "                   [--force] [--retry-failed] [--save-mesh] [--render [--draw LIST]] [--side-view] [--glb]\n"
+    "                   [--vertices]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
     "                   [--precision fp32|fast] [--json]\n"
@@ -62,6 +63,7 @@ static const char *USAGE_BATCH =
     "a skinned binary glTF). Boxes from D/NAME.json\n"
     "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
     "\n"
+    "  --draw LIST     what NAME_all.png shows: " HM_TOOL_DRAW_HELP "\n"
     "  --recursive     also the subfolders (mirrored in OUT; links followed, each\n"
     "                  folder once; at most 64 deep and 1000000 names)\n"
     "  --glob P        only files whose name matches P (fnmatch, e.g. '*.jpg';\n"
@@ -95,6 +97,7 @@ typedef struct {
     const char *globs[MAX_GLOBS];
     int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
     int save_mesh, render, side, glb, with_vertices, precision;
+    unsigned hide;                  /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;
     hamer_predict_params pp;
 } batch_args;
@@ -137,7 +140,10 @@ static int parse(int argc, char **argv, batch_args *a) {
         else if (!strcmp(o, "--out-dir")) a->out_dir = v;
         else if (!strcmp(o, "--boxes-dir")) a->boxes_dir = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--glob")) {
+        else if (!strcmp(o, "--draw")) {
+            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "batch: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
+            if (a->hide == HAMER_DRAW_ALL) return hm_tool_fail(2, "batch: --draw %s draws nothing (leave --render out)", v);
+        } else if (!strcmp(o, "--glob")) {
             if (a->nglob == MAX_GLOBS) return hm_tool_fail(2, "batch: more than 16 --glob options%s", "");
             a->globs[a->nglob++] = v;
         } else if (!strcmp(o, "--jobs")) {
@@ -449,6 +455,7 @@ static int batch_main(batch_args *a) {
     fp.recursive = a->recursive, fp.force = a->force, fp.retry_failed = a->retry_failed;
     fp.render = a->render, fp.side_view = a->side, fp.save_mesh = a->save_mesh, fp.vertices = a->with_vertices;
     fp.glb = a->glb;
+    fp.render_draw = HAMER_DRAW_ALL & ~a->hide;
     fp.cancel = cancel_cb;
     batch b = {.a = a};
     int rc = hamer_folder_open(&fp, &b.folder);

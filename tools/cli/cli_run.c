@@ -23,7 +23,8 @@ static const char *USAGE_RUN =
     "                 [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--single-pass]\n"
     "                 [--body auto|on|off] [--body-boxes on|off]\n"
     "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
-    "                 [--render OVERLAY.png] [--side-view SIDE.png] [--obj-dir DIR] [--glb HANDS.glb]\n"
+    "                 [--render OVERLAY.png [--draw LIST]] [--side-view SIDE.png] [--obj-dir DIR]\n"
+    "                 [--glb HANDS.glb]\n"
     "                 [--vertices]\n"
     "                 [--mano FILE.npz] [--precision fp32|fast]\n"
     "\n"
@@ -45,7 +46,9 @@ static const char *USAGE_RUN =
     "                  --body auto|on|off, --body-boxes on|off (the body pass: 'hamer detect --help')\n"
     "  --rescale S     box scale factor in (0, 16] (default 2.0)\n"
     "  --crop-mode M   warp (official affine warp, default) or pad (square crop, grey padding)\n"
-    "  --render PNG    the image with every hand's mesh drawn over it\n"    "  --glb FILE      every hand as a skinned MANO mesh with its skeleton and keypoints,\n"
+    "  --render PNG    the image with every hand's mesh, box, 21 keypoints and label over it\n"
+    "  --draw LIST     what --render shows: " HM_TOOL_DRAW_HELP "\n"
+    "  --glb FILE      every hand as a skinned MANO mesh with its skeleton and keypoints,\n"
     "                  in the camera frame (binary glTF 2.0: Blender, three.js, Unity import it)\n"
     "  --side-view PNG the meshes turned 90 degrees about the vertical axis\n"
     "  --obj-dir DIR   one .obj per hand, as the official demo writes them\n"
@@ -62,6 +65,7 @@ typedef struct {
     const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
+    unsigned hide;                 /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;       /* used when no box is given */
     hamer_predict_params pp;
 } run_args;
@@ -94,7 +98,9 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
         else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--box")) {
+        else if (!strcmp(o, "--draw")) {
+            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "run: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
+        } else if (!strcmp(o, "--box")) {
             if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "run: more than 64 --box options%s", "");
             if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "run: %s", hamer_last_error());
             a->nbox++;
@@ -149,7 +155,8 @@ static int write_outputs(const run_args *a, const hamer_job *job, const hamer_jo
         if (!pics[k]) continue;
         uint8_t *png;
         size_t len;
-        if (hamer_job_render_png(job, k, &png, &len)) {
+        const hamer_render_params rp = {.hide = a->hide};
+        if (k ? hamer_job_render_png(job, 1, &png, &len) : hamer_job_render_overlay_png(job, &rp, &png, &len)) {
             fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
             goto done;
         }

@@ -28,7 +28,7 @@
 
 static const char *USAGE_VIDEO =
     "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
-    "                   [--glb ANIM.glb]\n"
+    "                   [--draw LIST] [--glb ANIM.glb]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles] [--body auto|on|off]\n"
     "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
     "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast]\n"
@@ -53,6 +53,7 @@ static const char *USAGE_VIDEO =
     "  --render OUT      the overlay video (frame rate, size and timestamps of the\n"
     "                    input; H.264 with libx264, else MPEG-4 part 2); needs --model\n"
     "  --render-dir DIR  the overlay of every processed frame as DIR/frame_NNNNNN.png\n"
+    "  --draw LIST       what the overlays show: " HM_TOOL_DRAW_HELP "\n"
     "  --glb FILE        one skinned hand per track, animated over the frames it was\n"
     "                    tracked (its joints, its place; the frames' times): binary glTF\n"
     "                    2.0 for Blender, three.js, Unity; needs --model\n"
@@ -132,6 +133,9 @@ static int parse(int argc, char **argv, hm_video_args *a) {
         else if (!strcmp(o, "--output")) a->output = v;
         else if (!strcmp(o, "--render")) a->render = v;
         else if (!strcmp(o, "--render-dir")) a->render_dir = v;
+        else if (!strcmp(o, "--draw")) {
+            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "video: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
+        }
         else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
         else if (!strcmp(o, "--smooth")) {
@@ -244,9 +248,10 @@ static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const 
 static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand *hands, int n, char *err,
                   size_t errlen) {
     const hm_video_args *a = r->a;
+    const hamer_render_params rp = {.hide = a->hide};
     double t0 = hm_now();
     if (a->render) {
-        if (hamer_render_rgb(r->model, f->rgb, f->width, f->height, hands, n, r->overlay) ||
+        if (hamer_render_overlay_rgb(r->model, f->rgb, f->width, f->height, hands, n, &rp, r->overlay) ||
             hamer_video_writer_write(r->writer, r->overlay, f->pts)) {
             snprintf(err, errlen, "%s", hamer_last_error());
             return -1;
@@ -257,7 +262,7 @@ static int render(hm_video_run *r, const hamer_video_frame *f, const hamer_hand 
         size_t len;
         char path[4096];
         snprintf(path, sizeof path, "%s/frame_%06lld.png", a->render_dir, f->index);
-        if (hamer_render_png(r->model, f->rgb, f->width, f->height, hands, n, 0, &png, &len)) {
+        if (hamer_render_overlay_png(r->model, f->rgb, f->width, f->height, hands, n, &rp, &png, &len)) {
             snprintf(err, errlen, "%s", hamer_last_error());
             return -1;
         }

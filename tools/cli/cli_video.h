@@ -8,6 +8,7 @@
 typedef struct {
     const char *model, *video, *output, *render, *render_dir, *glb, *mano;
     int threads, precision, with_vertices;
+    unsigned hide;              /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */
     hamer_video_params vp;      /* --start, --duration, --stride, --queue */
     hamer_tracker_params tp;    /* --smooth and its parameters, --redetect-every, ... */

@@ -68,6 +68,28 @@ int hm_tool_parse_precision(const char *s, int *out) {
     return 0;
 }
 
+int hm_tool_parse_draw(const char *s, unsigned *hide) {
+    static const struct {
+        const char *name;
+        unsigned bits;
+    } names[] = {{"mesh", HAMER_DRAW_MESH},           {"boxes", HAMER_DRAW_BOXES}, {"keypoints", HAMER_DRAW_KEYPOINTS},
+                 {"labels", HAMER_DRAW_LABELS},       {"all", HAMER_DRAW_ALL},     {"none", 0}};
+    unsigned draw = 0;
+    for (const char *p = s;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        size_t k = 0;
+        while (k < sizeof names / sizeof *names && !(strlen(names[k].name) == len && !strncmp(names[k].name, p, len)))
+            k++;
+        if (k == sizeof names / sizeof *names) return -1;
+        draw |= names[k].bits;
+        if (!end) break;
+        p = end;
+    }
+    *hide = HAMER_DRAW_ALL & ~draw;
+    return 0;
+}
+
 hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision) {
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = mano;

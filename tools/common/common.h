@@ -31,6 +31,11 @@ int hm_tool_threads(int requested);
 int hm_tool_parse_rescale(const char *s, double *out);
 /* "fp32" | "fast" -> HAMER_PRECISION_*; 0 ok, -1 bad. */
 int hm_tool_parse_precision(const char *s, int *out);
+/* --draw LIST (the server's draw=): what a picture shows, a comma-separated
+ * list of mesh, boxes, keypoints, labels, or "all" or "none" -> the
+ * HAMER_DRAW_* bits not to draw; 0 ok, -1 bad (an unknown or empty name). */
+int hm_tool_parse_draw(const char *s, unsigned *hide);
+#define HM_TOOL_DRAW_HELP "mesh,boxes,keypoints,labels (default all; 'mesh' for the meshes alone)"
 
 /* ---- the model and the detector ---- */
 
