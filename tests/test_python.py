@@ -257,7 +257,8 @@ def test_reserved_bytes_refused_through_the_binding():
                "hamer_detect_default_params", "hamer_tracker_default_params", "hamer_job_default_params",
                "hamer_folder_default_params"]:
         p = getattr(lib, fn)()
-        assert any(p.reserved) is False and len(bytes(p.reserved)) in (63, 64), fn
+        # 63: body_boxes took a byte, 60: render_draw four
+        assert any(p.reserved) is False and len(bytes(p.reserved)) in (60, 63, 64), fn
 
 
 # ---------------------------------------------------------------------------

@@ -53,8 +53,8 @@ def scene(tmp_path_factory, ckpt, hamer_bin):
     proc = run_hamer(["run", "--model", model, "--image", d / "photo.png",
                       "--box", box_arg(RIGHT, "right"), "--box", box_arg(LEFT, "left"),
                       "--box", "5000,5000,5100,5100", "--output", out, "--vertices",
-                      "--obj-dir", d / "objs", "--render", d / "overlay.png",
-                      "--side-view", d / "side.png"])
+                      "--obj-dir", d / "objs", "--render", d / "overlay.png", "--draw", "mesh",
+                      "--side-view", d / "side.png"])  # the marks: tests/test_overlay.py
     return dict(dir=d, img=img, model=model, proc=proc, out=out)
 
 

@@ -183,7 +183,8 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
         len = txt ? strlen(txt) : 0;
     } else {
         what = "render: ", *out_type = "image/png";
-        rc = hamer_job_render_png(pj, job->side_view, &bin, &len);
+        /* the overlay as `hamer run --render` draws it: meshes and marks */
+        rc = job->side_view ? hamer_job_render_png(pj, 1, &bin, &len) : hamer_job_render_overlay_png(pj, NULL, &bin, &len);
     }
     const void *data = txt ? (const void *)txt : (const void *)bin;
     if (rc) {
