@@ -69,10 +69,12 @@ void hm_marks_text(uint8_t *rgb, int w, int h, int x, int y, int scale, const ch
 /* The label on a filled tag of the hand's colour, above the box's top-left
  * corner, or inside the box when there is no room above. */
 static void label(uint8_t *rgb, int w, int h, const float *b, const char *text, int scale, const uint8_t c[3]) {
-    if (!isfinite(b[0]) || !isfinite(b[1]) || !isfinite(b[3])) return;
+    if (!isfinite(b[0]) || !isfinite(b[1]) || b[2] < 0 || b[3] < 0 || b[0] > w || b[1] > h) return; /* not in view */
     const int pad = scale, tw = hm_marks_text_width(text, scale) + 2 * pad, th = GLYPH_H * scale + 2 * pad;
-    int x = (int)floorf(b[0]), y = (int)floorf(b[1]) - th;
-    if (y < 0) y = (int)floorf(b[1]);
+    /* clamped to the picture before the conversion (a box may be anywhere) */
+    const float bx = fminf(fmaxf(b[0], 0.0f), (float)w), by = fminf(fmaxf(b[1], 0.0f), (float)h);
+    int x = (int)bx, y = (int)by - th;
+    if (y < 0) y = (int)by;
     if (x + tw > w) x = w - tw;
     if (x < 0) x = 0;
     fill(rgb, w, h, x, y, x + tw, y + th, c);
