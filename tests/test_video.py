@@ -12,19 +12,26 @@ here from the annotated photos (tests/video_fixtures.py).
 - truncated files (MP4, Matroska): frames before the damage written, one
   line saying the input is damaged, exit 5;
 - --stride / --start / --duration, and usage and input errors;
+- frame sizes: a later frame larger than the first is refused before the
+  decoder allocates it (a 2.3 MB file whose second frame is 16000x16000
+  RGBA 16-bit took 2.2 GB and 8 s), every frame is checked against the
+  first, also those --stride skips; a picture over the limits says its size;
 - hands the palm detection misses, acquired from the pose (--body on) and
   tracked with their person's sides.
 """
 
 import json
+import os
 import subprocess
+import tempfile
+import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
 import video_fixtures as V
-from conftest import describe, run_hamer
+from conftest import HAMER_BIN, describe, run_hamer
 from detect.common import models_dir
 
 
@@ -253,6 +260,66 @@ def test_lists_of_other_files_are_refused(tmp_path, e5):
     # the file itself still reads (the guard is not a refusal of everything)
     proc, out = video(tmp_path, real)
     assert proc.returncode == 0 and V.read_lines(out), describe(proc)
+
+
+def measured(args, timeout=120):
+    """Run `hamer ARGS`: (exit status, stderr, peak RSS in MB, seconds), the
+    peak of that process alone (wait4), not of the others this test ran."""
+    err = tempfile.TemporaryFile()
+    t = time.monotonic()
+    proc = subprocess.Popen([str(HAMER_BIN), *map(str, args)], stdout=subprocess.DEVNULL, stderr=err)
+    deadline = t + timeout
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"hamer {args} ran over {timeout} s")
+        time.sleep(0.02)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err.seek(0)
+    return proc.returncode, err.read().decode(errors="replace"), ru.ru_maxrss / 1024, time.monotonic() - t
+
+
+def test_frame_sizes_bounded_before_decoding(tmp_path):
+    """Issue 38, findings 1 and 6. The decoder's max_pixels is the first
+    frame's size (plus codec padding), so a later frame claiming 16000x16000
+    is refused before its 2 GB are allocated; every decoded frame is checked
+    against the first before it is converted; pictures over the limits say
+    their size (they said "frame size 0x0" and "Device or resource busy")."""
+    small = V.black_png(64, 64)
+    big = V.png_sequence([small, V.black_png(16000, 16000, depth=16, channels=4), small], tmp_path / "big.mkv")
+    assert big.stat().st_size < 3 << 20
+    rc, err, peak_mb, secs = measured(["video", "--video", big, "--output", tmp_path / "o.jsonl",
+                                       "--detector", models_dir()])
+    # the frame's pixels alone would be 2048 MB; the detector and the rest take ~150-300 MB
+    assert rc == 1 and peak_mb < 600, f"exit {rc}, peak RSS {peak_mb:.0f} MB, {secs:.1f} s: {err}"
+    assert err.strip().splitlines() == [
+        f"hamer: {big}: frame size changes from 64x64 to 16000x16000 at 1.000 s (not supported; refused before "
+        "decoding)"], err
+    print(f"16000x16000 frame after a 64x64 one: refused in {secs:.2f} s, peak RSS {peak_mb:.0f} MB")
+
+    # the same pixels in another shape decode, and are refused before conversion;
+    # with --stride 2 that frame is skipped, and still checked
+    (tmp_path / "shape").mkdir()
+    shape = V.png_sequence([small, V.black_png(128, 32), small], tmp_path / "shape" / "shape.mkv")
+    for extra in [[], ["--stride", "2"]]:
+        proc = run_hamer(["video", "--video", shape, "--output", tmp_path / "s.jsonl", "--detector", models_dir(),
+                          *extra])
+        assert proc.returncode == 1 and "frame size changes from 64x64 to 128x32 at 1.000 s (not supported)" in \
+            proc.stderr and len(proc.stderr.splitlines()) == 1, (extra, describe(proc))
+
+    # over the limits from the start: the size is said, whoever refused it
+    (tmp_path / "huge.png").write_bytes(V.black_png(20000, 20000, channels=1))
+    (tmp_path / "huge.y4m").write_bytes(b"YUV4MPEG2 W65535 H65535 F30:1 Ip A1:1 C420jpeg\nFRAME\n" + bytes(1000))
+    for name, size in [("huge.png", "20000x20000"), ("huge.y4m", "65535x65535")]:
+        proc = run_hamer(["video", "--video", tmp_path / name, "--output", tmp_path / "h.jsonl",
+                          "--detector", models_dir()])
+        assert proc.returncode == 1 and proc.stderr.splitlines() == [
+            f"hamer: {tmp_path / name}: frame size {size} out of range (at most 100 megapixels, 65535 a side)"], \
+            describe(proc)
 
 
 MESSI5 = "/usr/share/doc/opencv-doc/examples/data/messi5.jpg"

@@ -8,7 +8,9 @@ also under ASan.
 
 import json
 import shutil
+import struct
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +136,38 @@ def read_lines(path):
     assert lines and "video" in lines[0], lines[:1]
     assert "summary" in lines[-1], lines[-1:]
     return lines[0], lines[1:-1], lines[-1]["summary"]
+
+
+def black_png(w, h, depth=8, channels=3):
+    """A black w x h PNG (depth 8 or 16 bits, 1 grey / 3 RGB / 4 RGBA
+    channels) built without holding its pixels: each row is deflated once
+    and ends with a full flush (which resets the compressor), so every
+    later row's bytes are the same and are repeated. A 16000x16000 RGBA
+    16-bit picture (2 GB of pixels) is a 2.3 MB file made in a fraction of
+    a second."""
+    ctype = {1: 0, 3: 2, 4: 6}[channels]
+    row = bytes(1 + w * channels * depth // 8)      # filter byte 0, then zeros
+    c = zlib.compressobj(9)
+    first = c.compress(row) + c.flush(zlib.Z_FULL_FLUSH)    # with the zlib header
+    again = c.compress(row) + c.flush(zlib.Z_FULL_FLUSH)
+    n = len(row) * h
+    # an empty final stored block, then the Adler-32 of n zero bytes: a = 1, b = n
+    data = first + again * (h - 1) + b"\x03\x00" + struct.pack(">I", ((n % 65521) << 16) | 1)
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+
+
+def png_sequence(pngs, path):
+    """PNG files as the frames of a Matroska video, 1 frame a second, copied
+    as they are (no re-encoding: each frame keeps its own size)."""
+    need_ffmpeg()
+    d = Path(path).parent
+    for i, data in enumerate(pngs):
+        (d / f"seq_{i + 1}.png").write_bytes(data)
+    subprocess.run([FFMPEG, "-v", "error", "-y", "-framerate", "1", "-i", str(d / "seq_%d.png"), "-c:v", "copy",
+                    str(path)], check=True, timeout=120)
+    return path

@@ -23,14 +23,27 @@ static void callback(void *avcl, int level, const char *fmt, va_list vl) {
         av_log_default_callback(avcl, level, fmt, vl);
         return;
     }
-    if (level > AV_LOG_ERROR || s->damaged || !s->demuxer || avcl != s->demuxer) return;
+    if (level > AV_LOG_ERROR) return;
+    const int demuxer = !s->damaged && s->demuxer && avcl == s->demuxer;
+    if (!demuxer && !strstr(fmt, "Picture size")) return;
     int print_prefix = 0;
     char line[sizeof s->msg];
     av_log_format_line(NULL, level, fmt, vl, line, sizeof line, &print_prefix);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == '.')) line[--n] = 0;
+    const char *size = strstr(line, "Picture size ");
+    if (size) snprintf(s->size_msg, sizeof s->size_msg, "%s", size);
+    if (!demuxer) return;
     snprintf(s->msg, sizeof s->msg, "%s", line);
     s->damaged = 1;
+}
+
+int hm_ff_refused_size(const hm_ff_sink *sink, int *w, int *h) {
+    unsigned a, b;
+    if (!sink->size_msg[0] || sscanf(sink->size_msg, "Picture size %ux%u", &a, &b) != 2 || a > 1u << 30 || b > 1u << 30)
+        return 0;
+    *w = (int)a, *h = (int)b;
+    return 1;
 }
 
 static void install(void) { av_log_set_callback(callback); }

@@ -119,15 +119,16 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
                  (unsigned)f->decode_error_flags);
         return HM_E_FORMAT;
     }
-    if (t < v->p.start_s - 1e-9) return 0;
-    if (v->end_s > 0 && t >= v->end_s - 1e-9) return 1;
-    const long long idx = v->next_index++;
-    if (idx % v->p.stride) return 0;
+    /* every decoded frame, also those dropped below: the size is fixed at open */
     if (f->width != v->sw || f->height != v->sh) {
         snprintf(msg, msglen, "%s: frame size changes from %dx%d to %dx%d at %.3f s (not supported)", v->path, v->sw,
                  v->sh, f->width, f->height, t);
         return HM_E_UNSUPPORTED;
     }
+    if (t < v->p.start_s - 1e-9) return 0;
+    if (v->end_s > 0 && t >= v->end_s - 1e-9) return 1;
+    const long long idx = v->next_index++;
+    if (idx % v->p.stride) return 0;
     /* a free slot: the ring minus the filled ones and the one lent out */
     const double w0 = 1e3 * hm_now();
     pthread_mutex_lock(&v->mu);
@@ -166,16 +167,33 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
     return 0;
 }
 
+/* The decoder refused the packet at time t (seconds; <0 unknown) with
+ * FFmpeg error r: a frame over the size bound (max_pixels) is a size
+ * change, said with the size FFmpeg logged; anything else is damage.
+ * what: "decoding failed", "damaged: the decoder rejects the data". */
+static int decode_error(hamer_video *v, int r, double t, const char *what, char *msg, size_t msglen) {
+    char e[128], at[48] = "";
+    int w, h;
+    if (t >= 0) snprintf(at, sizeof at, " at %.3f s", t);
+    if (hm_ff_refused_size(&v->sink, &w, &h) && (w != v->sw || h != v->sh)) {
+        snprintf(msg, msglen, "%s: frame size changes from %dx%d to %dx%d%s (not supported; refused before decoding)",
+                 v->path, v->sw, v->sh, w, h, at);
+        return HM_E_UNSUPPORTED;
+    }
+    char hint[160] = "";
+    if (r == AVERROR(EINVAL))
+        snprintf(hint, sizeof hint, " (what a frame larger than the first, %dx%d, gets: size changes are not supported)",
+                 v->sw, v->sh);
+    snprintf(msg, msglen, "%s: %s%s: %s%s", v->path, what, at, averr(r, e, sizeof e), hint);
+    return HM_E_FORMAT;
+}
+
 /* Every frame the decoder has ready. Same returns as take_frame. */
-static int drain(hamer_video *v, double *t0, char *msg, size_t msglen) {
+static int drain(hamer_video *v, double *t0, double pkt_t, char *msg, size_t msglen) {
     for (;;) {
         int r = avcodec_receive_frame(v->dec, v->frm);
         if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return 0;
-        if (r < 0) {
-            char e[128];
-            snprintf(msg, msglen, "%s: decoding failed: %s", v->path, averr(r, e, sizeof e));
-            return HM_E_FORMAT;
-        }
+        if (r < 0) return decode_error(v, r, pkt_t, "decoding failed", msg, msglen);
         r = take_frame(v, v->frm, *t0, msg, msglen);
         av_frame_unref(v->frm);
         *t0 = 1e3 * hm_now();
@@ -211,6 +229,9 @@ static void *decode_main(void *arg) {
     hm_ff_log_enter(&v->sink);
     while (!rc) {
         int r = av_read_frame(v->fmt, v->pkt);
+        /* the packet's time, for a decoder's refusal (its frame never comes out) */
+        const int64_t ts = r < 0 ? AV_NOPTS_VALUE : v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+        const double pkt_t = ts == AV_NOPTS_VALUE ? -1.0 : (ts - v->start_pts) * v->tb;
         if (v->sink.damaged) { /* the demuxer saw the damage, whatever it returned */
             snprintf(msg, sizeof msg, "%s: damaged or truncated: %s", v->path, v->sink.msg);
             rc = HM_E_FORMAT;
@@ -234,13 +255,12 @@ static void *decode_main(void *arg) {
         if (!eof && !rc) av_packet_unref(v->pkt);
         if (r < 0 && r != AVERROR(EAGAIN) && r != AVERROR_EOF) {
             if (!rc) {
-                snprintf(msg, sizeof msg, "%s: damaged: the decoder rejects the data: %s", v->path, averr(r, e, sizeof e));
-                rc = HM_E_FORMAT;
+                rc = decode_error(v, r, pkt_t, "damaged: the decoder rejects the data", msg, sizeof msg);
                 avcodec_send_packet(v->dec, NULL);
             }
         }
         char dmsg[2048];
-        int d = drain(v, &t0, dmsg, sizeof dmsg);
+        int d = drain(v, &t0, pkt_t, dmsg, sizeof dmsg);
         if (d == 1) { /* end of the range, or closing */
             if (!rc) break;
         } else if (d < 0 && !rc) {
@@ -296,7 +316,31 @@ static int refuse_lists(const hamer_video *v) {
                   v->path);
 }
 
-static int open_stream(hamer_video *v) {
+/* FFmpeg refused the picture size while opening (its header check, or
+ * max_pixels): the standard out-of-range message; 0 if it logged none. */
+static int refused_at_open(const hamer_video *v, const hm_ff_sink *log) {
+    int w, h;
+    if (!hm_ff_refused_size(log, &w, &h)) return 0;
+    return hm_err(HM_E_FORMAT, "%s: frame size %dx%d out of range (at most 100 megapixels, %d a side)", v->path, w, h,
+                  HM_IMAGE_MAX_DIM);
+}
+
+/* Pixels a decoded picture may have: the stream's size, plus the padding
+ * codecs decode to (macroblocks, coding tree units, superblocks) and
+ * FFmpeg's stride alignment, and at least 4 megapixels, because decoders
+ * check their scratch buffers with the same limit (MPEG-4 asks 192x280 for
+ * a 64x48 stream). Set as the decoder's max_pixels, so a later frame that
+ * claims a larger size is refused before its buffers are allocated; a
+ * change within the bound is refused once decoded (take_frame). */
+static int64_t max_frame_pixels(int w, int h) {
+    const int64_t aw = ((int64_t)w + 63) / 64 * 64 + 256, ah = ((int64_t)h + 63) / 64 * 64 + 256;
+    const int64_t px = aw * (ah > 768 ? ah : 768);
+    return px > HM_VIDEO_MIN_MAX_PIXELS ? px : HM_VIDEO_MIN_MAX_PIXELS;
+}
+
+/* Open the file, find its video stream and open the decoder; log holds
+ * FFmpeg's messages of the open. */
+static int open_stream(hamer_video *v, const hm_ff_sink *log) {
     char e[128];
     if (names_other_files(v->path)) return refuse_lists(v);
     if (!(v->fmt = avformat_alloc_context())) return hm_err(HM_E_NOMEM, "%s: out of memory", v->path);
@@ -308,10 +352,14 @@ static int open_stream(hamer_video *v) {
     int r = avformat_open_input(&v->fmt, v->path, NULL, &opt);
     av_dict_free(&opt);
     if (r < 0 && v->refused) return refuse_lists(v);
+    /* a demuxer that checks the size itself (Y4M) fails the open with an
+     * error code that does not say so (EBUSY): the logged size does */
+    if (r < 0 && refused_at_open(v, log)) return hm_errcode();
     if (r < 0) return hm_err(r == AVERROR(ENOENT) ? HM_E_IO : HM_E_FORMAT, "%s: cannot open as a video: %s", v->path,
                              averr(r, e, sizeof e));
     if ((r = avformat_find_stream_info(v->fmt, NULL)) < 0) {
         if (v->refused) return refuse_lists(v);
+        if (refused_at_open(v, log)) return hm_errcode();
         return hm_err(HM_E_FORMAT, "%s: cannot read the stream information: %s", v->path, averr(r, e, sizeof e));
     }
     /* a list the content probe above did not recognise */
@@ -323,7 +371,11 @@ static int open_stream(hamer_video *v) {
         return hm_err(HM_E_UNSUPPORTED, "%s: no decoder in this FFmpeg for its video codec", v->path);
     v->st = v->fmt->streams[v->si];
     const AVCodecParameters *cp = v->st->codecpar;
-    if (cp->width < 1 || cp->height < 1 || cp->width > HM_IMAGE_MAX_DIM || cp->height > HM_IMAGE_MAX_DIM ||
+    /* no size: the decoder refused the one in the stream (a 20000x20000 PNG) */
+    if ((cp->width < 1 || cp->height < 1) && refused_at_open(v, log)) return hm_errcode();
+    if (cp->width < 1 || cp->height < 1)
+        return hm_err(HM_E_FORMAT, "%s: the video stream states no frame size (%dx%d)", v->path, cp->width, cp->height);
+    if (cp->width > HM_IMAGE_MAX_DIM || cp->height > HM_IMAGE_MAX_DIM ||
         (long long)cp->width * cp->height > HM_IMAGE_MAX_PIXELS)
         return hm_err(HM_E_FORMAT, "%s: frame size %dx%d out of range (at most 100 megapixels)", v->path, cp->width,
                       cp->height);
@@ -331,6 +383,7 @@ static int open_stream(hamer_video *v) {
     if ((r = avcodec_parameters_to_context(v->dec, cp)) < 0)
         return hm_err(HM_E_FORMAT, "%s: bad codec parameters: %s", v->path, averr(r, e, sizeof e));
     v->dec->thread_count = v->p.threads;
+    v->dec->max_pixels = max_frame_pixels(cp->width, cp->height);
     v->dec->pkt_timebase = v->st->time_base;
     if ((r = avcodec_open2(v->dec, codec, NULL)) < 0)
         return hm_err(HM_E_UNSUPPORTED, "%s: cannot open the %s decoder: %s", v->path, codec->name,
@@ -390,9 +443,9 @@ hamer_video *hm_video_open(const char *path, const hamer_video_params *params) {
     v->held = -1;
     pthread_mutex_init(&v->mu, NULL);
     pthread_cond_init(&v->cv, NULL);
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
-    const int orc = open_stream(v);
+    const int orc = open_stream(v, &quiet);
     hm_ff_log_leave();
     if (orc) goto fail;
     v->nslots = p.queue + 1;
@@ -469,7 +522,7 @@ void hm_video_close(hamer_video *v) {
         pthread_mutex_unlock(&v->mu);
         pthread_join(v->thread, NULL);
     }
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     for (int i = 0; v->ring && i < v->nslots; i++) hm_free(v->ring[i].rgb);
     free(v->ring);

@@ -28,6 +28,10 @@
  * code may run past the last pixel of a row. */
 #define HM_VIDEO_SLACK 256
 
+/* The decoder's max_pixels is never below this (4 megapixels): small
+ * streams' scratch buffers are checked against it too (reader.c). */
+#define HM_VIDEO_MIN_MAX_PIXELS (4LL << 20)
+
 /* Longest start_s / duration_s taken (seconds, about 31 years). */
 #define HM_VIDEO_MAX_SECONDS 1e9
 

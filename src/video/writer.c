@@ -301,7 +301,7 @@ hamer_video_writer *hm_video_writer_open(const char *path, int w, int h, int tb_
 
 hamer_video_writer *hm_video_writer_open_with(const char *path, int w, int h, int tb_num, int tb_den, double fps,
                                               const char *encoder) {
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     hamer_video_writer *wr = writer_open(path, w, h, tb_num, tb_den, fps, encoder);
     hm_ff_log_leave();
@@ -309,7 +309,7 @@ hamer_video_writer *hm_video_writer_open_with(const char *path, int w, int h, in
 }
 
 int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts) {
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     int rc = writer_write(wr, rgb, pts);
     hm_ff_log_leave();
@@ -317,7 +317,7 @@ int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long 
 }
 
 int hm_video_writer_close(hamer_video_writer *wr, int abort) {
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     int rc = writer_close(wr, abort);
     hm_ff_log_leave();
