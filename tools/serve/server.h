@@ -133,6 +133,44 @@ typedef struct {
 int hm_srv_multipart_parse(const char *content_type, const uint8_t *body, size_t len, hm_srv_part *parts,
                            int max_parts, char *err, size_t errlen);
 
+/* ---- the request head's framing (server_framing.c) ----
+ * libmicrohttpd 0.9.75 (Debian 12's) frames some heads its own way: both
+ * Content-Length and Transfer-Encoding read as chunked and kept alive, an
+ * unknown Transfer-Encoding read until the client closes, a folded line
+ * glued to the header's name, whitespace before the colon kept in the
+ * name, a %00 in the path cutting it short. The handler refuses these
+ * before anything else (docs/server.md, "Framing"); the rules are here,
+ * free of libmicrohttpd, so fuzz/fuzz_server.c feeds them arbitrary heads. */
+
+/* One header field as libmicrohttpd hands it over. */
+typedef struct {
+    const char *name, *value;
+    size_t name_len, value_len;
+    int folded;                     /* it went on over a folded line */
+} hm_srv_field;
+
+/* The framing rules, checked field by field as libmicrohttpd lists them
+ * (no allocation: a head may hold thousands of fields). */
+typedef struct {
+    hm_srv_field te, cl;            /* the Transfer-Encoding field, the first Content-Length */
+    int nte, ncl;
+    int status;                     /* 0, or the first refusal's 400 / 501 */
+    char msg[200];                  /* its reason, one printable line */
+} hm_srv_framing;
+
+void hm_srv_framing_init(hm_srv_framing *fr);
+/* One header field; the first refusal stays. */
+void hm_srv_framing_field(hm_srv_framing *fr, const hm_srv_field *f);
+/* After the last field: 0 when the head may be served, else 400 or 501
+ * (reason in fr->msg). http10: the request line says HTTP/1.0. A refusal
+ * must be answered at once and the connection closed: where the body ends
+ * is not known. */
+int hm_srv_framing_end(hm_srv_framing *fr, int http10);
+
+/* 400 (msg set) when the request target's path (up to its '?', before
+ * %-decoding) holds a %00, which the decoded path would end at; else 0. */
+int hm_srv_target_check(const char *target, char *msg, size_t msglen);
+
 /* ---- query string of POST /v1/predict and /v1/render (server_query.c) ----
  *
  * Plain strings in, no libmicrohttpd: the server feeds what libmicrohttpd

@@ -16,9 +16,10 @@
  * libmicrohttpd close the socket with unread data, which resets the
  * connection and can destroy the answer before the client reads it); only a
  * declared Content-Length over the limit is answered at (1), so that such a
- * body is never read, and so are a conflicting duplicate Content-Length
- * (request smuggling behind a proxy) and a body the upload budget cannot
- * take (503: --upload-budget-mb).
+ * body is never read, and so are a body the upload budget cannot take (503:
+ * --upload-budget-mb) and a head whose framing is not plain (400/501 and
+ * the connection closed, server_framing.c: where its body ends is unclear,
+ * so nothing after it may be read as another request).
  *
  * The request context lives in the connection's record (server_conn.c) and
  * is started by the URI log callback, which libmicrohttpd calls as soon as
@@ -52,6 +53,39 @@ static int route(const char *url, int raw) {
 }
 
 /* ---- the access handler ---- */
+
+/* libmicrohttpd before 0.9.77 glues a folded line's text to the header's
+ * name, moved out of the request buffer for that (fixed in 0.9.77, which
+ * turns the fold into spaces). Set at start from the running library. */
+static int folds_glued;
+
+typedef struct {
+    hm_srv_framing *fr;
+} head_scan;
+
+/* Whether a header's name and value still lie as libmicrohttpd parsed
+ * them in the request buffer: "name", the colon turned into a NUL, then
+ * only the spaces and tabs skipped before the value. A folded line's name
+ * was moved elsewhere (folds_glued). */
+static int in_place(const char *key, size_t key_size, const char *value) {
+    const char *p = key + key_size;
+    if (value <= p || (size_t)(value - p) > 4096 || *p) return 0;
+    for (p++; p < value; p++)
+        if (*p != ' ' && *p != '\t') return 0;
+    return 1;
+}
+
+/* MHD_get_connection_values_n iterator: every header field to the
+ * framing rules, in order, until one refuses. */
+static enum MHD_Result scan_field(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                  const char *value, size_t value_size) {
+    (void)kind;
+    head_scan *h = cls;
+    hm_srv_field f = {key ? key : "", value ? value : "", key ? key_size : 0, value ? value_size : 0, 0};
+    if (folds_glued && key && value) f.folded = !in_place(key, key_size, value);
+    hm_srv_framing_field(h->fr, &f);
+    return h->fr->status ? MHD_NO : MHD_YES;
+}
 
 /* Headers are in: route, and decide what to do with the body. */
 static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, const char *method) {
@@ -117,21 +151,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls) {
     hm_srv *s = cls;
     hm_srv_req *r = *con_cls;
-    (void)version;
     if (!r) return MHD_NO;      /* no connection record: cannot happen (table > limit) */
     if (!r->started) {
         r->started = 1;
-        r->endpoint = route(url, 0);
-        r->web_file = hm_srv_web_route(url, strlen(url));
+        /* A path cut short by %00 keeps the raw one (on_uri): it reaches no endpoint */
+        if (!r->bad_target) {
+            r->endpoint = route(url, 0);
+            r->web_file = hm_srv_web_route(url, strlen(url));
+            snprintf(r->path, sizeof r->path, "%s", url);
+        }
         /* From the headers on, the body must be in within --timeout-s. */
         hm_srv_conn_deadline(r->k, HM_SRV_DL_BODY, s->cfg.timeout_s);
         snprintf(r->method, sizeof r->method, "%s", method);
-        snprintf(r->path, sizeof r->path, "%s", url);
         /* The path is client text (already %-decoded): no control bytes in the log. */
         for (char *p = r->path; *p; p++)
             if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
         for (char *p = r->method; *p; p++)
             if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+        /* Framing first, whatever the endpoint: with an unclear body end
+         * nothing after the head can be trusted, so refuse now and close. */
+        hm_srv_framing fr;
+        hm_srv_framing_init(&fr);
+        head_scan hs = {&fr};
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_field, &hs);
+        if (hm_srv_framing_end(&fr, version && !strcmp(version, MHD_HTTP_VERSION_1_0)))
+            return hm_srv_answer_error(s, c, r, fr.status, fr.msg);
         enum MHD_Result ok = first_call(s, c, r, method);
         /* A client waiting for "100 Continue" has sent no body yet: a refusal
          * can go out now without resetting anything. */
@@ -256,6 +300,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     snprintf(r->path, sizeof r->path, "%.*s", (int)strcspn(uri, "?"), uri);
     for (char *p = r->path; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    /* Only here is the target seen before %-decoding (a %00 would cut it) */
+    char m[120];
+    if (hm_srv_target_check(uri, m, sizeof m)) {
+        r->bad_target = 1;
+        hm_srv_reject(r, 400, "%s", m);
+    }
     atomic_fetch_add(&s->inflight, 1);
     return r;
 }
@@ -281,6 +331,9 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 int hm_srv_http_start(hm_srv *s) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
+    unsigned major = 0, minor = 0, patch = 0;
+    sscanf(MHD_get_version(), "%u.%u.%u", &major, &minor, &patch);
+    folds_glued = major == 0 && (minor < 9 || (minor == 9 && patch < 77));
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;

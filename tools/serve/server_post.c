@@ -50,22 +50,6 @@ static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *
     return MHD_YES;
 }
 
-typedef struct {
-    const char *first;
-    int n, conflict;
-} length_scan;
-
-/* Every Content-Length header: two that differ make the body's end
- * ambiguous (a proxy may pick the other one: request smuggling). */
-static enum MHD_Result scan_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    (void)kind;
-    length_scan *l = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
-    if (l->n++ == 0) l->first = value;
-    else if (strcmp(l->first ? l->first : "", value ? value : "")) l->conflict = 1;
-    return MHD_YES;
-}
-
 /* Build the job from the complete request: query, boxes, image. 0 ok, else
  * the HTTP status with msg. */
 static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_job *job, char *msg, size_t msglen) {
@@ -230,9 +214,6 @@ enum MHD_Result hm_srv_post_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv
 
 enum MHD_Result hm_srv_post_first(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r) {
     int ep = r->endpoint;
-    length_scan ls = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_length, &ls);
-    if (ls.conflict) return hm_srv_answer_error(s, c, r, 400, "conflicting Content-Length headers");
     /* A declared body over the limit is refused before any of it is read. */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long declared = 0;

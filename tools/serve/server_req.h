@@ -14,6 +14,7 @@
 typedef struct {
     hm_srv_conn *k;             /* the connection's record */
     int started;                /* the access handler saw the headers */
+    int bad_target;             /* the path holds a %00: refused 400 (on_uri) */
     int endpoint;
     int web_file;               /* HM_SRV_EP_WEB: which file of the page */
     char method[8], path[48];
