@@ -7,7 +7,7 @@
  *     (checked again here, field by field);
  *   - the body: multipart/form-data splitting (hm_srv_multipart_parse,
  *     tools/serve/server_multipart.c) and, as `hamer serve` does with a
- *     'hands' part, the boxes JSON inside it (hm_boxes_parse_json). Input:
+ *     'hands' part, the boxes JSON inside it (hamer_boxes_parse). Input:
  *     the Content-Type header value up to the first '\n', then the body.
  * The query string (?boxes=, rescale, ...) is fuzz_query's.
  */
@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "pipeline/boxes.h"
 #include "serve/server.h"
 #include "core/util.h"
 
@@ -143,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p->len) sink ^= p->data[0] ^ p->data[p->len - 1];
         if (!strcmp(p->name, "hands")) {
             hamer_box boxes[HAMER_MAX_HANDS];
-            int nb = hm_boxes_parse_json((const char *)p->data, p->len, boxes, HAMER_MAX_HANDS);
+            int nb = hamer_boxes_parse((const char *)p->data, p->len, boxes, HAMER_MAX_HANDS);
             if (nb > HAMER_MAX_HANDS) __builtin_trap();
         }
     }

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <strings.h>
 #include "format/image.h"
-#include "pipeline/boxes.h"
 #include "serve/server_req.h"
 #include "core/util.h"
 
@@ -118,9 +117,9 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
                      args.value[7] ? "body" : "body_boxes");
             return 400;
         }
-        job->nbox = hands ? hm_boxes_parse_json((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;
+        job->nbox = hands ? hamer_boxes_parse((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;
         if (job->nbox < 0) {
-            snprintf(msg, msglen, "hands: %s", hm_errmsg());
+            snprintf(msg, msglen, "hands: %s", hamer_last_error());
             return 400;
         }
         job->image = image->data;

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "pipeline/boxes.h"
 #include "common/common.h"
 #include "serve/server.h"
 #include "core/util.h"
@@ -91,8 +90,8 @@ static int query_boxes(const char *v, hamer_box *boxes, char *msg, size_t msglen
         }
         memcpy(one, p, len);
         one[len] = 0;
-        if (hm_box_parse(one, &boxes[n])) {
-            snprintf(msg, msglen, "boxes: box %d: %s", n, hm_errmsg());
+        if (hamer_box_parse(one, &boxes[n])) {
+            snprintf(msg, msglen, "boxes: box %d: %s", n, hamer_last_error());
             return -1;
         }
         n++;
