@@ -6,6 +6,7 @@
  * then errors.jsonl. Also the names' round trip: hm_name_bytes undoes
  * hm_name_text for any bytes.
  */
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,22 @@ static void put(const char *path, const uint8_t *p, size_t n) {
     fclose(f);
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The scratch folder goes with the process (test_regression runs every
+ * input in a process of its own). */
+static void cleanup(void) {
+    if (root[0]) nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void setup(void) {
     snprintf(root, sizeof root, "/tmp/hamer-fuzz-folder-XXXXXX");
     if (!mkdtemp(root)) abort();
+    atexit(cleanup);
     snprintf(in_dir, sizeof in_dir, "%s/in", root);
     snprintf(out_dir, sizeof out_dir, "%s/out", root);
     mkdir(in_dir, 0755), mkdir(out_dir, 0755);

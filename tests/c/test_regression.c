@@ -11,7 +11,7 @@
  * would not notice it, as untouched pages cost nothing until they do).
  *
  * The target is the file name's prefix before the first '-' (findings) or
- * the corpus directory (seeds).
+ * the corpus directory (seeds); every corpus directory must name a target.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -23,7 +23,8 @@
 
 /* The fuzz targets' entry points, compiled from fuzz/fuzz_<name>.c with
  * LLVMFuzzerTestOneInput renamed (tests/CMakeLists.txt). */
-#define FUZZ_TARGETS(X) X(zip) X(pickle) X(ckpt) X(model) X(packed) X(npy) X(boxes) X(image) X(tflite) X(server) X(query) X(worker)
+#define FUZZ_TARGETS(X) \
+    X(zip) X(pickle) X(ckpt) X(model) X(packed) X(npy) X(boxes) X(image) X(tflite) X(folder) X(server) X(query) X(worker)
 #define DECLARE(name) int fuzz_##name##_one(const uint8_t *data, size_t size);
 FUZZ_TARGETS(DECLARE)
 #undef DECLARE
@@ -140,10 +141,35 @@ static void run_dir(const char *dir, int t) {
     closedir(d);
 }
 
+/* Every folder of fuzz/corpus must be a target replayed here: a target
+ * added to fuzz/ but not to FUZZ_TARGETS fails instead of going unreplayed. */
+static void check_corpus_dirs(const char *here) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/../../fuzz/corpus", here);
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "test_regression: cannot open %s\n", dir);
+        nfail++;
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        int known = 0;
+        for (int i = 0; i < NTARGETS; i++) known |= !strcmp(e->d_name, targets[i].name);
+        if (!known) {
+            fprintf(stderr, "test_regression: fuzz/corpus/%s: no such target in FUZZ_TARGETS\n", e->d_name);
+            nfail++;
+        }
+    }
+    closedir(d);
+}
+
 int main(void) {
     const char *f = __FILE__, *slash = strrchr(f, '/');
     char here[4096], dir[4200];
     snprintf(here, sizeof here, "%.*s", slash ? (int)(slash - f) : 1, slash ? f : ".");
+    check_corpus_dirs(here);
     for (int t = 0; t < NTARGETS; t++) {
         snprintf(dir, sizeof dir, "%s/../../fuzz/corpus/%s", here, targets[t].name);
         run_dir(dir, t);
