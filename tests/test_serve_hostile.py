@@ -10,15 +10,26 @@ on 127.0.0.1 only, with raw sockets where the bytes matter.
   third, and held an unknown coding without an answer for --timeout-s.
 * `%00` in the path is 400 (it cut `/app.js%00.png` to `/app.js`, 200).
 * Plain framing is unchanged: a chunked upload, a pipelined pair of GETs.
+* Operator inputs that block: a FIFO in --web DIR hung the server before it
+  listened, with SIGTERM/SIGINT/SIGHUP blocked (only SIGKILL stopped it);
+  --model naming a FIFO listened and then ignored two SIGTERMs. Now a FIFO
+  is refused at once, and a warm-up blocked in the file system (a detector
+  model that is a FIFO) is left behind at the drain's end or a second
+  signal. Symbolic links in --web DIR are refused (one to any file the
+  server could read was served).
 """
 
+import os
 import re
+import signal
 import socket
+import subprocess
 import time
 
 import pytest
 
-from conftest import textured_image
+from conftest import HAMER_BIN, textured_image
+from detect.common import models_dir
 from test_serve import HOST, RIGHT, SLOW, Server, box_arg
 
 SMUGGLED = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -133,3 +144,125 @@ def test_plain_framing_still_served(srv):
     # a bare LF ends a line (RFC 9112 2.2 allows it) and empty header values are fine
     reply, _, _ = exchange(srv.port, b"GET /healthz HTTP/1.1\nHost: x\nX-Empty:\nConnection: close\n\n")
     assert statuses(reply) == [200], reply[:300]
+
+
+# ---------------------------------------------------------------------------
+# Operator inputs that block or lead elsewhere
+# ---------------------------------------------------------------------------
+
+PAGE = ["index.html", "app.js", "style.css", "vendor/three.module.js", "vendor/GLTFLoader.js",
+        "vendor/OrbitControls.js", "vendor/BufferGeometryUtils.js", "vendor/three-LICENSE.txt"]
+
+
+def fake_page(d):
+    """The page's file names with stand-in contents (the server only reads them)."""
+    (d / "vendor").mkdir(parents=True)
+    for f in PAGE:
+        (d / f).write_text(f"// {f}\n")
+    return d
+
+
+def start(tmp_path, *args):
+    """A server process on a free port; its log path."""
+    log = tmp_path / f"serve-{time.monotonic_ns()}.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([str(HAMER_BIN), "serve", "--host", HOST, "--port", "0", *map(str, args)],
+                                stdout=subprocess.DEVNULL, stderr=f)
+    return proc, log
+
+
+def stopped_within(proc, seconds):
+    """The exit status if proc ended within seconds, else None (it is killed)."""
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
+
+
+def port_of(log, proc, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+) ", log.read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    return None
+
+
+def test_web_dir_fifo_and_links_refused(tmp_path, ckpt):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the page\n")
+    cases = {"fifo": lambda d: (os.unlink(d / "app.js"), os.mkfifo(d / "app.js")),
+             "file link": lambda d: (os.unlink(d / "app.js"), os.symlink(secret, d / "app.js")),
+             "folder link": lambda d: (os.rename(d / "vendor", d.parent / f"{d.name}-vendor"),
+                                       os.symlink(d.parent / f"{d.name}-vendor", d / "vendor"))}
+    for name, make in cases.items():
+        d = fake_page(tmp_path / name.replace(" ", "_") / "web")
+        make(d)
+        proc, log = start(tmp_path, "--model", ckpt("d2h2"), "--no-detector", "--threads", 1, "--web", d)
+        try:
+            port = port_of(log, proc, 20 * SLOW)
+            assert port, f"{name}: never listened\n{log.read_text()}"
+            why = "not a regular file" if name == "fifo" else "is a symbolic link"
+            for path in ("/", "/app.js", "/vendor/three.module.js"):
+                reply, _, _ = exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                assert statuses(reply) == [404] and why.encode() in reply, (name, path, reply[:500])
+                assert b"not for the page" not in reply
+            reply, _, _ = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert statuses(reply) == [200]
+            proc.send_signal(signal.SIGTERM)
+            assert stopped_within(proc, 30 * SLOW) == 0, log.read_text()
+            assert f"web page: not installed" in log.read_text() and why in log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_model_fifo_refused_at_once(tmp_path):
+    fifo = tmp_path / "model.ckpt"
+    os.mkfifo(fifo)
+    proc, log = start(tmp_path, "--model", fifo, "--no-detector")
+    rc = stopped_within(proc, 20 * SLOW)
+    text = log.read_text()
+    assert rc == 1 and f"--model '{fifo}' is not a regular file" in text, (rc, text)
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_warmup_blocked_on_a_fifo_stops_on_signals(tmp_path, ckpt, signals):
+    """A detector model that is a FIFO blocks the warm-up inside the
+    loader, where no flag reaches it: one SIGTERM stops the server at the
+    end of --drain-s, a second at once, exit 0 either way."""
+    det = tmp_path / "detector"
+    det.mkdir()
+    for f in models_dir().iterdir():
+        (det / f.name).symlink_to(f)
+    (det / "palm_detection_full.tflite").unlink()
+    os.mkfifo(det / "palm_detection_full.tflite")
+    proc, log = start(tmp_path, "--model", ckpt("d2h2"), "--threads", 1, "--detector", det, "--drain-s", 2)
+    try:
+        assert port_of(log, proc, 20 * SLOW), log.read_text()
+        deadline = time.monotonic() + 30 * SLOW
+        while "model loaded" not in log.read_text():     # now blocked in the detector's open
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        if signals == 2:
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+        rc = stopped_within(proc, 15 * SLOW)
+        secs = time.monotonic() - t0
+        text = log.read_text()
+        assert rc == 0, (rc, text)
+        assert "the warm-up has not finished" in text, text
+        assert secs < (1.5 if signals == 2 else 2 + 1.5) * SLOW, secs
+        if signals == 1:
+            assert secs > 1.5, secs     # the drain's grace was given
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -192,11 +192,17 @@ hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
 }
 
 char *hm_tool_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, before
+     * the regular-file check could refuse it (regular files ignore it) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
+    return hm_tool_read_fd(fd, path, max, len, err, errlen);
+}
+
+char *hm_tool_read_fd(int fd, const char *path, size_t max, size_t *len, char *err, size_t errlen) {
     struct stat st;
     char *buf = NULL;
     /* fstat, not a seek: a directory or a FIFO has no size to trust */

@@ -76,7 +76,13 @@ double hm_tool_pcc(const float *a, const float *b, size_t n);
 /* The largest boxes file a command reads (docs/limits.md: threat model and limits). */
 #define HM_TOOL_BOXES_FILE_MAX ((size_t)64 << 20)
 /* The whole file at path (at most max bytes) as a NUL-terminated buffer,
- * malloc'd, its length in *len; NULL with a message in err. */
+ * malloc'd, its length in *len; NULL with a message in err. Only a regular
+ * file is read: anything else (a FIFO, a device) is refused at once,
+ * without waiting for a writer. */
 char *hm_tool_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+/* The same for a file already open (fd, closed here; opened with
+ * O_NONBLOCK so that a FIFO could not block the open); path names it in
+ * messages. */
+char *hm_tool_read_fd(int fd, const char *path, size_t max, size_t *len, char *err, size_t errlen);
 
 #endif

@@ -96,7 +96,8 @@ static const char *USAGE_SERVE =
     "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
     "SIGTERM, SIGINT or SIGHUP: stop accepting, finish the requests in flight (at most\n"
     "--drain-s), exit 0. A second signal while draining stops at once: the requests in\n"
-    "flight get 503, their inference is cancelled, exit 0 within a few seconds.\n"
+    "flight get 503, their inference is cancelled, exit 0 within a few seconds. A warm-up\n"
+    "still loading is waited for as long (a load blocked on the file system is left).\n"
     "(SIGHUP stops too: logs go to stderr, so there is nothing to reopen.)\n";
 
 /* Real option in (lo, hi]; -1 if malformed. */
@@ -289,6 +290,31 @@ static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
     return 0;
 }
 
+/* Set by the warm-up thread as it ends (warm_main). */
+static atomic_int warm_done;
+
+static void *warm_main(void *arg) {
+    hm_srv_warmup_main(arg);
+    atomic_store(&warm_done, 1);
+    return NULL;
+}
+
+/* Wait for the warm-up thread to end (1), or until the deadline passes or
+ * another of sigs arrives (0: it may be blocked in the file system, on a
+ * FIFO or a hung mount, where no flag reaches it). */
+static int wait_warmup(double deadline, const sigset_t *sigs) {
+    while (!atomic_load(&warm_done)) {
+        if (hm_now() >= deadline) return 0;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        if (sigs) {
+            if (sigtimedwait(sigs, NULL, &ts) > 0) return 0;
+        } else {
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 1;
+}
+
 static const char *sig_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"; }
 
 /* `hamer serve ARGS`: runs until SIGTERM/SIGINT; returns the exit status. */
@@ -329,7 +355,7 @@ int hm_serve_main(int argc, char **argv) {
                (double)s->cfg.response_budget / 1048576.0);
 
     pthread_t warm;
-    int warm_started = pthread_create(&warm, NULL, hm_srv_warmup_main, s) == 0;
+    int warm_started = pthread_create(&warm, NULL, warm_main, s) == 0;
     if (!warm_started) {
         hm_srv_log("cannot start the warm-up thread");
         atomic_store(&s->fatal, 1);
@@ -348,7 +374,8 @@ int hm_serve_main(int argc, char **argv) {
      * bounded by its deadlines, the whole drain by --drain-s. */
     atomic_store(&s->draining, 1);
     hm_srv_http_quiesce(s);
-    int d = wait_drained(s, hm_now() + s->cfg.drain_s, &sigs);
+    const double drain_end = hm_now() + s->cfg.drain_s;
+    int d = wait_drained(s, drain_end, &sigs);
     if (d) {
         if (d == -2) hm_srv_log("second signal: answering %ld request(s) 503 now", atomic_load(&s->inflight));
         else hm_srv_log("drain grace expired: answering %ld request(s) 503", atomic_load(&s->inflight));
@@ -356,6 +383,17 @@ int hm_serve_main(int argc, char **argv) {
         /* Cancelled inferences stop within a transformer block; connections
          * still uploading or idle are closed by MHD_stop_daemon below. */
         wait_drained(s, hm_now() + 3, NULL);
+    }
+    /* The warm-up stops at its next step once draining; a load blocked in
+     * the file system never gets there: it is waited for like a request
+     * (the drain's grace, a second signal), then left behind. */
+    if (warm_started && !wait_warmup(d ? hm_now() + 1 : drain_end, d == -2 ? NULL : &sigs)) {
+        pthread_mutex_lock(&s->mu);
+        hm_srv_log("the warm-up has not finished (%s): exiting without waiting for it", s->reason);
+        pthread_mutex_unlock(&s->mu);
+        /* nothing is freed or stopped that the warm-up may still use (it
+         * may be starting the workers): the process ends, sockets and all */
+        _exit(0);
     }
     if (warm_started) pthread_join(warm, NULL);
     hm_srv_work_stop(s);

@@ -7,14 +7,22 @@
  * are read once at start from --web DIR (default
  * ${XDG_DATA_HOME:-$HOME/.local/share}/hamer/web) into memory; when one is
  * missing or unreadable, the page answers a 404 text naming
- * scripts/get_web.sh and the API is unaffected. Every answer of the page
+ * scripts/get_web.sh and the API is unaffected. The files and vendor/ must
+ * be plain files and a folder inside DIR: a symbolic link is refused (the
+ * page has none, and a link could serve any file the server may read), as
+ * is a FIFO or device, without waiting on it (DIR itself may be a link: it
+ * is the operator's path). Every answer of the page
  * carries a strict Content-Security-Policy (scripts and styles from this
  * origin only, no inline code; images also from blob: and data: URLs, for
  * the overlay PNG and the photo preview).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "common/common.h"
 #include "serve/server.h"
 
@@ -55,6 +63,41 @@ int hm_srv_web_route(const char *url, size_t n) {
     return -1;
 }
 
+/* Open name (one component) in the folder at, refusing a symbolic link;
+ * what: the path for messages. -1 with the reason in err. */
+static int open_plain(int at, const char *name, int flags, const char *what, char *err, size_t errlen) {
+    int fd = openat(at, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    int e = errno;
+    struct stat st;
+    if ((e == ELOOP || e == ENOTDIR) && !fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode))
+        snprintf(err, errlen, "'%s' is a symbolic link: the page's files must be plain files inside the folder", what);
+    else
+        snprintf(err, errlen, "cannot open '%s': %s", what, strerror(e));
+    return -1;
+}
+
+/* One file of the page, path relative to dirfd ("app.js", "vendor/x.js");
+ * vendorfd: vendor/, opened on first use. NULL with the reason in err. */
+static char *read_page_file(const struct hm_srv_web *w, int dirfd, int *vendorfd, const char *rel, size_t *len,
+                            char *err, size_t errlen) {
+    char what[1200];
+    snprintf(what, sizeof what, "%.1000s/%s", w->dir, rel);
+    const char *slash = strchr(rel, '/');
+    int at = dirfd;
+    if (slash) {   /* the one subfolder of the list: vendor/ */
+        if (*vendorfd < 0) {
+            char sub[1200];
+            snprintf(sub, sizeof sub, "%.1000s/vendor", w->dir);
+            *vendorfd = open_plain(dirfd, "vendor", O_RDONLY | O_DIRECTORY, sub, err, errlen);
+            if (*vendorfd < 0) return NULL;
+        }
+        at = *vendorfd;
+    }
+    int fd = open_plain(at, slash ? slash + 1 : rel, O_RDONLY, what, err, errlen);
+    return fd < 0 ? NULL : hm_tool_read_fd(fd, what, WEB_MAX_FILE, len, err, errlen);
+}
+
 void hm_srv_web_load(hm_srv *s) {
     struct hm_srv_web *w = calloc(1, sizeof *w);
     if (!w) return;
@@ -63,18 +106,21 @@ void hm_srv_web_load(hm_srv *s) {
     if (s->cfg.web_dir) snprintf(w->dir, sizeof w->dir, "%s", s->cfg.web_dir);
     else if (xdg && *xdg) snprintf(w->dir, sizeof w->dir, "%s/hamer/web", xdg);
     else snprintf(w->dir, sizeof w->dir, "%s/.local/share/hamer/web", home && *home ? home : ".");
-    w->loaded = 1;
+    int dirfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC), vendorfd = -1;
+    w->loaded = dirfd >= 0;
+    if (dirfd < 0) snprintf(w->reason, sizeof w->reason, "cannot open '%s': %s", w->dir, strerror(errno));
     for (int i = 0; i < NFILES && w->loaded; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%.1000s/%s", w->dir, FILES[i].file);
         for (int j = 0; j < i; j++)     /* "/" and "/index.html" share one file */
             if (!strcmp(FILES[j].file, FILES[i].file)) {
                 w->data[i] = w->data[j], w->len[i] = w->len[j];
                 break;
             }
-        if (!w->data[i] && !(w->data[i] = hm_tool_read_file(path, WEB_MAX_FILE, &w->len[i], w->reason, sizeof w->reason)))
+        if (!w->data[i] &&
+            !(w->data[i] = read_page_file(w, dirfd, &vendorfd, FILES[i].file, &w->len[i], w->reason, sizeof w->reason)))
             w->loaded = 0;
     }
+    if (vendorfd >= 0) close(vendorfd);
+    if (dirfd >= 0) close(dirfd);
     if (w->loaded) {
         hm_srv_log("web page: %s", w->dir);
         return;

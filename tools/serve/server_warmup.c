@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "common/common.h"
 #include "serve/server.h"
 
@@ -187,12 +188,32 @@ static int exercise_paths(hm_srv *s, hamer_state **states, int k) {
     return rc;
 }
 
+/* The files the warm-up loads must be regular files: the loader would
+ * wait on a FIFO for a writer (and a device or socket is no model). 0, or
+ * -1 with the reason set and logged. */
+static int plain_inputs(hm_srv *s) {
+    const char *opt[] = {"--model", "--mano", "--reference"};
+    const char *path[] = {s->cfg.model_path, s->cfg.mano_path, s->cfg.reference_path};
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (!path[i] || stat(path[i], &st) || S_ISREG(st.st_mode)) continue;   /* missing: the loader says so */
+        hm_srv_log("cannot load the model: %s '%s' is not a regular file", opt[i], path[i]);
+        set_reason(s, "cannot load the model: %s '%s' is not a regular file", opt[i], path[i]);
+        return -1;
+    }
+    return 0;
+}
+
 /* Thread body: load, create the state pool, self-check, exercise, start the workers, then
  * mark the server ready (or failed: unready for good; or fatal: the process exits 1). */
 void *hm_srv_warmup_main(void *arg) {
     hm_srv *s = arg;
     set_reason(s, "loading the model from %s", s->cfg.model_path);
     double t0 = hm_now();
+    if (plain_inputs(s)) {
+        atomic_store(&s->fatal, 1);
+        return NULL;
+    }
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = s->cfg.mano_path;
     mp.precision = s->cfg.precision;
