@@ -686,6 +686,13 @@ def test_poison_jobs_get_error_results(redis_factory, scene, tmp_path):
         assert f["status"] == b"error" and "result" not in f, (name, f)
         assert what in f["error"].decode(), (name, f["error"])
     assert b"'id'" in by_id[bad_id_entry]["error"]
+    # docs/server.md's table of job fields names exactly those the worker takes
+    taken = re.search(r"\(fields: ([^)]*)\)", by_id["unknown-field"]["error"].decode()).group(1).split(", ")
+    doc = (REPO / "docs" / "server.md").read_text()
+    table = doc[doc.index("| field | | |"):]
+    cells = re.findall(r"^\| ([^|]*) \|", table[:table.index("\n\n")], re.M)[2:]    # past the header rows
+    documented = [name for cell in cells for name in re.findall(r"`(\w+)`", cell)]
+    assert sorted(documented) == sorted(taken), (documented, taken)
     for jid, t in plan_good:
         assert by_id[jid]["status"] == b"ok"
         assert strip_timings(by_id[jid]["result"].decode()) == scene.ref(t)
