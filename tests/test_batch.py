@@ -16,7 +16,9 @@ Model.predict_folder.
 - an output folder that cannot be created or written: a clear error
   before any work (before the model is even looked at);
 - --boxes-dir, --glob, --jobs (same results), usage errors;
-- Model.predict_folder: the same files and records as the command;
+- Model.predict_folder: the same files and records as the command; Ctrl-C
+  cancels the image in flight, which is then neither written nor yielded,
+  and the next call computes it;
 - the folder-mode rules (src/hamer_folder.c, which both front ends run):
   NAME.json records its input, and the first image of a NAME keeps it
   across runs; a link cycle is scanned once, the scan is bounded and
@@ -776,3 +778,53 @@ def test_control_characters_in_usage_messages_escaped(tmp_path):
                    tmp_path / "o"])
     assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "\x1b" not in p.stderr, describe(p)
     assert "no\\x0asuch\\x1b[2J" in p.stderr, describe(p)
+
+
+INTERRUPT_CHILD = r"""
+import json, sys
+import hamer
+model, inp, boxes = sys.argv[1:]
+m = hamer.Model(model, threads=1, max_batch=1)   # one crop a pass: a cancel point every ~0.3 s
+print("start", flush=True)
+try:
+    for r in m.predict_folder(inp, inp + "-out", boxes_dir=boxes):
+        print(json.dumps([r["name"], r["status"], r["result"] is not None]), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_predict_folder_ctrl_c_cancels_the_image_in_flight(ckpt, tmp_path):
+    """Issue 38, finding 8: Ctrl-C while an image is regressed stops it at
+    its next pass; nothing of it is written, so what the generator yielded
+    is what the folder holds, and the next call computes it. (It used to
+    finish the image, ~1.5 s more here, write it and raise before yielding
+    it.) Images of 8 given hands on d1h1: ~2 s each, the signal 0.7 s
+    into the second."""
+    inp, boxes, out = tmp_path / "in", tmp_path / "boxes", tmp_path / "in-out"
+    inp.mkdir(), boxes.mkdir()
+    for i in range(2):
+        Image.fromarray(np.full((240, 320, 3), 60 * i, np.uint8)).save(inp / f"img{i}.png")
+        (boxes / f"img{i}.json").write_text(json.dumps([{"bbox": [10 + k, 10, 200, 230]} for k in range(8)]))
+    env = python_child_env(dict(os.environ, PYTHONPATH=str(REPO / "python"), HAMER_LIB=str(HAMER_LIB)))
+    args = [sys.executable, "-c", INTERRUPT_CHILD, str(ckpt("d1h1")), str(inp), str(boxes)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "start", proc.stderr.read()
+        first = json.loads(proc.stdout.readline())
+        assert first == ["img0.png", "computed", True], first
+        t_first = time.monotonic()
+        time.sleep(0.7 * (4 if SANITIZE else 1))
+        proc.send_signal(signal.SIGINT)
+        t_sig = time.monotonic()
+        rest, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t_sig
+    finally:
+        proc.kill()
+    assert rest.strip() == "interrupted", f"{rest}\n{err}"
+    written = sorted(p.name for p in out.glob("*.json"))
+    assert written == ["img0.json"], (written, f"{waited:.1f} s after SIGINT, {t_sig - t_first:.1f} s into img1")
+    assert waited < (4 if SANITIZE else 1), f"{waited:.1f} s after SIGINT"
+    again = predict_folder(ckpt("d1h1"), inp, out, boxes_dir=str(boxes))
+    assert [(r["name"], r["status"]) for r in again] == [("img0.png", "skipped"), ("img1.png", "computed")], again
+    assert all(len(r["result"]["hands"]) == 8 for r in again)

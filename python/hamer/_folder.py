@@ -93,7 +93,15 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     raises HamerIOError before any image is read.
     A photo with a failed hand is "failed" and still has its result (as
     ``hamer run`` writes it); a photo without hands is "computed", its
-    result listing none."""
+    result listing none.
+
+    Ctrl-C (SIGINT in the main thread) stops the image in flight at its
+    next pass and raises KeyboardInterrupt: that image stays to do, nothing
+    of it written, and the next call computes it. An interrupt that comes
+    while its files are being written (after its last pass) finds it
+    complete in the output folder, not yielded: the next call yields it as
+    "skipped" with its result. The output folder is the record; the
+    generator shows it as it is made."""
     from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg, _draw_hide  # circular
 
     # checked at the call: ctypes would keep the low 32 bits of max_hands
@@ -142,6 +150,7 @@ def _error(im):
 
 
 def _run(self, lib, folder, detected, params, dparams, detector, lite, _library_error):
+    from ._model import _Interruptible  # circular at import
     det = ds = None
     jp = lib.hamer_job_default_params()
     jp.predict, jp.detect = params, dparams
@@ -177,7 +186,9 @@ def _run(self, lib, folder, detected, params, dparams, detector, lite, _library_
                         if not job:
                             raise _library_error(fallback="cannot create a photo job")
                         try:
-                            rc = lib.hamer_folder_process(folder, i, job, ctypes.byref(pre), ctypes.byref(doc))
+                            # Ctrl-C cancels the job: the image stays to do, KeyboardInterrupt on exit
+                            with _Interruptible(lib, st):
+                                rc = lib.hamer_folder_process(folder, i, job, ctypes.byref(pre), ctypes.byref(doc))
                         finally:
                             lib.hamer_job_free(job)
                 if rc < 0:
