@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hm_ckpt *ck;
     if (hm_ckpt_open_mem(buf, size, &ck) == HM_OK) {
         hm_model *m = NULL;
-        if (hm_model_from_ckpt(ck, "fuzz", NULL, 0, (size & 1) ? HM_PREC_FAST : HM_PREC_FP32, &m) == HM_OK) {
+        hm_load_opts o = {.precision = (size & 1) ? HM_PREC_FAST : HM_PREC_FP32};
+        if (hm_model_from_ckpt(ck, "fuzz", &o, &m) == HM_OK) {
             if (!m || m->cfg.dim % HM_VIT_HEAD_DIM || m->cfg.hinner % HM_DEC_HEAD_DIM) __builtin_trap();
             hm_model_free(m);
         }

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int prec = HM_PREC_FP32;
     if (size >= FZ_PACK_PRECISION_OFF + 4 && fz_rd32(buf + FZ_PACK_PRECISION_OFF) == HM_PREC_FAST) prec = HM_PREC_FAST;
     hm_model *m = NULL;
-    if (hm_model_from_packed_mem(buf, size, "fuzz", NULL, prec, &m) == HM_OK) {
+    hm_load_opts o = {.precision = prec};
+    if (hm_model_from_packed_mem(buf, size, "fuzz", &o, &m) == HM_OK) {
         if (!m || m->cfg.dim % HM_VIT_HEAD_DIM || m->cfg.hinner % HM_DEC_HEAD_DIM || m->precision != prec)
             __builtin_trap();
         hamer_model *hm = hm_model_handle(m);

@@ -121,17 +121,37 @@ typedef struct {
     hamer_precision precision; /* default HAMER_PRECISION_FP32 */
     bool no_cache;          /* a checkpoint is neither looked up in nor written to the
                                packed-model cache (see hamer_model_load) */
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_model_default_params) */
+    const char *device;     /* where the model runs: "cpu" (also NULL or "", the default),
+                               or "NAME" / "NAME:INDEX" of another backend this build has
+                               (hamer_backend_get lists them: "cuda", "cuda:1"). A device that
+                               is unknown or cannot run here fails the load with the reason;
+                               nothing falls back to another device. (Taken from the reserved
+                               space: 7 bytes of alignment and the pointer's 8.) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 15]; /* zero (hamer_model_default_params) */
 } hamer_model_params;
 
+/* A result struct: it ends with reserved space the library writes as zero
+ * and later versions take fields from, as hamer_hand does. */
 typedef struct {
     int vit_depth, vit_dim, vit_heads, vit_mlp, n_tokens;      /* 32, 1280, 16, 5120, 192 */
     int head_depth, head_dim, head_heads, head_dim_head, head_mlp; /* 6, 1024, 8, 64, 1024 */
     int has_mano;
-    const char *isa;        /* kernel ISA in use: "avx512", "avx2", "scalar" */
+    const char *isa;        /* CPU kernel ISA in use: "avx512", "avx2", "neon", "scalar" */
     hamer_precision precision; /* the precision the model was loaded with */
     const char *scheme;     /* what that precision is inside, e.g. "fp32" */
+    const char *device;     /* the device it runs on: "cpu", "cuda:0" (owned by the model) */
+    uint8_t reserved[64];   /* zero */
 } hamer_model_info;
+
+/* The backends this build has (a backend is where a forward runs: "cpu",
+ * "cuda"). A result struct (reserved space written as zero). */
+typedef struct {
+    const char *name;       /* the device name: "cpu", "cuda" */
+    int n_devices;          /* its devices usable here; 0: unavailable (why says why) */
+    const char *why;        /* why it is unavailable, or NULL */
+    const char *info;       /* one line on what it runs ("kernels: avx512; ...") */
+    uint8_t reserved[64];   /* zero */
+} hamer_backend_info;
 
 /* Per-crop outputs; each pointer is caller-owned, sized for B crops, and may
  * be NULL to skip that output. vertices / keypoints need MANO buffers. */
@@ -175,8 +195,25 @@ HAMER_API const int32_t *hamer_model_get_faces(const hamer_model *model);
 
 /* Per-thread inference state for up to max_batch crops per internal pass
  * (larger batches are processed in passes) and n_threads worker threads
- * (0 = number of online CPUs). NULL on failure. */
+ * (0 = number of online CPUs), on the model's device. NULL on failure. */
 HAMER_API hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads);
+
+typedef struct {
+    int max_batch;          /* crops per internal pass, 1..4096 (default 16) */
+    int n_threads;          /* host threads, 0..1024, 0 = online CPUs (default 0) */
+    const char *device;     /* NULL (the default): the model's device; otherwise it must name
+                               that device ("cpu", "cuda:0"): the weights live there */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_state_default_params) */
+} hamer_state_params;
+
+HAMER_API hamer_state_params hamer_state_default_params(void);
+/* hamer_state_new with the parameters above. */
+HAMER_API hamer_state *hamer_state_new_with_params(const hamer_model *model, const hamer_state_params *params);
+
+/* The backends compiled in: their count, and backend i's description
+ * (HAMER_E_ARG for i out of range or info NULL). Strings are constant. */
+HAMER_API int hamer_backend_count(void);
+HAMER_API int hamer_backend_get(int i, hamer_backend_info *info);
 HAMER_API void hamer_state_free(hamer_state *state);
 
 /* Regress B crops. float: [B,3,256,192] normalised ((x/255-mean)/std, RGB);
@@ -945,9 +982,9 @@ HAMER_API const char *hamer_strerror(int code);
  * HAMER_VERSION_STRING; they differ when a program runs against another
  * build of the library than it was compiled with). */
 HAMER_API const char *hamer_version(void);
-/* One line on the kernels this process runs: "kernels: avx512; precision
- * fp32: fp32; fast: <scheme>; cpu: avx2 avx512 vnni bf16" (constant
- * storage). */
+/* One line on the kernels this process runs and the backends it has:
+ * "kernels: avx512; precision fp32: fp32; fast: <scheme>; ...; cpu: avx2
+ * avx512 vnni bf16; backends: cpu" (constant storage). */
 HAMER_API const char *hamer_system_info(void);
 
 /* ---- Logging ---- */

@@ -8,7 +8,7 @@ Fails (exit 1) when
   * two source files depend on each other, directly or through others
     (a cycle), or
   * a file depends on a layer above its own: the layers, bottom up, are
-      core < kernels < format < model < load < tflite < pipeline, render, detect, video
+      core < kernels < format < model < backend < load < tflite < pipeline, render, detect, video
       < src/hamer.c, src/hamer_job.c, src/hamer_folder*.c (the public API) < tools/common
       < tools/cli, tools/serve, tools/worker < tools/hamer_main.c (the command table),
     and files of one layer may use each other only without cycles, or
@@ -35,6 +35,7 @@ LAYERS = [
     ["src/kernels"],
     ["src/format"],
     ["src/model"],
+    ["src/backend"],
     ["src/load"],
     ["src/tflite"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],

@@ -17,7 +17,7 @@
 #include "format/image.h"
 #include "format/mesh_io.h"
 #include "hamer.h"
-#include "kernels/attn.h"
+#include "backend/backend.h"
 #include "kernels/gemm.h"
 #include "load/load.h"
 #include "model/model.h"
@@ -59,6 +59,7 @@ SAME(sizeof(hm_out), sizeof(hamer_output));
 
 struct hamer_model {
     hm_model *m;
+    char device[32];     /* hm_device_name of its device (hamer_model_info.device) */
 };
 
 struct hamer_state {
@@ -70,7 +71,8 @@ struct hamer_state {
 const hamer_model *hm_state_model(const hamer_state *st) { return st ? st->model : NULL; }
 
 hamer_model_params hamer_model_default_params(void) {
-    hamer_model_params p = {.mano_path = NULL, .progress = false, .precision = HAMER_PRECISION_FP32, .no_cache = false};
+    hamer_model_params p = {.mano_path = NULL, .progress = false, .precision = HAMER_PRECISION_FP32, .no_cache = false,
+                            .device = NULL};
     return p;
 }
 
@@ -83,26 +85,62 @@ const char *hamer_last_error(void) { return hm_errmsg(); }
 int hamer_last_error_code(void) { return hm_errcode(); }
 const char *hamer_version(void) { return HAMER_VERSION_STRING; }
 
-static char hm_sysinfo[512];
+static char hm_sysinfo[768];
 static pthread_once_t hm_sysinfo_once = PTHREAD_ONCE_INIT;
 
 static void sysinfo_init(void) {
-    /* the fast precision's attention as a full-size model's state chooses it */
-    const int ntok = (HAMER_CROP_H / HM_PATCH) * (HAMER_CROP_W / HM_PATCH);
-    int mode = HM_ATTN_FP32;
-    const char *attn = hm_attention_fast_choose(ntok, HM_VIT_HEAD_DIM, (size_t)ntok * ntok, &mode)
-                           ? "unavailable (HAMER_ATTN)"
-                       : mode == HM_ATTN_AMX  ? "bf16 on amx tiles, fp32 softmax"
-                       : mode == HM_ATTN_BF16 ? "bf16 dot products, fp32 softmax"
-                                              : "fp32";
-    snprintf(hm_sysinfo, sizeof hm_sysinfo, "kernels: %s%s; precision fp32: %s; fast: %s; fast attention: %s; cpu: %s",
-             hm_isa_name(hm_isa_active()), hm_lowp_amx_in_use() ? " (int8 on amx tiles)" : "", hm_precision_scheme(HM_PREC_FP32), hm_precision_scheme(HM_PREC_FAST),
-             attn, hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64");
+    int n = snprintf(hm_sysinfo, sizeof hm_sysinfo, "%s; backends:", hm_backend_cpu.describe());
+    int count;
+    const hm_backend *const *all = hm_backends(&count);
+    for (int i = 0; i < count && n > 0 && (size_t)n < sizeof hm_sysinfo; i++) {
+        int devs = all[i]->devices();
+        n += snprintf(hm_sysinfo + n, sizeof hm_sysinfo - n, " %s%s", all[i]->name, devs > 0 ? "" : " (unavailable)");
+    }
 }
 
 const char *hamer_system_info(void) {
     pthread_once(&hm_sysinfo_once, sysinfo_init);
     return hm_sysinfo;
+}
+
+/* ---- backends ---- */
+
+/* Each backend's availability, asked once (a backend that loads a runtime
+ * asks the driver: not on every call). */
+static struct {
+    int n;
+    char why[256];
+} hm_be_state[8];
+static pthread_once_t hm_be_once = PTHREAD_ONCE_INIT;
+
+static void backends_init(void) {
+    int count;
+    const hm_backend *const *all = hm_backends(&count);
+    for (int i = 0; i < count && i < 8; i++) {
+        hm_be_state[i].n = all[i]->devices();
+        if (hm_be_state[i].n < 0) snprintf(hm_be_state[i].why, sizeof hm_be_state[i].why, "%s", hm_errmsg());
+        else if (hm_be_state[i].n == 0) snprintf(hm_be_state[i].why, sizeof hm_be_state[i].why, "no device found");
+    }
+    hm_errclear();
+}
+
+int hamer_backend_count(void) {
+    int count;
+    hm_backends(&count);
+    return count;
+}
+
+int hamer_backend_get(int i, hamer_backend_info *info) {
+    int count;
+    const hm_backend *const *all = hm_backends(&count);
+    if (!info || i < 0 || i >= count || i >= 8) return hm_err(HM_E_ARG, "%s: bad arguments (index %d of %d)", __func__, i, count);
+    pthread_once(&hm_be_once, backends_init);
+    memset(info, 0, sizeof *info);
+    info->name = all[i]->name;
+    info->n_devices = hm_be_state[i].n > 0 ? hm_be_state[i].n : 0;
+    info->why = hm_be_state[i].n > 0 ? NULL : hm_be_state[i].why;
+    info->info = all[i]->describe();
+    return HAMER_OK;
 }
 
 const char *hamer_strerror(int code) {
@@ -133,8 +171,10 @@ hamer_model *hamer_model_load(const char *path, const hamer_model_params *params
         hm_err(HM_E_ARG, "%s: unknown precision %d", __func__, p.precision);
         return NULL;
     }
+    hm_load_opts o = {.mano_npz = p.mano_path, .progress = p.progress, .precision = p.precision, .no_cache = p.no_cache};
+    if (hm_device_parse(p.device, &o.be, &o.dev)) return NULL;
     hm_model *m;
-    if (hm_model_load(path, p.mano_path, p.progress, p.precision, p.no_cache, &m)) return NULL;
+    if (hm_model_load(path, &o, &m)) return NULL;
     return hm_model_handle(m);
 }
 
@@ -163,6 +203,7 @@ hamer_model *hm_model_handle(hm_model *m) {
         return NULL;
     }
     hm->m = m;
+    hm_device_name(m->be, m->device, hm->device, sizeof hm->device);
     return hm;
 }
 
@@ -182,7 +223,9 @@ int hamer_model_get_info(const hamer_model *model, hamer_model_info *info) {
     info->has_mano = model->m->has_mano;
     info->isa = hm_isa_name(hm_isa_active());
     info->precision = model->m->precision;
-    info->scheme = hm_precision_scheme((hm_precision)model->m->precision);
+    info->scheme = model->m->be->scheme(model->m->precision);
+    info->device = model->device;
+    memset(info->reserved, 0, sizeof info->reserved);
     return HAMER_OK;
 }
 
@@ -194,19 +237,46 @@ const int32_t *hamer_model_get_faces(const hamer_model *model) {
     return model->m->has_mano ? model->m->mano.faces : NULL;
 }
 
+hamer_state_params hamer_state_default_params(void) {
+    hamer_state_params p = {.max_batch = 16, .n_threads = 0, .device = NULL};
+    return p;
+}
+
 hamer_state *hamer_state_new(const hamer_model *model, int max_batch, int n_threads) {
-    if (!model || max_batch < 1 || max_batch > 4096 || n_threads < 0 || n_threads > 1024) {
-        hm_err(HM_E_ARG, "%s: bad arguments (model %p, max_batch %d, n_threads %d)", __func__, (const void *)model,
-               max_batch, n_threads);
+    hamer_state_params p = hamer_state_default_params();
+    p.max_batch = max_batch;
+    p.n_threads = n_threads;
+    return hamer_state_new_with_params(model, &p);
+}
+
+hamer_state *hamer_state_new_with_params(const hamer_model *model, const hamer_state_params *params) {
+    hamer_state_params p = params ? *params : hamer_state_default_params();
+    if (HM_CHECK_RESERVED(&p, "hamer_state_params")) return NULL;
+    if (!model || p.max_batch < 1 || p.max_batch > 4096 || p.n_threads < 0 || p.n_threads > 1024) {
+        hm_err(HM_E_ARG, "hamer_state_new: bad arguments (model %p, max_batch %d, n_threads %d)", (const void *)model,
+               p.max_batch, p.n_threads);
         return NULL;
     }
-    if (n_threads == 0) n_threads = hm_cpu_online();
+    if (p.device) {
+        /* The weights live on the model's device: a state elsewhere would
+         * need its own copy, which is a model of its own. */
+        const hm_backend *be;
+        int dev;
+        char name[32];
+        if (hm_device_parse(p.device, &be, &dev)) return NULL;
+        if (be != model->m->be || dev != model->m->device) {
+            hm_err(HM_E_ARG, "hamer_state_new: device '%s' is not the model's (%s); load the model with that device",
+                   hm_device_name(be, dev, name, sizeof name), model->device);
+            return NULL;
+        }
+    }
+    int n_threads = p.n_threads == 0 ? hm_cpu_online() : p.n_threads;
     hamer_state *st = calloc(1, sizeof *st);
     if (!st) {
-        hm_err(HM_E_NOMEM, "%s: out of memory", __func__);
+        hm_err(HM_E_NOMEM, "hamer_state_new: out of memory");
         return NULL;
     }
-    if (hm_state_init(&st->s, model->m, max_batch, n_threads)) {
+    if (hm_state_init(&st->s, model->m, p.max_batch, n_threads)) {
         free(st);
         return NULL;
     }
@@ -268,21 +338,21 @@ int hamer_regress_u8(hamer_state *st, const uint8_t *crops, int B, hamer_output 
 
 int hamer_state_set_plain(hamer_state *st, int plain) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
-    st->s.plain = plain != 0;
+    st->s.ctl.plain = plain != 0;
     return HAMER_OK;
 }
 
 int hamer_state_set_cancel(hamer_state *st, hamer_cancel_fn cancel, void *user) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
-    st->s.cancel = cancel;
-    st->s.cancel_user = user;
+    st->s.ctl.cancel = cancel;
+    st->s.ctl.cancel_user = user;
     return HAMER_OK;
 }
 
 int hamer_state_set_profile(hamer_state *st, int on) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
-    st->s.profile = on != 0;
-    memset(st->s.stage_s, 0, sizeof st->s.stage_s);
+    st->s.ctl.profile = on != 0;
+    memset(st->s.ctl.stage_s, 0, sizeof st->s.ctl.stage_s);
     return HAMER_OK;
 }
 
@@ -290,7 +360,7 @@ int hamer_state_get_profile(const hamer_state *st, double *seconds, const char *
     if (!st || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
     int n = max < HM_ST_COUNT ? max : HM_ST_COUNT;
     for (int i = 0; i < n; i++) {
-        if (seconds) seconds[i] = st->s.stage_s[i];
+        if (seconds) seconds[i] = st->s.ctl.stage_s[i];
         if (names) names[i] = hm_stage_names[i];
     }
     return n;

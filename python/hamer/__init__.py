@@ -52,12 +52,12 @@ from ._lib import (CROP_H, CROP_W, E_ARG, E_CANCELLED, E_FORMAT, E_IO, E_NOMANO,
                    FOCAL, MAX_HANDS, N_FACES, N_KP, N_PARAMS, N_VERTS)
 from ._model import (Detector, Hand, HamerArgumentError, HamerError, HamerFormatError, HamerIOError,
                      HamerMemoryError, HamerUnsupportedError, ImageLike, Model, library_path, library_version,
-                     read_image, read_video, strerror, system_info)
+                     read_image, read_video, strerror, system_info, backends)
 from ._version import __version__
 
 __all__ = [
     "Model", "Detector", "HamerError", "HamerArgumentError", "HamerFormatError", "HamerIOError", "HamerUnsupportedError",
-    "HamerMemoryError", "read_image", "read_video", "library_version", "library_path", "system_info", "strerror",
+    "HamerMemoryError", "read_image", "read_video", "library_version", "library_path", "system_info", "backends", "strerror",
     "Hand", "ImageLike", "__version__",
     "CROP_H", "CROP_W", "N_VERTS", "N_FACES", "N_KP", "N_PARAMS", "FOCAL", "MAX_HANDS",
     "E_ARG", "E_IO", "E_FORMAT", "E_SHAPE", "E_NOMEM", "E_UNSUPPORTED", "E_NOMANO", "E_CANCELLED",

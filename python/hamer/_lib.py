@@ -153,7 +153,8 @@ class ModelParams(_Struct):
         ("progress", ctypes.c_bool),
         ("precision", ctypes.c_int),  # hamer_precision: a C enum, int-sized with gcc/clang
         ("no_cache", ctypes.c_bool),
-        ("reserved", _Reserved),
+        ("device", ctypes.c_char_p),  # took 7 bytes of alignment and 8 of the reserved space
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 15)),
     ]
 
 
@@ -173,6 +174,18 @@ class ModelInfo(_Struct):
         ("isa", ctypes.c_char_p),
         ("precision", ctypes.c_int),
         ("scheme", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 64),
+    ]
+
+
+class BackendInfo(_Struct):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("n_devices", ctypes.c_int),
+        ("why", ctypes.c_char_p),
+        ("info", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 64),
     ]
 
 
@@ -400,6 +413,8 @@ _PROTOTYPES = {
     "hamer_model_load": (_P, [ctypes.c_char_p, ctypes.POINTER(ModelParams)]),
     "hamer_model_free": (None, [_P]),
     "hamer_model_get_info": (_INT, [_P, ctypes.POINTER(ModelInfo)]),
+    "hamer_backend_count": (_INT, []),
+    "hamer_backend_get": (_INT, [_INT, ctypes.POINTER(BackendInfo)]),
     "hamer_model_get_faces": (ctypes.POINTER(ctypes.c_int32), [_P]),
     "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),
     "hamer_state_new": (_P, [_P, _INT, _INT]),

@@ -116,6 +116,21 @@ def system_info() -> str:
     return _lib.load().hamer_system_info().decode()
 
 
+def backends() -> List[Dict[str, Any]]:
+    """The backends this build has (where a model can run), as a list of
+    dicts: name ("cpu", "cuda"), devices (usable here; 0 = unavailable),
+    why (the reason it is unavailable, or None), info (what it runs)."""
+    lib = _lib.load()
+    out = []
+    for i in range(lib.hamer_backend_count()):
+        b = _lib.BackendInfo()
+        if lib.hamer_backend_get(i, ctypes.byref(b)):
+            raise _library_error()
+        out.append({"name": b.name.decode(), "devices": b.n_devices,
+                    "why": b.why.decode() if b.why else None, "info": (b.info or b"").decode()})
+    return out
+
+
 def library_version() -> str:
     """The library's version string (hamer_version())."""
     return _lib.load().hamer_version().decode()
@@ -646,7 +661,7 @@ class Model(_Handle):
     """A loaded HaMeR checkpoint (read-only) plus a pool of inference states.
 
     Model(path, precision="fp32", threads=None, mano=None, max_batch=16,
-          max_states=None)
+          max_states=None, detector=None, device="cpu")
 
     path        the released hamer.ckpt (str or os.PathLike)
     precision   "fp32" (default: the PyTorch model to float precision) or
@@ -668,6 +683,10 @@ class Model(_Handle):
                 library's default search for the models), the models'
                 directory, or a hamer.Detector to share between models
                 (not closed with this one). Loaded on first use, once.
+    device      where the model runs: "cpu" (default), or another backend
+                this build has ("cuda", "cuda:1"; hamer.backends() lists
+                them); one that is unknown or cannot run here raises
+                HamerError with the reason, never a fallback
 
     A context manager; ``close()`` frees the model (waiting for calls in
     progress); any use after that raises HamerError. A Model cannot be
@@ -677,7 +696,7 @@ class Model(_Handle):
 
     def __init__(self, path: PathLike, precision: str = "fp32", threads: Optional[int] = None,
                  mano: Optional[PathLike] = None, max_batch: int = 16, max_states: Optional[int] = None,
-                 detector: Union[None, PathLike, Detector] = None) -> None:
+                 detector: Union[None, PathLike, Detector] = None, device: str = "cpu") -> None:
         self._handle = None  # __del__ / close() must work if __init__ fails
         self._closed = True
         if detector is not None and not isinstance(detector, (Detector, str, os.PathLike)):
@@ -694,6 +713,8 @@ class Model(_Handle):
         mano_b = None if mano is None else os.fsencode(mano)
         if precision not in _PRECISIONS:
             raise HamerError(f"precision must be 'fp32' or 'fast', got {precision!r}", E_ARG)
+        if not isinstance(device, str):
+            raise HamerError(f"device must be a string such as 'cpu' or 'cuda:0', got {device!r}", E_ARG)
         threads = _threads_arg(threads)
         if not (isinstance(max_batch, int) and 1 <= max_batch <= 4096):
             raise HamerError(f"max_batch must be an integer in 1..4096, got {max_batch!r}", E_ARG)
@@ -704,6 +725,8 @@ class Model(_Handle):
         params.mano_path = mano_b
         params.progress = False  # a library does not write to stderr
         params.precision = _PRECISIONS[precision]
+        device_b = device.encode()
+        params.device = device_b
         handle = lib.hamer_model_load(path_b, ctypes.byref(params))
         if not handle:
             raise _library_error(fallback="cannot load the model")
@@ -715,8 +738,9 @@ class Model(_Handle):
         self._max_states = max_states
         info = _lib.ModelInfo()
         lib.hamer_model_get_info(handle, ctypes.byref(info))
-        self._info = {name: getattr(info, name) for name, _ in _lib.ModelInfo._fields_}
+        self._info = {name: getattr(info, name) for name, _ in _lib.ModelInfo._fields_ if name != "reserved"}
         self._info["has_mano"] = bool(info.has_mano)
+        self._info["device"] = (info.device or b"").decode()
         self._info["isa"] = (info.isa or b"").decode()
         self._info["scheme"] = (info.scheme or b"").decode()
         self._info["precision"] = _PRECISION_NAMES.get(info.precision, info.precision)

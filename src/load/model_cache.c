@@ -6,7 +6,7 @@
  * $HOME/.cache/hamer (created 0700). Entries are <32 hex digits>.hpk.
  *
  * Key: XXH3-128 of the packed format version, the library version, the
- * precision, the active ISA and low-precision variant, the precision's
+ * backend and device, precision, the active ISA and low-precision variant, the precision's
  * scheme name, and the checkpoint's identity: device, inode, size, mtime
  * (nanoseconds), its first 64 KiB and its last 1 MiB. A torch.save zip
  * ends with the central directory, which holds the CRC-32 and size of
@@ -140,14 +140,17 @@ static int hash_file(XXH3_state_t *st, const char *path) {
     return rc;
 }
 
-static int cache_key(const char *path, const char *mano_npz, int precision, uint8_t key[HM_PACK_TAG_BYTES]) {
+static int cache_key(const char *path, const hm_load_opts *o, uint8_t key[HM_PACK_TAG_BYTES]) {
+    const char *mano_npz = o->mano_npz;
+    const hm_backend *be = o->be ? o->be : &hm_backend_cpu;
+    int precision = o->precision;
     XXH3_state_t *st = XXH3_createState();
     if (!st) return -1;
     XXH3_128bits_reset(st);
     char what[256];
-    int n = snprintf(what, sizeof what, "hamer-cache|pack %u|hamer %s|prec %d|isa %s|lowp %d|scheme %s|mano %d", PACK_VERSION,
-                     HAMER_VERSION_STRING, precision, hm_isa_name(hm_isa_active()), (int)hm_lowp_kind_active(),
-                     hm_precision_scheme((hm_precision)precision), mano_npz != NULL);
+    int n = snprintf(what, sizeof what, "hamer-cache|pack %u|hamer %s|backend %s:%d|prec %d|isa %s|lowp %d|scheme %s|mano %d",
+                     PACK_VERSION, HAMER_VERSION_STRING, be->name, o->dev, precision, hm_isa_name(hm_isa_active()),
+                     (int)hm_lowp_kind_active(), be->scheme(precision), mano_npz != NULL);
     XXH3_128bits_update(st, what, (size_t)n);
     int rc = hash_file(st, path);
     if (!rc && mano_npz) rc = hash_file(st, mano_npz);
@@ -233,11 +236,11 @@ static uint64_t cache_max_bytes(void) {
     return (uint64_t)CACHE_DEFAULT_MAX_MB << 20;
 }
 
-static int load_from_ckpt(const char *path, const char *mano_npz, int progress, int precision, hm_model **out) {
+static int load_from_ckpt(const char *path, const hm_load_opts *o, hm_model **out) {
     hm_ckpt *ck;
     int rc = hm_ckpt_open(path, &ck);
     if (rc) return rc;
-    rc = hm_model_from_ckpt(ck, path, mano_npz, progress, precision, out);
+    rc = hm_model_from_ckpt(ck, path, o, out);
     hm_ckpt_close(ck);
     return rc;
 }
@@ -272,15 +275,15 @@ static void store(const hm_model *m, const char *dir, const char *name, const ch
     if (stat(entry, &sb) == 0 && (uint64_t)sb.st_size > max) unlink(entry);
 }
 
-int hm_model_load_cached(const char *path, const char *mano_npz, int progress, int precision, hm_model **out) {
+int hm_model_load_cached(const char *path, const hm_load_opts *o, hm_model **out) {
     *out = NULL;
     uint8_t key[HM_PACK_TAG_BYTES];
     char why[160] = "";
     char *dir = NULL, *entry = NULL, name[2 * HM_PACK_TAG_BYTES + 5];
     struct stat ck_st;
     /* A checkpoint that cannot be read gets the checkpoint reader's error. */
-    if (stat(path, &ck_st) != 0 || cache_key(path, mano_npz, precision, key) != 0)
-        return load_from_ckpt(path, mano_npz, progress, precision, out);
+    if (stat(path, &ck_st) != 0 || cache_key(path, o, key) != 0)
+        return load_from_ckpt(path, o, out);
     for (int i = 0; i < HM_PACK_TAG_BYTES; i++) snprintf(name + 2 * i, 3, "%02x", key[i]);
     snprintf(name + 2 * HM_PACK_TAG_BYTES, 5, ".hpk");
     int err;
@@ -288,17 +291,17 @@ int hm_model_load_cached(const char *path, const char *mano_npz, int progress, i
         if (dir) snprintf(why, sizeof why, "cannot create %s: %s", dir, strerror(err));
         hm_log(HM_LOG_WARN, "model cache: %s; loading from the checkpoint", why);
         free(dir);
-        return load_from_ckpt(path, mano_npz, progress, precision, out);
+        return load_from_ckpt(path, o, out);
     }
     if (asprintf(&entry, "%s/%s", dir, name) < 0) {
         free(dir);
-        return load_from_ckpt(path, mano_npz, progress, precision, out);
+        return load_from_ckpt(path, o, out);
     }
 
     hm_model *m = NULL;
     if (access(entry, F_OK) == 0) {
         uint8_t tag[HM_PACK_TAG_BYTES];
-        int rc = hm_model_load_packed(entry, mano_npz, precision, &m);
+        int rc = hm_model_load_packed(entry, o, &m);
         if (!rc && (hm_pack_tag(m, tag) || memcmp(tag, key, sizeof tag))) {
             rc = hm_err(HM_E_FORMAT, "%s: its header carries another key", entry);
             hm_model_free(m);
@@ -316,7 +319,7 @@ int hm_model_load_cached(const char *path, const char *mano_npz, int progress, i
         m = NULL;
         unlink(entry);
     }
-    int rc = load_from_ckpt(path, mano_npz, progress, precision, &m);
+    int rc = load_from_ckpt(path, o, &m);
     if (!rc) store(m, dir, name, entry, key, (uint64_t)ck_st.st_size);
     free(entry);
     free(dir);

@@ -12,10 +12,11 @@
 #include <string.h>
 
 #include "load/load.h"
+#include "backend/backend.h"
 #include "model/model.h"
 
 #define PACK_MAGIC "HAMERPK"     /* + NUL: 8 bytes */
-#define PACK_VERSION 2u   /* 2: the head's kv_all in the model's precision */
+#define PACK_VERSION 3u   /* 2: the head's kv_all in the model's precision; 3: the backend's name */
 #define PACK_ALIGN 64
 
 typedef struct {
@@ -32,7 +33,8 @@ typedef struct {
     int32_t lowp_kind;           /* hm_lowp_kind of the FAST packings (FAST only) */
     int32_t has_mano;
     int32_t cfg[12];             /* hm_config, field order */
-    char scheme[128];            /* hm_precision_scheme when packed */
+    char scheme[112];            /* the backend's scheme of the precision when packed */
+    char backend[16];            /* the backend it was packed for ("cpu"), NUL-terminated */
     uint8_t reserved[16];        /* the model cache's key (model_cache.c); zero otherwise */
 } pack_header;
 
@@ -57,27 +59,13 @@ static inline uint64_t hm_pack_round_up(uint64_t n) { return (n + PACK_ALIGN - 1
 
 /* ---- the enumeration (model_pack.c) -------------------------------------- */
 
-/* How a matrix is packed, as model_load.c decides it: always fp32, in the
- * model's precision, or as hm_pack_weights_fast_sensitive does. */
-typedef enum { SLOT_FP32, SLOT_MODEL, SLOT_SENSITIVE } slot_kind;
-
-typedef struct visitor visitor;
-struct visitor {
-    /* A packed matrix W [N, K] (+ bias [N] if bias). */
-    int (*matrix)(visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind);
-    /* A heap array: field is the address of the model's pointer member. */
-    int (*array)(visitor *v, const char *name, void *field, size_t bytes);
-    /* An array stored inside the model struct itself. */
-    int (*embedded)(visitor *v, const char *name, void *data, size_t bytes);
-};
-
 /* Every array m owns, in file order; stops at the first callback that
  * returns nonzero and returns that. */
-int hm_pack_visit_model(hm_model *m, visitor *v);
+int hm_pack_visit_model(hm_model *m, hm_visitor *v);
 
 /* The arrays behind one packed matrix, sized by s, in file order, each
  * passed to v->array. */
-int hm_pack_matrix_arrays(visitor *v, const char *name, hm_packed *p, int bias, const hm_packed_sizes *s);
+int hm_pack_matrix_arrays(hm_visitor *v, const char *name, hm_packed *p, int bias, const hm_packed_sizes *s);
 
 /* A visitor's `field` is the address of a pointer member of unknown type. */
 static inline void *hm_pack_get_ptr(const void *field) {

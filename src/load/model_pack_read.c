@@ -29,6 +29,7 @@
 #include "kernels/gemm_lowp.h"
 #include "load/model_check.h"
 #include "load/load.h"
+#include "backend/backend.h"
 #include "model/model.h"
 #include "load/model_pack.h"
 #include "core/util.h"
@@ -36,7 +37,7 @@
 #define PACK_MAX_SECTIONS (1u << 20)
 
 typedef struct {
-    visitor v;
+    hm_visitor v;
     const char *src;
     const uint8_t *base;
     const pack_header *h;
@@ -65,14 +66,14 @@ static const uint8_t *take(bind_visitor *bv, const char *name, size_t bytes) {
     return bv->base + e->offset;
 }
 
-static int bind_array(visitor *v, const char *name, void *field, size_t bytes) {
+static int bind_array(hm_visitor *v, const char *name, void *field, size_t bytes) {
     const uint8_t *p = take((bind_visitor *)v, name, bytes);
     if (!p) return HM_E_FORMAT;
     hm_pack_set_ptr(field, p);
     return HM_OK;
 }
 
-static int bind_embedded(visitor *v, const char *name, void *data, size_t bytes) {
+static int bind_embedded(hm_visitor *v, const char *name, void *data, size_t bytes) {
     const uint8_t *p = take((bind_visitor *)v, name, bytes);
     if (!p) return HM_E_FORMAT;
     memcpy(data, p, bytes);
@@ -89,7 +90,7 @@ static int matrix_err(int rc, const char *src, const char *name) {
 
 static const char *prec_name(int prec) { return prec == HM_PREC_FAST ? "fast" : "fp32"; }
 
-static int bind_matrix(visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind) {
+static int bind_matrix(hm_visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind) {
     bind_visitor *bv = (bind_visitor *)v;
     const pack_header *h = bv->h;
     if (bv->next_mat >= bv->nmat)
@@ -120,7 +121,8 @@ static int bind_matrix(visitor *v, const char *name, hm_packed *p, int N, int K,
 }
 
 /* Header fields and whether this process can run what they describe. */
-static int check_header(const pack_header *h, const uint8_t *table, size_t len, const char *src, int precision) {
+static int check_header(const pack_header *h, const uint8_t *table, size_t len, const char *src, const hm_backend *be,
+                        int precision) {
     if (h->version != PACK_VERSION)
         return hm_err(HM_E_FORMAT, "%s: packed format version %u is not supported (this build reads version %u); convert the checkpoint again",
                       src, h->version, PACK_VERSION);
@@ -136,23 +138,28 @@ static int check_header(const pack_header *h, const uint8_t *table, size_t len, 
     if (hm_pack_meta_checksum(h, table, (size_t)h->n_sections * sizeof(pack_entry)) != h->meta_checksum)
         return hm_err(HM_E_FORMAT, "%s: checksum mismatch in the header or section table (file corrupted)", src);
     if (memchr(h->scheme, 0, sizeof h->scheme) == NULL) return hm_err(HM_E_FORMAT, "%s: scheme name not terminated", src);
+    if (memchr(h->backend, 0, sizeof h->backend) == NULL || !h->backend[0])
+        return hm_err(HM_E_FORMAT, "%s: backend name missing or not terminated", src);
     if ((h->precision != HM_PREC_FP32 && h->precision != HM_PREC_FAST) || (unsigned)h->has_mano > 1 ||
         (h->precision == HM_PREC_FAST && h->lowp_kind != HM_LOWP_INT8 && h->lowp_kind != HM_LOWP_BF16))
         return hm_err(HM_E_FORMAT, "%s: precision %d / low-precision kind %d / has_mano %d invalid", src,
                       h->precision, h->lowp_kind, h->has_mano);
-    if (h->isa < HM_ISA_SCALAR || h->isa > HM_ISA_AVX512) return hm_err(HM_E_FORMAT, "%s: layout ISA %d invalid", src, h->isa);
+    if (!hm_isa_known(h->isa)) return hm_err(HM_E_FORMAT, "%s: layout ISA %d invalid", src, h->isa);
     hm_config cfg;
     memcpy(&cfg, h->cfg, sizeof cfg);
     int rc = hm_config_check(&cfg, src, HM_E_FORMAT);
     if (rc) return rc;
 
     /* Valid file; can this process use it as it is? */
+    if (strcmp(h->backend, be->name))
+        return hm_err(HM_E_UNSUPPORTED, "%s: packed for the %s backend, not %s; load the checkpoint on %s, or convert it again with --device %s",
+                      src, h->backend, be->name, be->name, be->name);
     if (h->precision != precision)
         return hm_err(HM_E_UNSUPPORTED, "%s: packed in precision %s but %s was requested; convert the checkpoint again with --precision %s",
                       src, prec_name(h->precision), prec_name(precision), prec_name(precision));
     if ((rc = hm_isa_status())) return rc;
     hm_isa cpu = hm_cpu_isa(), active = hm_isa_active();
-    if (h->isa > (int)cpu)
+    if (!hm_isa_runs(h->isa))
         return hm_err(HM_E_UNSUPPORTED, "%s: packed for ISA %s, which this CPU (%s) cannot run; convert the checkpoint again on this machine",
                       src, hm_isa_name((hm_isa)h->isa), hm_isa_name(cpu));
     if (h->isa != (int)active)
@@ -161,7 +168,7 @@ static int check_header(const pack_header *h, const uint8_t *table, size_t len, 
     if (h->precision == HM_PREC_FAST && h->lowp_kind != (int)hm_lowp_kind_active())
         return hm_err(HM_E_UNSUPPORTED, "%s: packed with low-precision kind %s but this process uses %s (HAMER_LOWP); convert the checkpoint again",
                       src, h->lowp_kind == HM_LOWP_BF16 ? "bf16" : "int8", hm_lowp_kind_active() == HM_LOWP_BF16 ? "bf16" : "int8");
-    const char *scheme = hm_precision_scheme((hm_precision)h->precision);
+    const char *scheme = be->scheme(h->precision);
     if (strcmp(h->scheme, scheme))
         return hm_err(HM_E_UNSUPPORTED, "%s: packed for scheme '%s' but this machine runs '%s'; convert the checkpoint again",
                       src, h->scheme, scheme);
@@ -201,21 +208,23 @@ static int verify_checksums(const uint8_t *base, const pack_entry *t, uint32_t n
     return rc;
 }
 
-int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const char *mano_npz, int precision,
-                             hm_model **out) {
+int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const hm_load_opts *o, hm_model **out) {
     *out = NULL;
     const uint8_t *base = buf;
+    const hm_backend *be = o->be ? o->be : &hm_backend_cpu;
     pack_header h;
     if (!buf || len < sizeof PACK_MAGIC || memcmp(base, PACK_MAGIC, sizeof PACK_MAGIC))
         return hm_err(HM_E_FORMAT, "%s: not a packed model file (bad magic)", src);
     if (len < sizeof h) return hm_err(HM_E_FORMAT, "%s: truncated packed model (%zu bytes, the header alone is %zu)", src, len, sizeof h);
     if ((uintptr_t)buf % PACK_ALIGN) return hm_err(HM_E_ARG, "%s: packed model buffer is not %d-byte aligned", src, PACK_ALIGN);
     memcpy(&h, base, sizeof h);
-    int rc = check_header(&h, base + sizeof h, len, src, precision);
+    int rc = check_header(&h, base + sizeof h, len, src, be, o->precision);
     const pack_entry *table = (const pack_entry *)(base + sizeof h);
     if (!rc) rc = check_table(&h, table, len, src);
     if (!rc) rc = verify_checksums(base, table, h.n_sections, src);
     if (rc) return rc;
+    if (!be->visit || !be->blank)
+        return hm_err(HM_E_UNSUPPORTED, "%s: the %s backend has no packed model files; load the checkpoint", src, be->name);
 
     hm_config cfg;
     memcpy(&cfg, h.cfg, sizeof cfg);
@@ -232,14 +241,14 @@ int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const
     m->cfg = cfg;
     m->precision = h.precision;
     m->has_mano = h.has_mano;
-    m->blocks = calloc((size_t)cfg.depth, sizeof *m->blocks);
-    m->layers = calloc((size_t)cfg.hdepth, sizeof *m->layers);
-    if (!m->blocks || !m->layers) {
-        hm_model_free(m);
-        return hm_err(HM_E_NOMEM, "out of memory");
-    }
+    m->be = be;
+    m->device = o->dev;
     m->pack_map = base;
     m->pack_len = len;
+    if ((rc = be->blank(&cfg, h.precision, &m->bm))) {
+        hm_model_free(m);
+        return rc;
+    }
     bind_visitor bv = {{bind_matrix, bind_array, bind_embedded}, src, base, &h, table, 1,
                        (const pack_matrix *)(base + e0->offset), (int)(e0->bytes / sizeof(pack_matrix)), 0};
     rc = hm_pack_visit_model(m, &bv.v);
@@ -248,7 +257,7 @@ int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const
     if (!rc && bv.next_mat != bv.nmat)
         rc = hm_err(HM_E_FORMAT, "%s: section 'matrices' has %d records for %d matrices", src, bv.nmat, bv.next_mat);
     if (!rc && m->has_mano) rc = hm_mano_check(&m->mano, src);
-    if (!rc && !m->has_mano && mano_npz && !(rc = hm_mano_from_npz(mano_npz, &m->mano))) m->has_mano = 1;
+    if (!rc && !m->has_mano && o->mano_npz && !(rc = hm_mano_from_npz(o->mano_npz, &m->mano))) m->has_mano = 1;
     if (rc) {
         hm_model_free(m);
         return rc;
@@ -268,7 +277,7 @@ int hm_pack_sniff(const char *path) {
     return memcmp(magic, "PK\3\4", 4) ? -1 : 0;
 }
 
-int hm_model_load_packed(const char *path, const char *mano_npz, int precision, hm_model **out) {
+int hm_model_load_packed(const char *path, const hm_load_opts *o, hm_model **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return hm_err(HM_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -287,7 +296,7 @@ int hm_model_load_packed(const char *path, const char *mano_npz, int precision, 
     int err = errno;
     close(fd);
     if (map == MAP_FAILED) return hm_err(HM_E_IO, "%s: cannot map: %s", path, strerror(err));
-    int rc = hm_model_from_packed_mem(map, len, path, mano_npz, precision, out);
+    int rc = hm_model_from_packed_mem(map, len, path, o, out);
     if (rc) {
         munmap(map, len);
         return rc;

@@ -21,12 +21,14 @@
 #include "core/util.h"
 
 typedef struct {
-    visitor v;
+    hm_visitor v;
     const hm_model *m;
     section *sec;                /* [0] is the matrix table */
     int n, cap;
     pack_matrix *mats;
     int nmat, matcap;
+    int isa;                     /* of the fp32 packings (the first one's; all must agree), -1 before it */
+    int lowp_kind;               /* of the model-precision packings (the first one's) */
 } collect_visitor;
 
 static int grow(void **p, int *cap, int need, size_t elem) {
@@ -54,24 +56,26 @@ static int collect_add(collect_visitor *cv, const char *name, const void *p, siz
     return HM_OK;
 }
 
-static int collect_array(visitor *v, const char *name, void *field, size_t bytes) {
+static int collect_array(hm_visitor *v, const char *name, void *field, size_t bytes) {
     return collect_add((collect_visitor *)v, name, hm_pack_get_ptr(field), bytes);
 }
 
-static int collect_embedded(visitor *v, const char *name, void *data, size_t bytes) {
+static int collect_embedded(hm_visitor *v, const char *name, void *data, size_t bytes) {
     return collect_add((collect_visitor *)v, name, data, bytes);
 }
 
-static int collect_matrix(visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind) {
+static int collect_matrix(hm_visitor *v, const char *name, hm_packed *p, int N, int K, int bias, slot_kind kind) {
     collect_visitor *cv = (collect_visitor *)v;
     int lk = hm_lowp_packed_kind(p), rc;
     hm_packed_sizes s;
     if (p->N != N || p->K != K || !!p->bias != bias)
         return hm_err(HM_E_ARG, "packed model: matrix '%s' is %d x %d%s, expected %d x %d%s", name, p->N, p->K,
                       p->bias ? " + bias" : "", N, K, bias ? " + bias" : "");
-    if (p->prec == HM_PREC_FP32 && p->isa != cv->m->patch.isa)
+    if (p->prec == HM_PREC_FP32 && cv->isa < 0) cv->isa = p->isa;
+    if (p->prec == HM_PREC_FP32 && p->isa != cv->isa)
         return hm_err(HM_E_ARG, "packed model: matrix '%s' is packed for %s, the model for %s", name,
-                      hm_isa_name((hm_isa)p->isa), hm_isa_name((hm_isa)cv->m->patch.isa));
+                      hm_isa_name((hm_isa)p->isa), hm_isa_name((hm_isa)cv->isa));
+    if (kind == SLOT_MODEL && lk >= 0 && cv->lowp_kind < 0) cv->lowp_kind = lk;
     if ((rc = hm_packed_sizes_for(N, K, p->isa, p->prec, lk, &s))) return rc;
     if ((rc = grow((void **)&cv->mats, &cv->matcap, cv->nmat + 1, sizeof *cv->mats))) return rc;
     pack_matrix *r = &cv->mats[cv->nmat++];
@@ -156,7 +160,7 @@ int hm_model_save_packed(const hm_model *m, const char *path) { return hm_model_
 
 int hm_model_save_packed_tagged(const hm_model *m, const char *path, const uint8_t tag[HM_PACK_TAG_BYTES]) {
     if (!m || !path) return hm_err(HM_E_ARG, "hm_model_save_packed: NULL model or path");
-    collect_visitor cv = {.v = {collect_matrix, collect_array, collect_embedded}, .m = m};
+    collect_visitor cv = {.v = {collect_matrix, collect_array, collect_embedded}, .m = m, .isa = -1, .lowp_kind = -1};
     pack_entry *table = NULL;
     int rc;
     /* Section 0 is the matrix table; its contents are known after the walk. */
@@ -174,11 +178,12 @@ int hm_model_save_packed_tagged(const hm_model *m, const char *path, const uint8
     h.n_sections = (uint32_t)cv.n;
     h.table_offset = sizeof h;
     h.precision = m->precision;
-    h.isa = m->patch.isa;
-    h.lowp_kind = m->precision == HM_PREC_FAST ? hm_lowp_packed_kind(&m->blocks[0].qkv) : 0;
+    h.isa = cv.isa < 0 ? 0 : cv.isa;
+    h.lowp_kind = m->precision == HM_PREC_FAST && cv.lowp_kind >= 0 ? cv.lowp_kind : 0;
     h.has_mano = m->has_mano;
     memcpy(h.cfg, &m->cfg, sizeof h.cfg);
-    snprintf(h.scheme, sizeof h.scheme, "%s", hm_precision_scheme((hm_precision)m->precision));
+    snprintf(h.scheme, sizeof h.scheme, "%s", m->be->scheme(m->precision));
+    snprintf(h.backend, sizeof h.backend, "%s", m->be->name);
     if (tag) memcpy(h.reserved, tag, sizeof h.reserved);
 
     if (!(table = calloc((size_t)cv.n, sizeof *table))) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "hamer.h"
 #include "format/image.h"
+#include "backend/backend.h"
 #include "model/model.h"
 #include "pipeline/predict.h"
 #include "pipeline/preprocess.h"

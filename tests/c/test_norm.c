@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "kernels/gemm.h"
+#include "kernels/norm.h"
 #include "model/model.h"
 
 static double urand(unsigned *s) {

@@ -17,6 +17,7 @@
 #include "check.h"
 #include "format/ckpt.h"
 #include "kernels/gemm_lowp.h"
+#include "backend/cpu/cpu.h"
 #include "load/load.h"
 #include "model/model.h"
 
@@ -27,6 +28,7 @@
 #define OFF_ISA 52
 #define OFF_CFG 64        /* depth, dim, heads, mlp, gh, gw, ntok, hdepth, hdim, hheads, hinner, hmlp */
 #define OFF_SCHEME 112
+#define OFF_BACKEND 224   /* after the 112-byte scheme */
 #define HDR 256
 #define ENTRY 96
 #define E_OFFSET 64
@@ -79,7 +81,7 @@ static hm_model *from_ckpt(const char *name, int prec) {
     hm_ckpt *ck;
     hm_model *m = NULL;
     if (hm_ckpt_open(path, &ck)) return NULL;
-    hm_model_from_ckpt(ck, path, NULL, 0, prec, &m);
+    hm_model_from_ckpt(ck, path, &(hm_load_opts){.precision = prec}, &m);
     hm_ckpt_close(ck);
     return m;
 }
@@ -99,7 +101,7 @@ static int find_section(blob b, const char *name) {
 static int refused(blob c, int raw, int prec, const char *want) {
     if (!raw) hm_pack_reseal(c.p, c.n);
     hm_model *m = NULL;
-    int rc = hm_model_from_packed_mem(c.p, c.n, "t.hpk", NULL, prec, &m);
+    int rc = hm_model_from_packed_mem(c.p, c.n, "t.hpk", &(hm_load_opts){.precision = prec}, &m);
     hm_model_free(m);
     int ok = clean_error(rc) && strstr(hm_errmsg(), want);
     if (!ok) fprintf(stderr, "  expected an error with '%s', got rc %d: %s\n", want, rc, hm_errmsg());
@@ -128,6 +130,11 @@ static void big_decoder(blob c, int v) {
     wr32(c.p + OFF_CFG + 4 * 10, 65536);       /* hinner */
 }
 static void set_scheme(blob c, int v) { c.p[OFF_SCHEME] ^= 1; }
+/* v 0: another backend's name; 1: none; 2: not terminated */
+static void set_backend(blob c, int v) {
+    if (v == 2) memset(c.p + OFF_BACKEND, 'x', 16);
+    else snprintf((char *)c.p + OFF_BACKEND, 16, "%s", v ? "" : "cuda");
+}
 static void flip_table(blob c, int i) { entry(c, i)[E_BYTES] ^= 0x40; }
 static void flip_data(blob c, int i) { c.p[rd64(entry(c, i) + E_OFFSET) + 3] ^= 1; }
 static void misalign(blob c, int i) { wr64(entry(c, i) + E_OFFSET, rd64(entry(c, i) + E_OFFSET) + 4); }
@@ -155,7 +162,7 @@ static void test_fp32(void) {
 
     /* Round trip: a model loaded from the file packs to the same bytes. */
     hm_model *p = NULL;
-    CHECK(hm_model_from_packed_mem(b.p, b.n, "t.hpk", NULL, HM_PREC_FP32, &p) == HM_OK);
+    CHECK(hm_model_from_packed_mem(b.p, b.n, "t.hpk", &(hm_load_opts){.precision = HM_PREC_FP32}, &p) == HM_OK);
     CHECK(p && p->has_mano && p->pack_map == b.p);
     if (p) {
         CHECK(hm_model_save_packed(p, path) == HM_OK);
@@ -171,12 +178,16 @@ static void test_fp32(void) {
     CHECK(fc1 > 1 && faces > 1 && parents > 1);
     CHECK(edited(b, set_magic, 'X', 0, 0, "bad magic"));
     /* the format before the head's kv_all followed the model's precision,
-     * and one from the future */
+     * the one before the header named the backend, and one from the future */
     CHECK(edited(b, set_version, 1, 0, 0, "version 1 is not supported"));
-    CHECK(edited(b, set_version, 3, 0, 0, "version 3 is not supported"));
+    CHECK(edited(b, set_version, 2, 0, 0, "version 2 is not supported"));
+    CHECK(edited(b, set_version, 4, 0, 0, "version 4 is not supported"));
     CHECK(edited(b, set_precision, 7, 0, 0, "precision 7"));
-    CHECK(edited(b, set_isa, 3, 0, 0, "layout ISA 3"));
+    CHECK(edited(b, set_isa, 4, 0, 0, "layout ISA 4"));
     CHECK(edited(b, set_scheme, 0, 0, 0, "scheme"));
+    CHECK(edited(b, set_backend, 0, 0, 0, "packed for the cuda backend, not cpu"));
+    CHECK(edited(b, set_backend, 1, 0, 0, "backend name missing"));
+    CHECK(edited(b, set_backend, 2, 0, 0, "backend name missing or not terminated"));
     CHECK(edited(b, set_cfg, (1 << 24) | 81, 0, 0, "backbone width 81"));
     CHECK(edited(b, set_cfg, (0 << 24) | 60000, 0, 0, "cannot hold"));
     CHECK(edited(b, set_cfg, (10 << 24) | 65472, 0, 0, "invalid"));
@@ -211,7 +222,7 @@ static void test_fp32(void) {
     blob d = dup_blob(b);
     memmove(d.p + 8, d.p, d.n);
     hm_model *x = NULL;
-    CHECK(hm_model_from_packed_mem(d.p + 8, d.n, "t.hpk", NULL, 0, &x) == HM_E_ARG && !x);
+    CHECK(hm_model_from_packed_mem(d.p + 8, d.n, "t.hpk", &(hm_load_opts){.precision = 0}, &x) == HM_E_ARG && !x);
     free(d.p);
 
     /* Every bit of the header and of the first table entries: loads or
@@ -223,7 +234,7 @@ static void test_fp32(void) {
         e.p[i] ^= (uint8_t)(1u << (i % 8));
         hm_pack_reseal(e.p, e.n);
         hm_model *y = NULL;
-        int rc = hm_model_from_packed_mem(e.p, e.n, "t.hpk", NULL, 0, &y);
+        int rc = hm_model_from_packed_mem(e.p, e.n, "t.hpk", &(hm_load_opts){.precision = 0}, &y);
         if (rc == HM_OK) loaded++;
         else if (!clean_error(rc)) CHECKF(0, "flip at byte %zu: rc %d, message '%s'", i, rc, hm_errmsg());
         hm_model_free(y);
@@ -255,8 +266,8 @@ static void test_fast(void) {
     blob b = slurp(path);
     unlink(path);
     hm_model *p = NULL;
-    CHECK(hm_model_from_packed_mem(b.p, b.n, "t.hpk", NULL, HM_PREC_FAST, &p) == HM_OK);
-    CHECK(p && !p->has_mano && p->blocks[0].qkv.prec == HM_PREC_FAST);
+    CHECK(hm_model_from_packed_mem(b.p, b.n, "t.hpk", &(hm_load_opts){.precision = HM_PREC_FAST}, &p) == HM_OK);
+    CHECK(p && !p->has_mano && ((hm_cpu_model *)p->bm)->blocks[0].qkv.prec == HM_PREC_FAST);
     hm_model_free(p);
     CHECK(refused(b, 1, HM_PREC_FP32, "packed in precision fast but fp32 was requested"));
     int qkv = find_section(b, "blocks.0.qkv.lp");

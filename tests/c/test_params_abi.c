@@ -55,7 +55,9 @@ static int all_zero(const uint8_t *b, size_t n) {
  * the reserved space last, and each default function's reserved bytes zero
  * (the destination filled with another byte first). */
 static void layouts_and_defaults(void) {
-    CHECK(RESERVED_LAST(hamer_model_params) && RESERVED_LAST(hamer_predict_params));
+    /* hamer_model_params grew device (7 bytes of alignment and a pointer) */
+    CHECK(RESERVED_LAST_N(hamer_model_params, 15) && RESERVED_LAST(hamer_predict_params));
+    CHECK(RESERVED_LAST(hamer_state_params));
     /* hamer_detect_params grew body_boxes from its reserved space */
     CHECK(RESERVED_LAST(hamer_detector_params) && RESERVED_LAST_N(hamer_detect_params, 1));
     CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST(hamer_tracker_params));
@@ -63,7 +65,10 @@ static void layouts_and_defaults(void) {
     CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 4));
     CHECK(RESERVED_LAST(hamer_render_params));
 #if defined(__x86_64__) && defined(__LP64__)
-    CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, reserved) == 17);
+    /* the size and every older offset as before device took bytes 17..31 */
+    CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, no_cache) == 16 &&
+          offsetof(hamer_model_params, device) == 24 && offsetof(hamer_model_params, reserved) == 32);
+    CHECK(sizeof(hamer_state_params) == 80 && offsetof(hamer_state_params, reserved) == 16);
     CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, reserved) == 12);
     CHECK(sizeof(hamer_detector_params) == 80 && offsetof(hamer_detector_params, reserved) == 16);
     /* the size and every older offset as before body_boxes took byte 20 */
@@ -86,6 +91,7 @@ static void layouts_and_defaults(void) {
         CHECKF(all_zero(p_.reserved, sizeof p_.reserved), "%s: reserved bytes not zero", #fn);            \
     } while (0)
     DEFAULT_ZERO(hamer_model_params, hamer_model_default_params);
+    DEFAULT_ZERO(hamer_state_params, hamer_state_default_params);
     DEFAULT_ZERO(hamer_predict_params, hamer_predict_default_params);
     DEFAULT_ZERO(hamer_detector_params, hamer_detector_default_params);
     DEFAULT_ZERO(hamer_detect_params, hamer_detect_default_params);
@@ -113,6 +119,21 @@ static hamer_model *model_params(const char *path) {
     }
     CHECK(hamer_model_load("/nonexistent/hamer.ckpt", &mp) == NULL && hamer_last_error_code() == HAMER_E_IO);
     return m;
+}
+
+/* hamer_state_new_with_params: the defaults make a state; a reserved byte
+ * is refused, with or without a model. */
+static void state_params(const hamer_model *m) {
+    hamer_state_params sp = hamer_state_default_params();
+    hamer_state *st = hamer_state_new_with_params(m, &sp);
+    CHECK(st != NULL);
+    hamer_state_free(st);
+    for (int k = 0; k < 2; k++) {
+        hamer_state_params bad = sp;
+        bad.reserved[PROBE(bad.reserved, k)] = 1;
+        CHECK(hamer_state_new_with_params(m, &bad) == NULL && refused(hamer_last_error_code(), "hamer_state_params"));
+        CHECK(hamer_state_new_with_params(NULL, &bad) == NULL && refused(hamer_last_error_code(), "hamer_state_params"));
+    }
 }
 
 /* hamer_predict, hamer_predict_detections: the defaults regress the box;
@@ -307,6 +328,7 @@ int main(void) {
     video_params();
     folder_params();
     hamer_model *m = model_params(check_tiny_model());
+    if (m) state_params(m);
     hamer_state *st = m ? hamer_state_new(m, 1, 1) : NULL;
     CHECK(st != NULL);
     const int w = 160, h = 200;

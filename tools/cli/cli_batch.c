@@ -55,7 +55,7 @@ static const char *USAGE_BATCH =
     "                   [--vertices]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
-    "                   [--precision fp32|fast] [--json]\n"
+    "                   [--precision fp32|fast] [--device D] [--json]\n"
     "\n"
     "Every image of DIR through `hamer run` with one model load: per image NAME\n"
     "OUT/NAME.json (RESULT.json), and NAME_all.png (--render), NAME_side.png\n"
@@ -93,7 +93,7 @@ static const char *USAGE_BATCH =
 #define MAX_GLOBS 16
 
 typedef struct {
-    const char *model, *input_dir, *out_dir, *boxes_dir, *mano;
+    const char *model, *input_dir, *out_dir, *boxes_dir, *mano, *device;
     const char *globs[MAX_GLOBS];
     int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
     int save_mesh, render, side, glb, with_vertices, precision;
@@ -160,6 +160,8 @@ static int parse(int argc, char **argv, batch_args *a) {
             if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
             else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
             else return hm_tool_fail(2, "batch: --crop-mode must be warp or pad, got '%s'", v);
+        } else if (!strcmp(o, "--device")) {
+            a->device = v;
         } else if (!strcmp(o, "--precision")) {
             if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "batch: --precision must be fp32 or fast, got '%s'", v);
         } else {
@@ -350,7 +352,7 @@ static void progress(batch *b, double t_start, int final) {
 static int compute(batch *b, double *t_load) {
     const batch_args *a = b->a;
     double t0 = hm_now();
-    b->model = hm_tool_load_model(a->model, a->mano, a->precision);
+    b->model = hm_tool_load_model(a->model, a->mano, a->precision, a->device);
     if (!b->model || (!a->boxes_dir && !(b->det = hm_tool_load_detector(&a->det)))) {
         snprintf(b->fatal, sizeof b->fatal, "%s", hamer_last_error());
         return -1;

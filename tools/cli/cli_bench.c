@@ -49,6 +49,8 @@ static const char *USAGE_BENCH =
     "  --model CKPT      a HaMeR checkpoint or packed model file (hamer convert)\n"
     "  --synthetic       a full-size model with random weights, built in memory\n"
     "                    (--depth D / --head-depth H: a smaller one, for tests)\n"
+    "  --device D        where the model runs: cpu (default) or a backend this build\n"
+    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
     "  --precision P     fp32 (default) or fast; fast is compared with fp32 on\n"
     "                    the same crops (params PCC, vertices mean abs error)\n"
     "  --batch B         crops per forward (default 1)\n"
@@ -131,6 +133,7 @@ static void make_crops(float *x, size_t n, unsigned long long seed) {
 typedef struct {
     const char *model_path, *mano;
     const char *reference_path;  /* fp32 comparison model, if not model_path */
+    const char *device;          /* --device (NULL: the CPU) */
     int synthetic, depth, head_depth;
     unsigned long long seed;
     int nthreads;
@@ -144,6 +147,7 @@ static hamer_model *load_model(const model_src *src, int precision, int referenc
         hamer_model_params mp = hamer_model_default_params();
         mp.mano_path = src->mano;
         mp.precision = precision;
+        mp.device = src->device;
         return hamer_model_load(reference && src->reference_path ? src->reference_path : src->model_path, &mp);
     }
     hm_synthetic *y;
@@ -172,7 +176,7 @@ typedef struct {
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, bench_args *args) {
-    model_src src = {NULL, NULL, NULL, 0, 32, 6, 0, 0};
+    model_src src = {.depth = 32, .head_depth = 6};
     int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
     double peak = 0;
     const char *image = NULL, *video = NULL;
@@ -192,7 +196,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         if (used == 0) continue;
         static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
                                              "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference",
-                                             "--image", "--video"};
+                                             "--image", "--video", "--device"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) return hm_tool_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
@@ -203,6 +207,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         else if (!strcmp(a, "--video")) video = v;
         else if (!strcmp(a, "--mano")) src.mano = v;
         else if (!strcmp(a, "--reference")) src.reference_path = v;
+        else if (!strcmp(a, "--device")) src.device = v;
         else if (!strcmp(a, "--precision")) {
             if (hm_tool_parse_precision(v, &precision))
                 return hm_tool_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);

@@ -14,7 +14,7 @@
 #include "hamer.h"
 
 static const char *USAGE_CONVERT =
-    "usage: hamer convert --model CKPT --output FILE [--precision fp32|fast]\n"
+    "usage: hamer convert --model CKPT --output FILE [--precision fp32|fast] [--device D]\n"
     "                     [--mano FILE.npz]\n"
     "\n"
     "Writes a packed model file: the weights already in this machine's kernel\n"
@@ -23,6 +23,8 @@ static const char *USAGE_CONVERT =
     "\n"
     "  --model CKPT      the released hamer.ckpt (or a packed model file)\n"
     "  --output FILE     the packed model file to write\n"
+    "  --device D        where the model runs: cpu (default) or a backend this build\n"
+    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
     "  --precision P     fp32 (default) or fast; the file loads only in this\n"
     "                    precision\n"
     "  --mano FILE.npz   MANO buffers to include when the checkpoint has no\n"
@@ -37,7 +39,7 @@ static const char *USAGE_CONVERT =
     "stderr saying what was wrong.\n";
 
 typedef struct {
-    const char *model, *output, *mano;
+    const char *model, *output, *mano, *device;
     int precision;
 } convert_args;
 
@@ -55,6 +57,7 @@ static int parse(int argc, char **argv, convert_args *a) {
         if (!strcmp(o, "--model")) dst = &a->model;
         else if (!strcmp(o, "--output")) dst = &a->output;
         else if (!strcmp(o, "--mano")) dst = &a->mano;
+        else if (!strcmp(o, "--device")) dst = &a->device;
         else if (strcmp(o, "--precision")) return hm_tool_fail(2, "convert: unknown option '%s' (see 'hamer convert --help')", o);
         if (i + 1 >= argc) return hm_tool_fail(2, "convert: option '%s' needs a value", o);
         const char *v = argv[++i];
@@ -75,7 +78,7 @@ static int run(const convert_args *a) {
     /* The output is the packed file; a second copy in the cache would only
      * cost the disk space. */
     setenv("HAMER_NO_CACHE", "1", 1);
-    hamer_model *hm = hm_tool_load_model(a->model, a->mano, a->precision);
+    hamer_model *hm = hm_tool_load_model(a->model, a->mano, a->precision, a->device);
     if (!hm) return hm_tool_fail(1, "%s", hamer_last_error());
     double t_load = hm_now() - t0;
     hamer_model_info info;

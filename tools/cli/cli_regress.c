@@ -17,7 +17,7 @@
 static const char *USAGE_REGRESS =
     "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
     "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
-    "                     [--precision fp32|fast] [--timings]\n"
+    "                     [--precision fp32|fast] [--device D] [--timings]\n"
     "\n"
     "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
     "on hand crops.\n"
@@ -40,6 +40,8 @@ static const char *USAGE_REGRESS =
     "                    parents, lbs_weights, faces_tensor) when the checkpoint\n"
     "                    has no mano.* entries\n"
     "  --params-only     write only params, pred_cam, pred_cam_t (no MANO needed)\n"
+    "  --device D        where the model runs: cpu (default) or a backend this build\n"
+    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
     "  --precision P     fp32 (default, exact) or fast (the gated low-precision\n"
     "                    scheme for the backbone matmuls; 'hamer --version' names it)\n"
     "  --plain           verification mode: the textbook formulation (slower)\n"
@@ -49,7 +51,7 @@ static const char *USAGE_REGRESS =
     "stderr saying what was wrong.\n";
 
 typedef struct {
-    const char *model, *input, *output, *mano;
+    const char *model, *input, *output, *mano, *device;
     int threads, params_only, plain, timings, precision;
 } regress_args;
 
@@ -71,6 +73,7 @@ static int parse(int argc, char **argv, regress_args *a) {
         else if (!strcmp(o, "--input")) dst = &a->input;
         else if (!strcmp(o, "--output")) dst = &a->output;
         else if (!strcmp(o, "--mano")) dst = &a->mano;
+        else if (!strcmp(o, "--device")) dst = &a->device;
         else if (strcmp(o, "--threads") && strcmp(o, "--precision"))
             return hm_tool_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", o);
         if (i + 1 >= argc) return hm_tool_fail(2, "regress: option '%s' needs a value", o);
@@ -120,7 +123,7 @@ static int run(const regress_args *a) {
     int B = (int)crops.shape[0];
 
     double t0 = hm_now();
-    hamer_model *hm = hm_tool_load_model(model, mano, precision);
+    hamer_model *hm = hm_tool_load_model(model, mano, precision, a->device);
     double t_load = hm_now() - t0;
     if (!hm) {
         hm_array_free(&crops);

@@ -26,7 +26,7 @@ static const char *USAGE_RUN =
     "                 [--render OVERLAY.png [--draw LIST]] [--side-view SIDE.png] [--obj-dir DIR]\n"
     "                 [--glb HANDS.glb]\n"
     "                 [--vertices]\n"
-    "                 [--mano FILE.npz] [--precision fp32|fast]\n"
+    "                 [--mano FILE.npz] [--precision fp32|fast] [--device D]\n"
     "\n"
     "Finds the hands of a JPEG or PNG photo with the built-in detector (or takes\n"
     "the boxes given), crops each (the official HaMeR warp by default),\n"
@@ -62,7 +62,7 @@ static const char *USAGE_RUN =
     "but the detector found no hand.\n";
 
 typedef struct {
-    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano;
+    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano, *device;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
     unsigned hide;                 /* --draw: HAMER_DRAW_* bits not drawn */
@@ -98,6 +98,7 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
         else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--device")) a->device = v;
         else if (!strcmp(o, "--draw")) {
             if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "run: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
         } else if (!strcmp(o, "--box")) {
@@ -245,7 +246,7 @@ static int run(run_args *a) {
     jp.detect = a->det.params;
     /* Detected hands are regressed in passes of up to 16, as the server does. */
     int batch = detected ? 16 : a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1;
-    if (!(hm = hm_tool_load_model(a->model, a->mano, a->precision)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
+    if (!(hm = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
         !(job = hamer_job_new(st, ds, &jp))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;

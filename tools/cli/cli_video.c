@@ -31,7 +31,7 @@ static const char *USAGE_VIDEO =
     "                   [--draw LIST] [--glb ANIM.glb]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles] [--body auto|on|off]\n"
     "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
-    "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast]\n"
+    "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast] [--device D]\n"
     "                   [--vertices] [--mano FILE.npz] [--redetect-every N] [--cut-threshold X]\n"
     "                   [--track-presence P] [--queue N]\n"
     "\n"
@@ -168,6 +168,8 @@ static int parse(int argc, char **argv, hm_video_args *a) {
             a->tp.track_presence = (float)x;
         } else if (!strcmp(o, "--threads")) {
             if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "video: --threads must be an integer in 1..1024, got '%s'", v);
+        } else if (!strcmp(o, "--device")) {
+            a->device = v;
         } else if (!strcmp(o, "--precision")) {
             if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "video: --precision must be fp32 or fast, got '%s'", v);
         } else {
@@ -439,7 +441,7 @@ static int run(hm_video_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (a->model && (!(r.model = hm_tool_load_model(a->model, a->mano, a->precision)) ||
+    if (a->model && (!(r.model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
                      !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;

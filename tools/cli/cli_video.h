@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 
 typedef struct {
-    const char *model, *video, *output, *render, *render_dir, *glb, *mano;
+    const char *model, *video, *output, *render, *render_dir, *glb, *mano, *device;
     int threads, precision, with_vertices;
     unsigned hide;              /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */

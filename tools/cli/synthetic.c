@@ -381,6 +381,7 @@ hamer_model *hm_synthetic_model(const hm_synthetic *y, int precision) {
         return NULL;
     }
     hm_model *m;
-    if (hm_model_from_ckpt(y->ck, "synthetic model", NULL, 0, precision, &m)) return NULL;
+    hm_load_opts o = {.precision = precision};
+    if (hm_model_from_ckpt(y->ck, "synthetic model", &o, &m)) return NULL;
     return hm_model_handle(m);
 }

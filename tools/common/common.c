@@ -90,8 +90,9 @@ int hm_tool_parse_draw(const char *s, unsigned *hide) {
     return 0;
 }
 
-hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision) {
+hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision, const char *device) {
     hamer_model_params mp = hamer_model_default_params();
+    mp.device = device;
     mp.mano_path = mano;
     mp.progress = 1;
     mp.precision = precision;

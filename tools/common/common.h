@@ -41,7 +41,8 @@ int hm_tool_parse_draw(const char *s, unsigned *hide);
 
 /* hamer_model_load with the commands' common parameters (a progress bar on
  * a terminal); NULL with hamer_last_error() set on failure. */
-hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision);
+/* device: --device (NULL: the CPU). */
+hamer_model *hm_tool_load_model(const char *path, const char *mano, int precision, const char *device);
 /* The commands that compute meshes need MANO's buffers: 0 when model has
  * them, else 1 after printing the one line that says what is missing and
  * where to get it (path: the model file named in it). */

@@ -23,7 +23,7 @@
 
 static const char *USAGE_SERVE =
     "usage: hamer serve --model M [--host 127.0.0.1] [--port 8080] [--threads N] [--workers K]\n"
-    "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast]\n"
+    "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast] [--device D]\n"
     "                   [--mano FILE.npz] [--cache N] [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
     "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
     "                   [--upload-budget-mb 256] [--response-budget-mb 512] [--pixels-per-byte 200]\n"
@@ -61,6 +61,8 @@ static const char *USAGE_SERVE =
     "                    its own limit, never lengthen it.\n"
     "                    The body upload must also finish within T, and a connection idle\n"
     "                    for T is closed.\n"
+    "  --device D        where the model runs: cpu (default) or a backend this build\n"
+    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
     "  --precision P     fp32 (default) or fast; either is self-checked before /readyz is 200\n"
     "  --reference M     the model fast is self-checked against, loaded in fp32 for that\n"
     "                    once (default: --model; needed when --model is a packed fast file)\n"
@@ -196,6 +198,8 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         } else if (!strcmp(a, "--cache-ttl-s")) {
             if (parse_real(v, 0, 86400, &cfg->cache_ttl_s))
                 return hm_tool_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
+        } else if (!strcmp(a, "--device")) {
+            cfg->device = v;
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "fp32")) cfg->precision = HAMER_PRECISION_FP32;
             else if (!strcmp(v, "fast")) cfg->precision = HAMER_PRECISION_FAST;

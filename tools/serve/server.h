@@ -29,6 +29,7 @@
 typedef struct {
     const char *model_path, *mano_path, *host;
     const char *reference_path; /* fp32 self-check model for fast (NULL: model_path) */
+    const char *device;     /* --device (NULL: the CPU) */
     int port;               /* 0: any free port (printed on the startup line) */
     int threads;            /* per worker state */
     int workers;            /* K states / worker threads */

@@ -99,6 +99,7 @@ static int self_check(hm_srv *s, hamer_state **states, int k) {
         hamer_model_params mp = hamer_model_default_params();
         mp.mano_path = s->cfg.mano_path;
         mp.precision = HAMER_PRECISION_FP32;
+        mp.device = s->cfg.device; /* the gate compares on the device that serves */
         hamer_model *m32 = hamer_model_load(s->cfg.reference_path ? s->cfg.reference_path : s->cfg.model_path, &mp);
         hamer_state *st32 = m32 ? hamer_state_new(m32, 1, s->cfg.threads) : NULL;
         int r = st32 ? forward(st32, crop, ref, ref + NP) : -1;
@@ -217,6 +218,7 @@ void *hm_srv_warmup_main(void *arg) {
     hamer_model_params mp = hamer_model_default_params();
     mp.mano_path = s->cfg.mano_path;
     mp.precision = s->cfg.precision;
+    mp.device = s->cfg.device;
     hamer_model *m = hamer_model_load(s->cfg.model_path, &mp);
     if (!m) {
         hm_srv_log("cannot load the model: %s", hamer_last_error());

@@ -28,7 +28,7 @@ static const char *USAGE_WORKER =
     "usage: hamer worker --model M --redis redis://[[user]:password@]HOST[:PORT][/DB]\n"
     "                    [--stream hamer:jobs] [--group hamer] [--consumer NAME] [--results hamer:results]\n"
     "                    [--dead-letters STREAM] [--batch 4] [--claim-idle-ms 60000] [--max-deliveries 5]\n"
-    "                    [--result-ttl-s 604800] [--max-payload-mb 20] [--precision fp32|fast] [--threads N]\n"
+    "                    [--result-ttl-s 604800] [--max-payload-mb 20] [--precision fp32|fast] [--device D] [--threads N]\n"
     "                    [--mano FILE.npz] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                    [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--no-detect] [--metrics-port P] [--metrics-host 127.0.0.1]\n"
     "                    [--redis-timeout-s 10]\n"
@@ -66,7 +66,7 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
 typedef struct {
-    const char *model, *mano, *url, *metrics_host;
+    const char *model, *mano, *url, *metrics_host, *device;
     hm_wk_queue q;
     char consumer[HM_WK_ID_MAX + 1];
     int precision, threads, no_detect, metrics_port;
@@ -162,6 +162,8 @@ static int parse(int argc, char **argv, worker_args *a) {
             if (hm_tool_parse_int(v, 0, 65535, &a->metrics_port)) return hm_tool_fail(2, "worker: --metrics-port must be 0..65535, got '%s'", v);
         } else if (!strcmp(o, "--threads")) {
             if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "worker: --threads must be an integer in 1..1024, got '%s'", v);
+        } else if (!strcmp(o, "--device")) {
+            a->device = v;
         } else if (!strcmp(o, "--precision")) {
             if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "worker: --precision must be fp32 or fast, got '%s'", v);
         } else {
@@ -374,7 +376,7 @@ static int next_batch(worker *w, hm_wk_batch *b, char *cursor, size_t cursorlen,
 static int load(worker *w) {
     worker_args *a = w->a;
     hamer_model_info info;
-    if (!(w->e.model = hm_tool_load_model(a->model, a->mano, a->precision)) ||
+    if (!(w->e.model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
         !(w->e.state = hamer_state_new(w->e.model, 16, a->threads))) {
         hm_wk_log("%s", hamer_last_error());
         return 1;

@@ -12,10 +12,10 @@
  * uint8 crops: normalisation (u/255 - mean)/std is folded into the weights
  * (W / (255 std_c)) and a per-token bias that subtracts W.mean/std over the
  * taps inside the image (padding is zero AFTER normalisation, so padded taps
- * must not contribute the mean term). See model_load.c for the folding.
+ * must not contribute the mean term). See load/model_load.c for the folding.
  */
 #include <string.h>
-#include "model/model.h"
+#include "backend/cpu/cpu.h"
 
 #define K_PATCH (3 * HM_PATCH * HM_PATCH)
 
@@ -57,14 +57,14 @@ static void im2col_u8(const uint8_t *img, float *cols, int gh, int gw) {
         }
 }
 
-static int embed(hm_state *s, int B, const hm_packed *w, const float *tok_bias) {
+static int embed(hm_cpu_state *s, int B, const hm_packed *w, const float *tok_bias) {
     const hm_config *c = &s->m->cfg;
     for (int b = 0; b < B; b++)
         memcpy(s->x + (size_t)b * c->ntok * c->dim, tok_bias, (size_t)c->ntok * c->dim * sizeof(float));
     return hm_gemm(s->pool, B * c->ntok, s->cols, K_PATCH, w, s->x, c->dim, HM_EPI_ACCUM);
 }
 
-int hm_patch_embed_f32(hm_state *s, const void *crops, int B) {
+int hm_patch_embed_f32(hm_cpu_state *s, const void *crops, int B) {
     const hm_config *c = &s->m->cfg;
     const size_t bytes = (size_t)3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float);
     for (int b = 0; b < B; b++)
@@ -72,22 +72,9 @@ int hm_patch_embed_f32(hm_state *s, const void *crops, int B) {
     return embed(s, B, &s->m->patch, s->m->pos);
 }
 
-int hm_patch_embed_u8(hm_state *s, const uint8_t *crops, int B) {
+int hm_patch_embed_u8(hm_cpu_state *s, const uint8_t *crops, int B) {
     const hm_config *c = &s->m->cfg;
     for (int b = 0; b < B; b++)
         im2col_u8(crops + (size_t)b * HAMER_CROP_H * HAMER_CROP_W * 3, s->cols + (size_t)b * c->ntok * K_PATCH, c->gh, c->gw);
     return embed(s, B, &s->m->patch_u8, s->m->u8_tok_bias);
-}
-
-const double hm_norm_mean[3] = {0.485, 0.456, 0.406};
-const double hm_norm_std[3] = {0.229, 0.224, 0.225};
-
-void hm_u8_to_normalised(const uint8_t *crops, float *out, int B) {
-    const float mean[3] = {(float)hm_norm_mean[0], (float)hm_norm_mean[1], (float)hm_norm_mean[2]};
-    const float stdv[3] = {(float)hm_norm_std[0], (float)hm_norm_std[1], (float)hm_norm_std[2]};
-    const size_t hw = (size_t)HAMER_CROP_H * HAMER_CROP_W;
-    for (int b = 0; b < B; b++)
-        for (size_t p = 0; p < hw; p++)
-            for (int c = 0; c < 3; c++)
-                out[((size_t)b * 3 + c) * hw + p] = ((float)crops[((size_t)b * hw + p) * 3 + c] / 255.0f - mean[c]) / stdv[c];
 }

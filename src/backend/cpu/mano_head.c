@@ -5,7 +5,7 @@
  * then decpose / decshape / deccam are added to the init_* buffers and the
  * 6D pose becomes 16 rotation matrices.
  *
- * Exact shortcuts (each checked against the textbook form, s->plain):
+ * Exact shortcuts (each checked against the textbook form, s->ctl->plain):
  *  - the input token is constant (Linear(1,.) of a zero), and so is layer 0's
  *    self-attention and layer 0's cross-attention query: precomputed at load;
  *  - with one token, softmax over one score is exactly 1, so SA(h) is
@@ -16,12 +16,12 @@
 #include <math.h>
 #include <string.h>
 #include "core/util.h"
-#include "model/model.h"
+#include "backend/cpu/cpu.h"
 
 #define LN_EPS 1e-5f
 
 typedef struct {
-    hm_state *s;
+    hm_cpu_state *s;
     const float *kv;   /* K of this layer at kv[t*ldkv], V at kv[t*ldkv + inner] */
     int ldkv;
 } ca_job;
@@ -29,7 +29,7 @@ typedef struct {
 /* One (crop, head) of cross-attention: softmax(q.K^T / 8) . V over ntok. */
 static void ca_task(void *ctx, int task, int tid) {
     ca_job *j = ctx;
-    hm_state *s = j->s;
+    hm_cpu_state *s = j->s;
     const hm_config *c = &s->m->cfg;
     int b = task / c->hheads, hd = task % c->hheads, n = c->ntok;
     const float *q = s->hq + (size_t)b * c->hinner + hd * HM_DEC_HEAD_DIM;
@@ -44,7 +44,7 @@ static void ca_task(void *ctx, int task, int tid) {
 }
 
 /* Textbook single-token self-attention: q, k, v, softmax over one score. */
-static void sa_plain(hm_state *s, const hm_head_layer *L, int B) {
+static void sa_plain(hm_cpu_state *s, const hm_head_layer *L, int B) {
     const hm_config *c = &s->m->cfg;
     int in = c->hinner, hd = HM_DEC_HEAD_DIM;
     for (int b = 0; b < B; b++) {
@@ -62,26 +62,26 @@ static void sa_plain(hm_state *s, const hm_head_layer *L, int B) {
     }
 }
 
-int hm_head_forward(hm_state *s, int B, float *params) {
-    const hm_model *m = s->m;
+int hm_head_forward(hm_cpu_state *s, int B, float *params) {
+    const hm_cpu_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, in = c->hinner, d = c->hdim;
     const float *kv;
     int ldkv, rc;
-    if (!s->plain) {
+    if (!s->ctl->plain) {
         if ((rc = hm_gemm(s->pool, T, s->x, c->dim, &m->kv_all, s->kv, c->hdepth * 2 * in, HM_EPI_STORE))) return rc;
         ldkv = c->hdepth * 2 * in;
     } else {
         ldkv = 2 * in;
     }
-    for (int b = 0; b < B; b++) memcpy(s->hx + (size_t)b * d, s->plain ? m->token0 : m->x1, d * sizeof(float));
+    for (int b = 0; b < B; b++) memcpy(s->hx + (size_t)b * d, s->ctl->plain ? m->token0 : m->x1, d * sizeof(float));
 
     for (int l = 0; l < c->hdepth; l++) {
         const hm_head_layer *L = &m->layers[l];
-        int first = l == 0 && !s->plain;
+        int first = l == 0 && !s->ctl->plain;
         if (!first) {
             hm_layernorm(s->hx, s->hh, B, d, L->sa_norm_w, L->sa_norm_b, LN_EPS);
-            if (s->plain) {
+            if (s->ctl->plain) {
                 sa_plain(s, L, B);
                 if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM))) return rc;
             } else {
@@ -95,7 +95,7 @@ int hm_head_forward(hm_state *s, int B, float *params) {
             hm_layernorm(s->hx, s->hh, B, d, L->ca_norm_w, L->ca_norm_b, LN_EPS);
             if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->ca_q, s->hq, in, HM_EPI_STORE))) return rc;
         }
-        if (s->plain) {
+        if (s->ctl->plain) {
             if ((rc = hm_gemm(s->pool, T, s->x, c->dim, &L->ca_kv, s->hkv1, 2 * in, HM_EPI_STORE))) return rc;
             kv = s->hkv1;
         } else {
@@ -111,41 +111,16 @@ int hm_head_forward(hm_state *s, int B, float *params) {
     }
 
     /* Readout: [pose 96 | betas 10 | cam 3] per crop. */
-    const int ld = HM_NJ * 6 + HM_NB + 3;
+    const int ld = HM_NRAW;
     if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->decpose, s->pose6d, ld, HM_EPI_STORE))) return rc;
     if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->decshape, s->pose6d + HM_NJ * 6, ld, HM_EPI_STORE))) return rc;
     if ((rc = hm_gemm(s->pool, B, s->hx, d, &m->deccam, s->pose6d + HM_NJ * 6 + HM_NB, ld, HM_EPI_STORE))) return rc;
     for (int b = 0; b < B; b++) {
-        float *r = s->pose6d + (size_t)b * ld, *p = params + (size_t)b * HM_NPARAMS;
+        float *r = s->pose6d + (size_t)b * ld;
         for (int i = 0; i < HM_NJ * 6; i++) r[i] += m->init_pose[i];
         for (int i = 0; i < HM_NB; i++) r[HM_NJ * 6 + i] += m->init_betas[i];
         for (int i = 0; i < 3; i++) r[HM_NJ * 6 + HM_NB + i] += m->init_cam[i];
-        for (int k = 0; k < HM_NJ; k++) hm_rot6d_to_rotmat(r + 6 * k, p + 9 * k);
-        memcpy(p + 9 * HM_NJ, r + HM_NJ * 6, (HM_NB + 3) * sizeof(float));
     }
+    hm_raw_to_params(s->pose6d, params, B);
     return HM_OK;
-}
-
-/* 6D -> rotation: a1 = x[0:3], a2 = x[3:6]; Gram-Schmidt; R = [b1 b2 b3]
- * as COLUMNS, written row-major (R[i][j] at 3i+j). normalize divides by
- * max(norm, 1e-12) like torch.nn.functional.normalize. */
-void hm_rot6d_to_rotmat(const float *x, float *R) {
-    float a1[3] = {x[0], x[1], x[2]}, a2[3] = {x[3], x[4], x[5]}, b1[3], b2[3], b3[3];
-    float n1 = sqrtf(a1[0] * a1[0] + a1[1] * a1[1] + a1[2] * a1[2]);
-    n1 = n1 > 1e-12f ? n1 : 1e-12f;
-    for (int i = 0; i < 3; i++) b1[i] = a1[i] / n1;
-    float dot = b1[0] * a2[0] + b1[1] * a2[1] + b1[2] * a2[2];
-    float u[3];
-    for (int i = 0; i < 3; i++) u[i] = a2[i] - dot * b1[i];
-    float n2 = sqrtf(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
-    n2 = n2 > 1e-12f ? n2 : 1e-12f;
-    for (int i = 0; i < 3; i++) b2[i] = u[i] / n2;
-    b3[0] = b1[1] * b2[2] - b1[2] * b2[1];
-    b3[1] = b1[2] * b2[0] - b1[0] * b2[2];
-    b3[2] = b1[0] * b2[1] - b1[1] * b2[0];
-    for (int i = 0; i < 3; i++) {
-        R[3 * i + 0] = b1[i];
-        R[3 * i + 1] = b2[i];
-        R[3 * i + 2] = b3[i];
-    }
 }

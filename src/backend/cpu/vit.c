@@ -10,10 +10,10 @@
 #include <math.h>
 #include "core/util.h"
 #include "kernels/attn.h"
-#include "model/model.h"
+#include "backend/cpu/cpu.h"
 
 typedef struct {
-    hm_state *s;
+    hm_cpu_state *s;
     const float *w, *b;
     const float *in;
     float *out;
@@ -30,21 +30,21 @@ static void ln_task(void *ctx, int task, int tid) {
 }
 
 /* LayerNorm of `rows` rows, spread over the pool. */
-static void layernorm_par(hm_state *s, const float *in, float *out, int rows, int d,
+static void layernorm_par(hm_cpu_state *s, const float *in, float *out, int rows, int d,
                           const float *w, const float *b, float eps) {
     ln_job j = {s, w, b, in, out, rows, d, eps};
     hm_pool_run(s->pool, ln_task, &j, (rows + LN_CHUNK - 1) / LN_CHUNK);
 }
 
 typedef struct {
-    hm_state *s;
+    hm_cpu_state *s;
     int B, mode; /* HM_ATTN_* */
 } attn_job;
 
 /* One (crop, head): S = (q k^T) / sqrt(80); softmax rows; out = S v. */
 static void attn_task(void *ctx, int task, int tid) {
     attn_job *j = ctx;
-    hm_state *s = j->s;
+    hm_cpu_state *s = j->s;
     const hm_config *c = &s->m->cfg;
     int b = task / c->heads, hd = task % c->heads;
     int n = c->ntok, ld = 3 * c->dim;
@@ -57,35 +57,35 @@ static void attn_task(void *ctx, int task, int tid) {
                            (size_t)n * n);
 }
 
-int hm_vit_forward(hm_state *s, int B) {
-    const hm_model *m = s->m;
+int hm_vit_forward(hm_cpu_state *s, int B) {
+    const hm_cpu_model *m = s->m;
     const hm_config *c = &m->cfg;
     int T = B * c->ntok, rc;
     /* bf16 dot products (vdpbf16ps or AMX tiles) and an fp32 softmax where
      * the state chose them (fast precision; kernels/attn.h says where and
      * why), inside the per-thread scores buffer. */
     const int mode = s->attn_mode;
-    HM_TIC(s);
+    HM_TIC(s->ctl);
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
-        if (hm_state_cancelled(s)) return HM_E_CANCELLED;
+        if (hm_ctl_cancelled(s->ctl)) return HM_E_CANCELLED;
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
-        HM_TOC(s, HM_ST_NORM);
+        HM_TOC(s->ctl, HM_ST_NORM);
         if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
-        HM_TOC(s, HM_ST_QKV);
+        HM_TOC(s->ctl, HM_ST_QKV);
         attn_job aj = {s, B, mode};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
-        HM_TOC(s, HM_ST_ATTN);
+        HM_TOC(s->ctl, HM_ST_ATTN);
         if ((rc = hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM))) return rc;
-        HM_TOC(s, HM_ST_PROJ);
+        HM_TOC(s->ctl, HM_ST_PROJ);
         layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
-        HM_TOC(s, HM_ST_NORM);
+        HM_TOC(s->ctl, HM_ST_NORM);
         if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU))) return rc;
-        HM_TOC(s, HM_ST_FC1);
+        HM_TOC(s->ctl, HM_ST_FC1);
         if ((rc = hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM))) return rc;
-        HM_TOC(s, HM_ST_FC2);
+        HM_TOC(s->ctl, HM_ST_FC2);
     }
     layernorm_par(s, s->x, s->x, T, c->dim, m->last_norm_w, m->last_norm_b, 1e-6f);
-    HM_TOC(s, HM_ST_NORM);
+    HM_TOC(s->ctl, HM_ST_NORM);
     return HM_OK;
 }

@@ -1,15 +1,17 @@
-/* state.c - per-request buffers: everything a forward writes, allocated once. */
+/* cpu_state.c - the CPU backend's per-request buffers: everything a
+ * forward writes, allocated once, and its thread pool. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "model/model.h"
+#include "backend/cpu/cpu.h"
 #include "core/util.h"
 #include "kernels/attn.h"
 
-int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
+int hm_cpu_state_init(hm_cpu_state *s, const hm_cpu_model *m, int max_batch, int nthreads, hm_run_ctl *ctl) {
     memset(s, 0, sizeof *s);
     const hm_config *c = &m->cfg;
     s->m = m;
+    s->ctl = ctl;
     s->max_batch = max_batch;
     s->nthreads = nthreads;
     size_t T = (size_t)max_batch * c->ntok, B = max_batch;
@@ -39,12 +41,10 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
         {&s->hsa, B * 3 * c->hinner},
         {&s->pose6d, B * (HM_NJ * 6 + HM_NB + 3)},
         {&s->img, B * 3 * HAMER_CROP_H * HAMER_CROP_W},
-        {&s->params, B * HM_NPARAMS},
-        {&s->verts, (size_t)HM_NV * 3},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (!(*bufs[i].p = hm_alloc(bufs[i].n * sizeof(float)))) {
-            hm_state_release(s);
+            hm_cpu_state_release(s);
             return HM_E_NOMEM;
         }
         memset(*bufs[i].p, 0, bufs[i].n * sizeof(float));
@@ -55,12 +55,12 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
     if (m->precision == HM_PREC_FAST) {
         int rc = hm_attention_fast_choose(c->ntok, HM_VIT_HEAD_DIM, (size_t)c->ntok * c->ntok, &s->attn_mode);
         if (rc) {
-            hm_state_release(s);
+            hm_cpu_state_release(s);
             return rc;
         }
     }
     if (!(s->pool = hm_pool_create(nthreads))) {
-        hm_state_release(s);
+        hm_cpu_state_release(s);
         return HM_E_NOMEM;
     }
     /* The low-precision matmuls quantise their input into the pool's
@@ -78,21 +78,16 @@ int hm_state_init(hm_state *s, const hm_model *m, int max_batch, int nthreads) {
         scratch = n > scratch ? n : scratch;
     }
     if (hm_pool_reserve(s->pool, scratch)) {
-        hm_state_release(s);
+        hm_cpu_state_release(s);
         return HM_E_NOMEM;
     }
     return HM_OK;
 }
 
-void hm_state_release(hm_state *s) {
+void hm_cpu_state_release(hm_cpu_state *s) {
     float *bufs[] = {s->cols, s->x, s->h, s->qkv, s->att, s->mlp, s->scores, s->kv, s->hx, s->hh,
-                     s->hq, s->ha, s->hf, s->hscore, s->hkv1, s->hsa, s->pose6d, s->img, s->params, s->verts};
+                     s->hq, s->ha, s->hf, s->hscore, s->hkv1, s->hsa, s->pose6d, s->img};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hm_free(bufs[i]);
     hm_pool_destroy(s->pool);
     memset(s, 0, sizeof *s);
 }
-
-const char *const hm_stage_names[HM_ST_COUNT] = {
-    "patch_embed", "layernorm", "qkv", "attention", "proj", "fc1_gelu", "fc2", "head", "mano", "finalise",
-};
-

@@ -1,9 +1,9 @@
 /* forward.c - the one regression entry: crops -> parameters, camera, mesh
  * and keypoints.
  *
- *   patch_embed -> vit (blocks + last_norm) -> mano_head (decoder, readout,
+ *   the backend's forward (patch embedding, ViT, MANO head, readout,
  *   rot6d) -> camera (pred_cam_t) -> mano (LBS, 21 keypoints)
- *   -> camera (2D projection)
+ *   -> camera (2D projection), the last three on the host
  *
  * Batches larger than the state's max_batch run in passes. The first
  * stage that fails ends the call with its code.
@@ -11,13 +11,13 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "model/model.h"
+#include "backend/backend.h"
 
 /* Parameters -> camera, mesh and keypoints for crops [off, off + B). */
 static void finalise(hm_state *s, const float *params, int B, const hm_out *out, int off) {
     const hm_model *m = s->m;
     for (int b = 0; b < B; b++) {
-        HM_TIC(s);
+        HM_TIC(&s->ctl);
         const float *p = params + (size_t)b * HM_NPARAMS;
         const float *cam = p + 9 * HM_NJ + HM_NB;
         int i = off + b;
@@ -28,38 +28,23 @@ static void finalise(hm_state *s, const float *params, int B, const hm_out *out,
         if (out->vertices || out->keypoints_3d || out->keypoints_2d) {
             float kp[HM_NKP * 3];
             float *v = out->vertices ? out->vertices + (size_t)i * HM_NV * 3 : s->verts;
-            HM_TOC(s, HM_ST_FINALISE);
+            HM_TOC(&s->ctl, HM_ST_FINALISE);
             hm_mano_forward(&m->mano, p, v, kp);
-            HM_TOC(s, HM_ST_MANO);
+            HM_TOC(&s->ctl, HM_ST_MANO);
             if (out->keypoints_3d) memcpy(out->keypoints_3d + (size_t)i * HM_NKP * 3, kp, sizeof kp);
             if (out->keypoints_2d) hm_camera_project(kp, cam_t, out->keypoints_2d + (size_t)i * HM_NKP * 2);
         }
-        HM_TOC(s, HM_ST_FINALISE);
+        HM_TOC(&s->ctl, HM_ST_FINALISE);
     }
 }
 
 /* One pass of nb <= max_batch crops starting at crop b0. */
 static int pass(hm_state *s, const void *crops, int is_u8, int b0, int nb, const hm_out *out) {
-    int rc;
-    HM_TIC(s);
-    if (is_u8) {
-        const uint8_t *c = (const uint8_t *)crops + (size_t)b0 * HAMER_CROP_H * HAMER_CROP_W * 3;
-        if (s->plain) {
-            hm_u8_to_normalised(c, s->img, nb);
-            rc = hm_patch_embed_f32(s, s->img, nb);
-        } else {
-            rc = hm_patch_embed_u8(s, c, nb);
-        }
-    } else {
-        rc = hm_patch_embed_f32(s, (const unsigned char *)crops + (size_t)b0 * 3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float), nb);
-    }
-    if (rc) return rc;
-    HM_TOC(s, HM_ST_PATCH);
-    if ((rc = hm_vit_forward(s, nb))) return rc;
-    hm_tic_ = s->profile ? hm_now() : 0;
+    const size_t bytes = is_u8 ? (size_t)HAMER_CROP_H * HAMER_CROP_W * 3
+                               : (size_t)3 * HAMER_CROP_H * HAMER_CROP_W * sizeof(float);
     float *params = out->params ? out->params + (size_t)b0 * HM_NPARAMS : s->params;
-    if ((rc = hm_head_forward(s, nb, params))) return rc;
-    HM_TOC(s, HM_ST_HEAD);
+    int rc = s->m->be->forward(s->bs, (const unsigned char *)crops + (size_t)b0 * bytes, is_u8, nb, params);
+    if (rc) return rc;
     finalise(s, params, nb, out, b0);
     return HM_OK;
 }
@@ -69,7 +54,7 @@ int hm_forward(hm_state *s, const void *crops, int is_u8, int B, const hm_out *o
         return hm_err(HM_E_NOMANO, "the model has no MANO buffers (checkpoint lacks mano.*; load them with a MANO .npz), so vertices and keypoints cannot be computed");
     for (int b0 = 0; b0 < B; b0 += s->max_batch) {
         int nb = B - b0 < s->max_batch ? B - b0 : s->max_batch;
-        if (hm_state_cancelled(s)) return HM_E_CANCELLED;
+        if (hm_ctl_cancelled(&s->ctl)) return HM_E_CANCELLED;
         int rc = pass(s, crops, is_u8, b0, nb, out);
         if (rc) return rc;
     }
