@@ -69,6 +69,7 @@ struct hamer_state {
 };
 
 const hamer_model *hm_state_model(const hamer_state *st) { return st ? st->model : NULL; }
+const hm_model *hm_model_of(const hamer_model *model) { return model ? model->m : NULL; }
 
 hamer_model_params hamer_model_default_params(void) {
     hamer_model_params p = {.mano_path = NULL, .progress = false, .precision = HAMER_PRECISION_FP32, .no_cache = false,

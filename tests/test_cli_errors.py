@@ -333,3 +333,25 @@ def test_progressive_jpeg_scan_bomb(hamer_bin, tmp_path, good_ckpt):
     proc = run_hamer(["run", "--model", good_ckpt, "--image", ok, "--output", out, "--boxes", tmp_path / "box.json"])
     assert proc.returncode == 0, describe(proc)
     assert json.loads(out.read_text())["image"] == {"width": 2048, "height": 2048}
+
+
+# ---------------------------------------------------------------------------
+# Devices: one that is unknown or cannot run here is refused, never replaced
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device, words", [
+    ("nope", ["unknown backend 'nope'", "this build has: cpu"]),
+    ("cpu:1", ["device 'cpu:1' is unavailable", "1 device"]),
+    ("cpu:x", ["the index after ':' must be a number"]),
+])
+def test_bad_device(tmp_path, good_ckpt, good_input, device, words):
+    out = tmp_path / "out.npz"
+    line = expect_error(regress_args(good_ckpt, good_input, out, "--device", device), out, words[:1], tmp_path)
+    assert all(w in line for w in words), line
+    img = tmp_path / "photo.png"
+    Image.new("RGB", (64, 48), (120, 90, 60)).save(img)
+    for args, dst in ((["run", "--model", good_ckpt, "--image", img, "--box", "4,4,40,40", "--output"], "r.json"),
+                      (["convert", "--model", good_ckpt, "--output"], "m.hpk")):
+        o = tmp_path / dst
+        line = expect_error([*args, o, "--device", device], o, words[:1], tmp_path)
+        assert all(w in line for w in words), line

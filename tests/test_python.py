@@ -170,6 +170,7 @@ def layout_structs():
     """Each structure of include/hamer.h the binding mirrors, by C name."""
     from hamer import _lib
     return {"hamer_model_params": _lib.ModelParams, "hamer_model_info": _lib.ModelInfo,
+            "hamer_state_params": _lib.StateParams, "hamer_backend_info": _lib.BackendInfo,
             "hamer_output": _lib.Output, "hamer_box": _lib.Box,
             "hamer_predict_params": _lib.PredictParams, "hamer_timings": _lib.Timings,
             "hamer_hand": _lib.Hand, "hamer_detection": _lib.Detection,
@@ -233,8 +234,9 @@ def test_struct_layouts_match_the_header(tmp_path):
     assert set(got) == set(want)
     bad = [f"{k}: ctypes {want[k]}, C {got[k]}" for k in want if got[k] != want[k]]
     assert not bad, "\n".join(bad)
-    # fields grown from the front of the reserved space (body_boxes, render_draw)
-    taken = {"hamer_detect_params": 1, "hamer_folder_params": 4}
+    # fields grown from the front of the reserved space (body_boxes, render_draw,
+    # device with the alignment before it)
+    taken = {"hamer_detect_params": 1, "hamer_folder_params": 4, "hamer_model_params": 15}
     for cname in params:  # each ends with its reserved bytes
         fields = structs[cname]._fields_
         assert fields[-1][0] == "reserved" and ctypes.sizeof(fields[-1][1]) == 64 - taken.get(cname, 0), cname
@@ -255,10 +257,10 @@ def test_reserved_bytes_refused_through_the_binding():
                                         "hamer_video_default_params; reserved[63] is 0x01")
     for fn in ["hamer_model_default_params", "hamer_predict_default_params", "hamer_detector_default_params",
                "hamer_detect_default_params", "hamer_tracker_default_params", "hamer_job_default_params",
-               "hamer_folder_default_params"]:
+               "hamer_folder_default_params", "hamer_state_default_params"]:
         p = getattr(lib, fn)()
-        # 63: body_boxes took a byte, 60: render_draw four
-        assert any(p.reserved) is False and len(bytes(p.reserved)) in (60, 63, 64), fn
+        # 63: body_boxes took a byte, 60: render_draw four, 49: device fifteen
+        assert any(p.reserved) is False and len(bytes(p.reserved)) in (49, 60, 63, 64), fn
 
 
 # ---------------------------------------------------------------------------
@@ -925,3 +927,24 @@ if DELEGATE_TO_ASAN_CHILD:
     for _name, _fn in list(globals().items()):
         if _name.startswith("test_") and _name != "test_binding_under_sanitizer" and callable(_fn):
             globals()[_name] = pytest.mark.skip(reason="runs in test_binding_under_sanitizer's ASan python")(_fn)
+
+
+# ---------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------
+
+def test_devices(ckpt, small):
+    """hamer.backends() lists the CPU (and any other backend with its state);
+    Model(device=...) loads on the CPU, refuses an unknown or missing device
+    with the library's reason, and never falls back."""
+    names = {b["name"]: b for b in hamer.backends()}
+    assert names["cpu"]["devices"] == 1 and names["cpu"]["why"] is None and "kernels:" in names["cpu"]["info"]
+    for b in names.values():
+        assert (b["devices"] > 0) == (b["why"] is None)
+    assert small.info["device"] == "cpu"
+    with pytest.raises(hamer.HamerArgumentError, match="unknown backend 'nope'"):
+        hamer.Model(ckpt("d1h1"), device="nope")
+    with pytest.raises(hamer.HamerUnsupportedError, match="'cpu:2' is unavailable"):
+        hamer.Model(ckpt("d1h1"), device="cpu:2")
+    with pytest.raises(hamer.HamerError, match="device must be a string"):
+        hamer.Model(ckpt("d1h1"), device=0)

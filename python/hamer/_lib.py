@@ -179,6 +179,15 @@ class ModelInfo(_Struct):
     ]
 
 
+class StateParams(_Struct):
+    _fields_ = [
+        ("max_batch", ctypes.c_int),
+        ("n_threads", ctypes.c_int),
+        ("device", ctypes.c_char_p),
+        ("reserved", _Reserved),
+    ]
+
+
 class BackendInfo(_Struct):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -414,6 +423,8 @@ _PROTOTYPES = {
     "hamer_model_free": (None, [_P]),
     "hamer_model_get_info": (_INT, [_P, ctypes.POINTER(ModelInfo)]),
     "hamer_backend_count": (_INT, []),
+    "hamer_state_default_params": (StateParams, []),
+    "hamer_state_new_with_params": (_P, [_P, ctypes.POINTER(StateParams)]),
     "hamer_backend_get": (_INT, [_INT, ctypes.POINTER(BackendInfo)]),
     "hamer_model_get_faces": (ctypes.POINTER(ctypes.c_int32), [_P]),
     "hamer_model_save_packed": (_INT, [_P, ctypes.c_char_p]),

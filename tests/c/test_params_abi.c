@@ -303,6 +303,8 @@ static void results(hamer_state *st, const uint8_t *rgb, int w, int h) {
     CHECK(offsetof(hamer_hand, vertices) == 1344 && offsetof(hamer_hand, detection) == 10704);
     CHECK(sizeof(hamer_hand) == 15088 && offsetof(hamer_hand, reserved) == 10988);
     CHECK(sizeof(hamer_timings) == 40 + HAMER_TIMINGS_RESERVED && offsetof(hamer_timings, reserved) == 40);
+    CHECK(sizeof(hamer_model_info) == 144 && offsetof(hamer_model_info, reserved) == 80);
+    CHECK(sizeof(hamer_backend_info) == 96 && offsetof(hamer_backend_info, reserved) == 32);
 #endif
     static hamer_hand hands[2];
     hamer_timings tm;
