@@ -248,7 +248,9 @@ def test_get_endpoints(main_server, scene):
     assert info["model"]["vit_dim"] == 1280 and info["model"]["has_mano"] is True
     assert info["precision"] == "fp32" and info["scheme"] == "fp32"
     assert info["workers"] == 2 and info["threads"] == 1 and info["queue"] == 8
-    assert info["isa"] in ("avx512", "avx2", "scalar") and info["cpu"]["kernel_isa"] == info["isa"]
+    assert info["isa"] in ("avx512", "avx2", "neon", "scalar") and info["cpu"]["kernel_isa"] == info["isa"]
+    assert info["device"] == "cpu" and info["backends"][0] == {"name": "cpu", "devices": 1}
+    assert all(b["devices"] > 0 or b["unavailable"] for b in info["backends"])
     assert isinstance(info["cpu"]["features"], list) and info["version"]
     assert info["build"]["sanitizers"] is SANITIZE
 

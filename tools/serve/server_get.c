@@ -77,9 +77,18 @@ char *hm_srv_info_json(hm_srv *s, size_t *len) {
                                "response_budget_bytes", (json_int_t)s->cfg.response_budget,
                                "cache_bytes", (json_int_t)s->cfg.cache_bytes, "drain_s", s->cfg.drain_s,
                                "pixels_per_byte", s->cfg.pixels_per_byte);
-    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:s,s:i,s:i,s:i,s:I,s:f,s:i,s:o,s:o,s:o,s:o}", "version", hamer_version(),
+    /* the backends compiled in (where a model can run) and the one in use */
+    json_t *backends = json_array();
+    for (int i = 0, n = hamer_backend_count(); backends && i < n; i++) {
+        hamer_backend_info bi;
+        if (hamer_backend_get(i, &bi)) continue;
+        json_array_append_new(backends, json_pack("{s:s,s:i,s:s*}", "name", bi.name, "devices", bi.n_devices,
+                                                  "unavailable", bi.why));
+    }
+    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:s,s:s,s:o,s:i,s:i,s:i,s:I,s:f,s:i,s:o,s:o,s:o,s:o}", "version", hamer_version(),
                           "model", model, "precision", mi.precision == HAMER_PRECISION_FAST ? "fast" : "fp32",
-                          "scheme", mi.scheme, "isa", mi.isa, "threads", s->cfg.threads, "workers", s->cfg.workers,
+                          "scheme", mi.scheme, "isa", mi.isa, "device", mi.device, "backends", backends,
+                          "threads", s->cfg.threads, "workers", s->cfg.workers,
                           "queue", s->cfg.queue, "max_body_bytes", (json_int_t)s->cfg.max_body, "timeout_s",
                           s->cfg.timeout_s, "cache", s->cfg.cache_n, "limits", limits, "detector", detector,
                           "build", build, "cpu", cpu);
