@@ -355,3 +355,18 @@ def test_bad_device(tmp_path, good_ckpt, good_input, device, words):
         o = tmp_path / dst
         line = expect_error([*args, o, "--device", device], o, words[:1], tmp_path)
         assert all(w in line for w in words), line
+
+
+def test_fifo_model_and_mano(tmp_path, good_ckpt, good_input):
+    """A FIFO given as the model or the MANO file is refused at once (the
+    library opens without blocking, then checks the file is regular): the
+    open of a FIFO nobody writes used to wait forever."""
+    fifo = tmp_path / "model.ckpt"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.npz"
+    t0 = time.monotonic()
+    expect_error(regress_args(fifo, good_input, out), out, ["not a regular file"])
+    expect_error(regress_args(checkpoint_path("d2h2_nomano"), good_input, out, "--mano", fifo), out,
+                 ["not a regular file"])
+    expect_error(["convert", "--model", fifo, "--output", out], out, ["not a regular file"])
+    assert time.monotonic() - t0 < 30

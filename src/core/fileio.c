@@ -217,3 +217,5 @@ int hm_path_same(const char *a, const char *b) {
     free(cb);
     return same;
 }
+
+int hm_open_read(const char *path) { return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); }

@@ -47,6 +47,11 @@ void hm_outfile_abort(hm_outfile *o);
 /* open + write + finish + commit. */
 int hm_file_write_atomic(const char *path, const void *data, size_t n);
 
+/* open(path) for reading that does not block on a FIFO or a device
+ * (O_NONBLOCK, O_CLOEXEC; a regular file reads as usual): the caller then
+ * refuses anything fstat does not call regular. -1 with errno on failure. */
+int hm_open_read(const char *path);
+
 /* 1 if a and b name the same file (after symlinks; for a path that does
  * not exist yet, the same directory entry), else 0. */
 int hm_path_same(const char *a, const char *b);

@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* madvise */
 #include "format/ckpt.h"
 #include "format/pickle.h"
+#include "core/fileio.h"
 #include "core/util.h"
 #include "format/zip.h"
 
@@ -276,7 +277,7 @@ int hm_ckpt_open_mem(const void *buf, size_t len, hm_ckpt **out) {
 int hm_ckpt_open(const char *path, hm_ckpt **out) {
     if (!out || !path) return hm_err(HM_E_ARG, "checkpoint: NULL path or output handle");
     *out = NULL;
-    int fd = open(path, O_RDONLY);
+    int fd = hm_open_read(path);
     if (fd < 0) return hm_err(HM_E_IO, "checkpoint: cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -174,8 +175,13 @@ int hm_npy_parse(const void *buf, size_t len, const char *what, hm_array *out) {
 static int slurp(const char *path, const char *what, uint8_t **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return hm_err(HM_E_IO, "%s: cannot open: %s", what, strerror(errno));
+    int fd = hm_open_read(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return hm_err(HM_E_IO, "%s: cannot open: %s", what, strerror(err));
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);

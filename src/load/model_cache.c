@@ -51,6 +51,7 @@
 
 #include "core/cpu.h"
 #include "core/log.h"
+#include "core/fileio.h"
 #include "core/util.h"
 #include "format/ckpt.h"
 #include "hamer_version.h"
@@ -122,7 +123,7 @@ static int hash_range(XXH3_state_t *st, int fd, off_t off, size_t n) {
 
 /* A file's identity into the key; -1 if it cannot be read. */
 static int hash_file(XXH3_state_t *st, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = hm_open_read(path);
     if (fd < 0) return -1;
     struct stat sb;
     int rc = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? 0 : -1;

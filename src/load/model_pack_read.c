@@ -32,6 +32,7 @@
 #include "backend/backend.h"
 #include "model/model.h"
 #include "load/model_pack.h"
+#include "core/fileio.h"
 #include "core/util.h"
 
 #define PACK_MAX_SECTIONS (1u << 20)
@@ -268,7 +269,7 @@ int hm_model_from_packed_mem(const void *buf, size_t len, const char *src, const
 
 int hm_pack_sniff(const char *path) {
     char magic[sizeof PACK_MAGIC];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = hm_open_read(path);
     if (fd < 0) return 0;
     ssize_t n = read(fd, magic, sizeof magic);
     close(fd);
@@ -279,7 +280,7 @@ int hm_pack_sniff(const char *path) {
 
 int hm_model_load_packed(const char *path, const hm_load_opts *o, hm_model **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = hm_open_read(path);
     if (fd < 0) return hm_err(HM_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
