@@ -3,7 +3,12 @@
  *
  *   tool_tflite_run MODEL.tflite [--input IN.npy]... [--output OUT.npz]
  *                   [--threads N] [--bench N] [--profile [--top N]] [--info]
+ *   tool_tflite_run MODEL.json --feed NODE --shape D0,D1,... --fetch NODE...
+ *                   [the options above]
  *
+ *   MODEL.json  a TF.js graph model (tfjs/tfjs.h), compiled from node
+ *               --feed (given --shape) to the --fetch nodes (in order: the
+ *               outputs), then run like a .tflite model
  *   --input     one per graph input, in order: float32 or float64 .npy with
  *               the input's element count (unfilled inputs are zero)
  *   --output    write output i as member "output_<i>" (float32, the graph's
@@ -31,6 +36,7 @@
 #include "tflite/tflite.h"
 #include "tflite/tflite_impl.h"
 #include "format/npy.h"
+#include "tfjs/tfjs.h"
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_tflite_run: %s\nusage: tool_tflite_run MODEL.tflite [--input IN.npy]... [--output OUT.npz] "
@@ -107,8 +113,9 @@ static void profile(const hm_tfl_model *m, const double *sec, int runs, int top)
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *output = NULL, *inputs[64];
-    int ninputs = 0, threads = 1, bench = 0, prof = 0, info = 0, top = 10;
+    const char *model = NULL, *output = NULL, *inputs[64], *feed = NULL, *fetch[64];
+    int ninputs = 0, threads = 1, bench = 0, prof = 0, info = 0, top = 10, nfetch = 0;
+    hm_tfl_shape feed_shape = {0, {0}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -121,7 +128,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--profile")) prof = 1;
         else if (!strcmp(a, "--top") && has) top = atoi(argv[++i]);
         else if (!strcmp(a, "--info")) info = 1;
-        else if (a[0] == '-') return usage("unknown option");
+        else if (!strcmp(a, "--feed") && has) feed = argv[++i];
+        else if (!strcmp(a, "--fetch") && has) {
+            if (nfetch == 64) return usage("too many --fetch");
+            fetch[nfetch++] = argv[++i];
+        } else if (!strcmp(a, "--shape") && has) {
+            char *p = argv[++i];
+            while (*p && feed_shape.ndim < HM_TFL_MAX_DIMS) {
+                feed_shape.dims[feed_shape.ndim++] = (int)strtol(p, &p, 10);
+                if (*p == ',') p++;
+            }
+            if (*p) return usage("bad --shape");
+        } else if (a[0] == '-') return usage("unknown option");
         else if (!model) model = a;
         else return usage("more than one model");
     }
@@ -129,7 +147,17 @@ int main(int argc, char **argv) {
     if (threads < 1 || threads > 256 || bench < 0) return usage("bad --threads or --bench");
 
     hm_tfl_model *m;
-    if (hm_tfl_load(model, &m)) return fail();
+    size_t ml = strlen(model);
+    if (ml > 5 && !strcmp(model + ml - 5, ".json")) {
+        if (!feed || !nfetch || !feed_shape.ndim) return usage("a .json model needs --feed, --shape and --fetch");
+        hm_tfjs_graph *g;
+        if (hm_tfjs_load(model, &g)) return fail();
+        int rc = hm_tfjs_compile(g, feed, &feed_shape, fetch, nfetch, &m);
+        hm_tfjs_free(g);
+        if (rc) return fail();
+    } else if (hm_tfl_load(model, &m)) {
+        return fail();
+    }
     if (info) {
         for (int i = 0; i < hm_tfl_n_inputs(m); i++) {
             hm_tfl_shape s;
