@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # get_detector.sh [DIR] - install MediaPipe Hands' and Holistic's TFLite
-# models (Apache-2.0) for the built-in hand detector and its body pass.
+# models (Apache-2.0) for the built-in hand detector and its body pass, and
+# the hand-box detector of @vladmandic/human (MIT; a TF.js graph model) for
+# its proposal pass.
 #
 # Sources: the npm packages @mediapipe/hands@0.4.1675469240 and
 # @mediapipe/holistic@0.5.1675471629, fetched with `npm pack` (no install
@@ -11,11 +13,13 @@
 # and hand_recrop.tflite of holistic_solution_packed_assets.data, as listed
 # in the packages' *_packed_assets_loader.js: the ranges are read from those
 # files and must equal the known ones. Every file is checked against its
-# sha256 (handedness.txt is the 11 bytes "Left\nRight\n").
+# sha256 (handedness.txt is the 11 bytes "Left\nRight\n"). From
+# @vladmandic/human@3.3.6: models/handtrack.json and models/handtrack.bin,
+# installed under their base names.
 #
 # DIR defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/hamer/detector, the
 # first place the library looks after an explicit directory and
-# $HAMER_DETECTOR_DIR. Nothing is done when DIR already holds all nine files
+# $HAMER_DETECTOR_DIR. Nothing is done when DIR already holds all eleven files
 # with the right hashes. Otherwise the files are assembled in a temporary
 # directory next to DIR and moved into place one by one with rename(2) (each
 # file appears complete or not at all). Errors: one line on stderr, exit 1.
@@ -27,9 +31,11 @@ DIR="${1:-${XDG_DATA_HOME:-$HOME/.local/share}/hamer/detector}"
 PKGS=(
   "hands @mediapipe/hands@0.4.1675469240 hands_solution"
   "holistic @mediapipe/holistic@0.5.1675471629 holistic_solution"
+  "human @vladmandic/human@3.3.6 -"
 )
 
-# package name sha256 [start end]: the byte range inside the packed assets, if any
+# package path sha256 [start end]: the byte range inside the packed assets, if
+# any; the file is installed under the path's base name
 FILES=(
   "hands handedness.txt 3b82f0246870fec456c8632d455a4e1d5648d2836a7a513a271781144f525916 0 11"
   "hands palm_detection_full.tflite 2f25e740121983f68ffc05f99991d524dc0ea812134f6316a26125816941ee85 11 2341291"
@@ -40,6 +46,8 @@ FILES=(
   "holistic hand_recrop.tflite 67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d 9464955 9588747"
   "holistic pose_landmark_full.tflite e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f"
   "holistic pose_landmark_lite.tflite f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61"
+  "human models/handtrack.json a27d86daea1799c65dd0ad99ea1855a6b6dc721bf7ba4d4eb1a138c9e51d5755"
+  "human models/handtrack.bin 70164f725aefbbf8094a8ef4150dc10e906b6f0976b484ef8ec882d3eae4b812"
 )
 
 die() {
@@ -53,7 +61,8 @@ all_present() {
   local d="$1" e
   for e in "${FILES[@]}"; do
     set -- $e
-    [ -f "$d/$2" ] && [ "$(sha "$d/$2")" = "$3" ] || return 1
+    local n="${2##*/}"
+    [ -f "$d/$n" ] && [ "$(sha "$d/$n")" = "$3" ] || return 1
   done
 }
 
@@ -85,7 +94,7 @@ fetch() {
   fi
   [ -f "$TMP/$key/$tarball" ] || die "npm pack did not produce $tarball"
   tar -xzf "$TMP/$key/$tarball" -C "$TMP/$key" || die "cannot unpack $tarball"
-  [ -f "$TMP/$key/package/$3_packed_assets_loader.js" ] && [ -f "$TMP/$key/package/$3_packed_assets.data" ] ||
+  [ "$3" = "-" ] || { [ -f "$TMP/$key/package/$3_packed_assets_loader.js" ] && [ -f "$TMP/$key/package/$3_packed_assets.data" ]; } ||
     die "$tarball lacks the packed assets (unexpected package layout)"
 }
 
@@ -112,23 +121,24 @@ done
 
 for e in "${FILES[@]}"; do
   set -- $e
-  key="$1" name="$2" want="$3"
+  key="$1" src="$2" name="${2##*/}" want="$3"
   P="$TMP/$key/package"
   if [ $# -eq 5 ]; then
     DATA="$P/${PREFIX[$key]}_packed_assets.data"
     dd if="$DATA" of="$TMP/$name" bs=1M iflag=skip_bytes,count_bytes skip="$4" count="$(($5 - $4))" status=none ||
       die "cannot extract $name from $(basename "$DATA")"
   else
-    [ -f "$P/$name" ] || die "the $key package lacks $name"
-    cp "$P/$name" "$TMP/$name"
+    [ -f "$P/$src" ] || die "the $key package lacks $src"
+    cp "$P/$src" "$TMP/$name"
   fi
   [ "$(sha "$TMP/$name")" = "$want" ] || die "$name: sha256 mismatch (got $(sha "$TMP/$name"))"
 done
 
 for e in "${FILES[@]}"; do
   set -- $e
-  chmod 0644 "$TMP/$2"
-  mv -f "$TMP/$2" "$DIR/$2" || die "cannot move $2 into $DIR"
+  n="${2##*/}"
+  chmod 0644 "$TMP/$n"
+  mv -f "$TMP/$n" "$DIR/$n" || die "cannot move $n into $DIR"
 done
 all_present "$DIR" || die "files in $DIR changed while installing"
 echo "detector models installed in $DIR"

@@ -65,7 +65,7 @@ ctest_pass() {
 }
 
 # The hand detector's models (installed where the library looks by default),
-# the real TFLite runtime the detector tests compare against, the glTF
+# the real TFLite runtime and TensorFlow.js the detector tests compare against, the glTF
 # validator the GLB tests run, and the web page (three.js) with the
 # playwright-core that tests/test_web.py drives chromium with.
 detector_deps() {
@@ -75,6 +75,7 @@ detector_deps() {
     bash scripts/get_web.sh
     (cd tests/web && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
     (cd tests/holistic && npm ci --ignore-scripts --no-audit --no-fund >/dev/null)
+    (cd tests/tfjs && npm ci --ignore-scripts --legacy-peer-deps --no-audit --no-fund >/dev/null)
 }
 stage "deps (detector models, npm)" detector_deps
 

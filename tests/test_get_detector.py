@@ -1,4 +1,5 @@
-"""scripts/get_detector.sh: a real install (npm registry or npm's cache),
+"""scripts/get_detector.sh: a real install (npm registry or npm's cache) of
+the MediaPipe models and @vladmandic/human's hand-box detector,
 idempotence, repair, and its one-line errors (with a stand-in npm that
 serves doctored packages)."""
 
@@ -24,6 +25,8 @@ HASHES = {
     'hand_recrop.tflite': '67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d',
     'pose_landmark_full.tflite': 'e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f',
     'pose_landmark_lite.tflite': 'f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61',
+    'handtrack.json': 'a27d86daea1799c65dd0ad99ea1855a6b6dc721bf7ba4d4eb1a138c9e51d5755',
+    'handtrack.bin': '70164f725aefbbf8094a8ef4150dc10e906b6f0976b484ef8ec882d3eae4b812',
 }
 HOLISTIC_RANGES = [('hand_recrop.tflite', 9464955, 9588747), ('pose_detection.tflite', 13915467, 16877755)]
 
@@ -123,12 +126,17 @@ def fake_npm(tmp_path, loader_ranges, data, holistic_ranges=None, holistic_data=
         'package/pose_landmark_full.tflite': b'c',
         'package/pose_landmark_lite.tflite': b'd',
     })
+    _tgz(pkg / 'vladmandic-human-3.3.6.tgz', {
+        'package/models/handtrack.json': b'{}',
+        'package/models/handtrack.bin': b'e',
+    })
     bindir = tmp_path / 'bin'
     bindir.mkdir()
     npm = bindir / 'npm'
     npm.write_text(f'#!/bin/sh\nfor a; do spec="$a"; done\ncase "$spec" in\n'
                    f'  @mediapipe/hands@*) cp "{pkg}/mediapipe-hands-0.4.1675469240.tgz" . ;;\n'
                    f'  @mediapipe/holistic@*) cp "{pkg}/mediapipe-holistic-0.5.1675471629.tgz" . ;;\n'
+                   f'  @vladmandic/human@*) cp "{pkg}/vladmandic-human-3.3.6.tgz" . ;;\n'
                    f'  *) echo "npm ERR! 404 $spec" >&2; exit 1 ;;\nesac\n')
     npm.chmod(0o755)
     return {'PATH': f'{bindir}:{os.environ["PATH"]}'}

@@ -282,12 +282,12 @@ static int conv(bld *b, int ni, int depthwise, int fused) {
     const hm_tfjs_wt *w, *bias = NULL;
     if ((rc = const_of(b, nd->in[1], nd->name, &w)) || (fused && (rc = const_of(b, nd->in[2], nd->name, &bias))))
         return rc;
-    const hm_tfl_shape *xs = &b->m->t[x].shape;
-    if (w->shape.ndim != 4 || !w->f || xs->ndim != 4)
+    const hm_tfl_shape xs = b->m->t[x].shape; /* a copy: add_tensor may move the tensors */
+    if (w->shape.ndim != 4 || !w->f || xs.ndim != 4)
         return FAIL("node '%s' (%s): filter '%s' and input must be 4-d float32", nd->name, nd->op, w->name);
     const int KH = w->shape.dims[0], KW = w->shape.dims[1], I = w->shape.dims[2], O = w->shape.dims[3];
-    if (I != xs->dims[3] || KH < 1 || KW < 1 || O < 1)
-        return FAIL("node '%s' (%s): filter %dx%dx%dx%d on %d channels", nd->name, nd->op, KH, KW, I, O, xs->dims[3]);
+    if (I != xs.dims[3] || KH < 1 || KW < 1 || O < 1)
+        return FAIL("node '%s' (%s): filter %dx%dx%dx%d on %d channels", nd->name, nd->op, KH, KW, I, O, xs.dims[3]);
     if (depthwise && O != 1) return UNSUP("node '%s' (%s): depth multiplier %d (1 is supported)", nd->name, nd->op, O);
     const int OC = depthwise ? I : O;
     if (bias && (!bias->f || bias->numel != OC))
@@ -317,9 +317,9 @@ static int conv(bld *b, int ni, int depthwise, int fused) {
         if ((bt = add_tensor(b, nd->name, "/bias", &bs, bc)) < 0) return bt;
     }
     int oh, ow;
-    if ((rc = window(nd, xs->dims[1], KH, strides[1], valid, &oh)) || (rc = window(nd, xs->dims[2], KW, strides[2], valid, &ow)))
+    if ((rc = window(nd, xs.dims[1], KH, strides[1], valid, &oh)) || (rc = window(nd, xs.dims[2], KW, strides[2], valid, &ow)))
         return rc;
-    hm_tfl_shape ys = {4, {xs->dims[0], oh, ow, OC}};
+    hm_tfl_shape ys = {4, {xs.dims[0], oh, ow, OC}};
     int y = add_tensor(b, nd->name, "", &ys, NULL);
     if (y < 0) return y;
     const int in[3] = {x, ft, bt};
