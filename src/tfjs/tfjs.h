@@ -79,8 +79,12 @@ int hm_tfjs_n_nodes(const hm_tfjs_graph *g);
 int hm_tfjs_find(const hm_tfjs_graph *g, const char *name);
 /* The constant of node `name` (a Const node with a weight), or HM_E_ARG. */
 int hm_tfjs_const_of(const hm_tfjs_graph *g, const char *name, hm_tfjs_const *out);
-/* Op of a node (NULL if out of range). */
+/* Op and name of a node (NULL if out of range). */
 const char *hm_tfjs_node_op(const hm_tfjs_graph *g, int i);
+const char *hm_tfjs_node_name(const hm_tfjs_graph *g, int i);
+/* Data input k of node i: the node it reads (and which of its outputs, in
+ * *port when not NULL), or -1 when there is no such input. */
+int hm_tfjs_node_input(const hm_tfjs_graph *g, int i, int k, int *port);
 
 /* Compile the part of g between the node `input` (fed a float32 tensor of
  * in_shape) and the nodes outputs[0..nout) into a TFLite-executor model

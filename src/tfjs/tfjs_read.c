@@ -47,6 +47,13 @@ static int find_const(const hm_tfjs_graph *g, const char *name) {
 
 int hm_tfjs_n_nodes(const hm_tfjs_graph *g) { return g ? g->n : 0; }
 const char *hm_tfjs_node_op(const hm_tfjs_graph *g, int i) { return g && i >= 0 && i < g->n ? g->nodes[i].op : NULL; }
+const char *hm_tfjs_node_name(const hm_tfjs_graph *g, int i) { return g && i >= 0 && i < g->n ? g->nodes[i].name : NULL; }
+
+int hm_tfjs_node_input(const hm_tfjs_graph *g, int i, int k, int *port) {
+    if (!g || i < 0 || i >= g->n || k < 0 || k >= g->nodes[i].nin) return -1;
+    if (port) *port = g->nodes[i].port[k];
+    return g->nodes[i].in[k];
+}
 
 int hm_tfjs_const_of(const hm_tfjs_graph *g, const char *name, hm_tfjs_const *out) {
     int i = hm_tfjs_find(g, name);

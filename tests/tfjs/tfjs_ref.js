@@ -16,8 +16,8 @@
 //                 and a cast to int32 (truncation); written as resized.npy.
 //   --fetch NODE  a node to output (repeatable; "name" or "name:k"), written
 //                 as DIR/fetch_<i>.npy (float32 or int32) in order.
-//   --nms N,IOU,SCORE  with two fetches (boxes [1,A,1,4] or [1,A,4], scores
-//                 [1,A,C]): tf.image.nonMaxSuppression on the boxes and the
+//   --nms N,IOU,SCORE  on the last two fetches (boxes [1,A,1,4] or [1,A,4],
+//                 scores [1,A,C]): tf.image.nonMaxSuppression on the boxes and the
 //                 per-anchor max over the score columns but the 5th (the
 //                 face class, dropped as human's handtrack.ts does), at most
 //                 N, IoU IOU, min score SCORE -> DIR/nms.npy (int32 indices
@@ -126,8 +126,8 @@ async function run(q) {
     writeNpy(path.join(q.out_dir, `fetch_${i}.npy`), typed, outs[i].shape);
   }
   if (q.nms) {
-    if (outs.length !== 2) throw new Error('--nms needs two fetches: boxes, scores');
-    const [boxesT, scoresT] = outs;
+    if (outs.length < 2) throw new Error('--nms needs two fetches last: boxes, scores');
+    const [boxesT, scoresT] = outs.slice(-2);
     const boxes = tf.reshape(boxesT, [-1, 4]);
     const scores = tf.reshape(scoresT, [boxes.shape[0], -1]);
     const cols = tf.unstack(scores, 1);
