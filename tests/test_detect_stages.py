@@ -177,7 +177,8 @@ def test_merge(multipass_repeats, tmp_path):
         # the reference merged in place: recompute the levels each hand arrived with
         lv = [1 << h['level'] for h in hs]
         z = run_stages(tmp_path, mrg_boxes=np.array([h['box'] for h in hs], np.float32),
-                       mrg_levels=np.array(lv, np.int64), mrg_cfg=np.array([0.5, 0.8]))
+                       mrg_landmarks=np.array([h['landmarks'] for h in hs], np.float32),
+                       mrg_levels=np.array(lv, np.int64), mrg_cfg=np.array([0.25]))
         ref = [next(i for i, h in enumerate(hs) if h is k) for k in hands]
         assert list(z['mrg_index']) == ref, name
     assert sum(len(dbg['hands']) - len(h) for h, dbg in multipass_repeats.values()) > 0  # some repeats were merged

@@ -185,6 +185,39 @@ static void rect_box(const hm_det_rect *r, float box[4]) {
     box[3] = (float)(r->cy + hy);
 }
 
+int hm_body_recrop_hand(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, int h, hm_det_rect big,
+                        float min_presence, hm_pool *pool, hm_det_hand *out, int *ok, double *recrop_ms,
+                        double *hand_ms) {
+    float pad[4];
+    *ok = 0;
+    if (!valid(&big)) return HM_OK;
+    double t0 = 1e3 * hm_now();
+    const hm_det_rect lbig = crop(rgb, w, h, big, HM_RECROP_SIZE, 1, 0, hm_tfl_input(s->recrop, 0), pad);
+    int rc = hm_tfl_invoke(s->recrop, pool);
+    if (rc) return rc;
+    const hm_det_rect roi = hm_recrop_rect(hm_tfl_output(s->recrop, 0), &lbig, pad);
+    double t1 = 1e3 * hm_now();
+    if (recrop_ms) *recrop_ms += t1 - t0;
+    out->roi = roi;
+    float lpad[4];
+    hm_tfl_state *ls = ds->w[0]->lm;
+    const hm_det_model *dm = ds->m;
+    if (valid(&roi)) {
+        const hm_det_rect lroi = crop(rgb, w, h, roi, HM_LM_SIZE, 1, 0, hm_tfl_input(ls, 0), lpad);
+        if ((rc = hm_tfl_invoke(ls, pool))) return rc;
+        out->presence = hm_tfl_output(ls, dm->lm_presence)[0];
+        out->handedness = hm_tfl_output(ls, dm->lm_handedness)[0];
+        if (out->presence >= min_presence) {
+            hm_lm_project(hm_tfl_output(ls, dm->lm_landmarks), &lroi, lpad, out->landmarks);
+            hm_lm_box(out->landmarks, out->box);
+            *ok = 1;
+            for (int k = 0; k < 4; k++) *ok &= isfinite(out->box[k]) != 0;
+        }
+    }
+    if (hand_ms) *hand_ms += 1e3 * hm_now() - t1;
+    return HM_OK;
+}
+
 /* Steps 4-6 for one side of person p. Returns HM_OK with *found set. */
 static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, int h, const hm_body_opts *o,
                      hm_pool *pool, const hm_body_person *p, int right, hm_body_hand *out, int *found,
@@ -197,50 +230,25 @@ static int hand_side(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int
     const hm_det_rect pose_roi = hm_pose_hand_rect(wr, pk, ix);
     const hm_det_rect big = hm_rect_transform(pose_roi, 2.7, 0.0, -0.1);
     if (!valid(&pose_roi) || !valid(&big)) return HM_OK;
-    float pad[4];
-    double t0 = 1e3 * hm_now();
-    const hm_det_rect lbig = crop(rgb, w, h, big, HM_RECROP_SIZE, 1, 0, hm_tfl_input(s->recrop, 0), pad);
-    int rc = hm_tfl_invoke(s->recrop, pool);
-    if (rc) return rc;
-    const hm_det_rect roi = hm_recrop_rect(hm_tfl_output(s->recrop, 0), &lbig, pad);
-    double t1 = 1e3 * hm_now();
-    st->recrop_ms += t1 - t0;
-
     memset(out, 0, sizeof *out);
     out->is_right = right;
     out->pose_score = p->score;
     out->wrist_visibility = lm[wi][3];
     out->pose_roi = pose_roi;
+    out->wrist[0] = wr[0], out->wrist[1] = wr[1];
     out->hand.is_right = right;
     out->hand.pass = HM_DET_PASS_BODY;
     out->hand.passes = 1u << HM_DET_PASS_BODY;
-    out->hand.roi = roi;
     out->hand.palm_score = p->score;
     *found = 1;
-    float lpad[4];
-    hm_tfl_state *ls = ds->w[0]->lm;
-    const hm_det_model *dm = ds->m;
-    if (valid(&roi)) {
-        const hm_det_rect lroi = crop(rgb, w, h, roi, HM_LM_SIZE, 1, 0, hm_tfl_input(ls, 0), lpad);
-        if ((rc = hm_tfl_invoke(ls, pool))) return rc;
-        out->hand.presence = hm_tfl_output(ls, dm->lm_presence)[0];
-        out->hand.handedness = hm_tfl_output(ls, dm->lm_handedness)[0];
-        if (out->hand.presence >= o->min_presence) {
-            hm_lm_project(hm_tfl_output(ls, dm->lm_landmarks), &lroi, lpad, out->hand.landmarks);
-            hm_lm_box(out->hand.landmarks, out->hand.box);
-            int ok = 1;
-            for (int k = 0; k < 4; k++) ok &= isfinite(out->hand.box[k]) != 0;
-            if (ok) {
-                st->hand_ms += 1e3 * hm_now() - t1;
-                return HM_OK;
-            }
-        }
-    }
+    int ok;
+    int rc = hm_body_recrop_hand(s, ds, rgb, w, h, big, o->min_presence, pool, &out->hand, &ok, &st->recrop_ms,
+                                 &st->hand_ms);
+    if (rc || ok) return rc;
     /* the hand stage rejected it: the body keypoints' box alone */
     memset(out->hand.landmarks, 0, sizeof out->hand.landmarks);
     rect_box(&pose_roi, out->hand.box);
     out->body_only = 1;
-    st->hand_ms += 1e3 * hm_now() - t1;
     return HM_OK;
 }
 

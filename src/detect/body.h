@@ -83,6 +83,7 @@ typedef struct {
     float pose_score;      /* the person's pose detection score */
     float wrist_visibility;
     hm_det_rect pose_roi;  /* the hand rectangle from the pose (step 4, before scaling) */
+    float wrist[2];        /* the pose's wrist (pixels) */
 } hm_body_hand;
 
 typedef struct {
@@ -118,6 +119,16 @@ void hm_body_state_free(hm_body_state *s);
 int hm_body_run(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, int h, const hm_body_opts *o,
                 hm_pool *pool, hm_body_hand *out, int cap, int *n, hm_body_person *persons, int *np,
                 hm_body_stats *stats);
+
+/* Steps 5-6 on a given re-crop rectangle `big` (pixels; step 4's
+ * rectangle scaled 2.7 in the body pass): the hand_recrop model, its
+ * rectangle, the hand landmark model of ds on it. out->roi, presence and
+ * handedness are set; with presence >= min_presence also the landmarks and
+ * their box, and *ok = 1. The times are added to *recrop_ms / *hand_ms
+ * when not NULL. Allocates nothing. */
+int hm_body_recrop_hand(hm_body_state *s, hm_det_state *ds, const uint8_t *rgb, int w, int h, hm_det_rect big,
+                        float min_presence, hm_pool *pool, hm_det_hand *out, int *ok, double *recrop_ms,
+                        double *hand_ms);
 
 /* ---- pure stages (tested against tests/detect/body_reference.py) ---- */
 

@@ -23,11 +23,16 @@ void hm_det_opts_default(hm_det_opts *o) {
     o->prior_mask = 1.0f;
     o->palm_iou = 0.5f;
     o->tile_repeat = 0.6f;
-    o->merge_iou = 0.5f;
-    o->merge_contain = 0.8f;
     o->body = HM_DET_BODY_AUTO;
     o->body_persons = 1;
     o->body_box_visibility = 0.5f;
+    o->body_box_shoulder = 0.2f;
+    o->proposals = HM_DET_BODY_AUTO;
+    o->proposal_score = 0.2f;
+    o->proposal_presence = 0.5f;
+    o->proposal_max = 8;
+    o->same_hand = 0.25f;
+    o->min_box = 16;
 }
 
 static int in01(float v) { return v >= 0.0f && v <= 1.0f; }
@@ -50,15 +55,25 @@ int hm_det_opts_check(const hm_det_opts *o) {
     if (!in01(o->tile_repeat)) return hm_err(HM_E_ARG, "tile_repeat %g must lie in [0,1]", o->tile_repeat);
     if (!in01(o->tile_prior) || !in01(o->prior_mask))
         return hm_err(HM_E_ARG, "tile prior %g and its mask %g must lie in [0,1]", o->tile_prior, o->prior_mask);
-    if (!in01(o->palm_iou) || !in01(o->merge_iou) || !in01(o->merge_contain))
-        return hm_err(HM_E_ARG, "detector overlap thresholds must lie in [0,1]");
+    if (!in01(o->palm_iou)) return hm_err(HM_E_ARG, "palm_iou %g must lie in [0,1]", o->palm_iou);
+    if (!(o->same_hand > 0.0f && o->same_hand <= 1.0f))
+        return hm_err(HM_E_ARG, "same_hand %g must lie in (0,1]", o->same_hand);
+    if (o->min_box < 1 || o->min_box > 4096) return hm_err(HM_E_ARG, "min_box %d out of range 1..4096", o->min_box);
     if (o->body < HM_DET_BODY_AUTO || o->body > HM_DET_BODY_ON)
         return hm_err(HM_E_ARG, "body pass mode %d (auto 0, off 1, on 2)", o->body);
     if (o->body_persons < 1 || o->body_persons > 8)
         return hm_err(HM_E_ARG, "body_persons %d out of range 1..8", o->body_persons);
     if (o->body_boxes != 0 && o->body_boxes != 1) return hm_err(HM_E_ARG, "body_boxes %d is not 0 or 1", o->body_boxes);
-    if (!in01(o->body_box_visibility))
-        return hm_err(HM_E_ARG, "body_box_visibility %g must lie in [0,1]", o->body_box_visibility);
+    if (!in01(o->body_box_visibility) || !in01(o->body_box_shoulder))
+        return hm_err(HM_E_ARG, "body_box_visibility %g and body_box_shoulder %g must lie in [0,1]",
+                      o->body_box_visibility, o->body_box_shoulder);
+    if (o->proposals < HM_DET_BODY_AUTO || o->proposals > HM_DET_BODY_ON)
+        return hm_err(HM_E_ARG, "proposal pass mode %d (auto 0, off 1, on 2)", o->proposals);
+    if (!in01(o->proposal_score) || !in01(o->proposal_presence))
+        return hm_err(HM_E_ARG, "proposal_score %g and proposal_presence %g must lie in [0,1]", o->proposal_score,
+                      o->proposal_presence);
+    if (o->proposal_max < 0 || o->proposal_max > 64)
+        return hm_err(HM_E_ARG, "proposal_max %d out of range 0..64", o->proposal_max);
     return HM_OK;
 }
 

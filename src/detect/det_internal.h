@@ -5,6 +5,7 @@
 
 #include "detect/body.h"
 #include "detect/detect.h"
+#include "detect/handtrack.h"
 #include "detect/stages.h"
 #include "tflite/tflite.h"
 
@@ -14,6 +15,7 @@ struct hm_det_model {
     int lm_landmarks, lm_presence, lm_handedness; /* output indices */
     float anchors[HM_PALM_ANCHORS][2];
     hm_body_model *body;                          /* optional: hm_det_model_load_body */
+    hm_ht_model *ht;                              /* optional: hm_det_model_load_proposals */
 };
 
 /* What one thread needs to run a palm pass or a landmark call on its own:
@@ -46,16 +48,30 @@ struct hm_det_state {
     hm_palm_px cand[HM_DET_MAX_CANDIDATES];
     int ncand, seq;
     int order[HM_DET_MAX_CANDIDATES];
-    hm_det_hand hands[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* landmarked, then merged in place */
+#define HM_DET_MAX_ALL (HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS + HM_HT_MAX_OUT)
+    hm_det_hand hands[HM_DET_MAX_ALL];        /* landmarked, then merged in place */
     int keep[HM_DET_MAX_CANDIDATES];
     int lmq[HM_DET_MAX_CANDIDATES];           /* the candidates a landmark batch looks at */
     int hcand[HM_DET_MAX_CANDIDATES];         /* the full frame's hands' candidates */
     unsigned char wanted[HM_DET_TILE_AXIS * HM_DET_TILE_AXIS]; /* the tiles of one level the prior asks for */
-    int rep[HM_DET_MAX_CANDIDATES + 2 * HM_BODY_MAX_PERSONS]; /* the merge's scratch */
+    int rep[2 * HM_DET_MAX_ALL];              /* the merge's scratch */
     float prior[HM_PALM_ANCHORS][2];          /* the tile prior's points (pixels) */
     int nprior, use_prior;
     hm_body_state *body;                      /* when the model has the body models */
     hm_body_hand body_hands[2 * HM_BODY_MAX_PERSONS];
+    hm_body_person persons[HM_BODY_MAX_PERSONS];
+    hm_ht_state *ht;                          /* when the model has the hand-box detector */
+    hm_ht_box props[HM_HT_MAX_OUT];
 };
+
+/* sources.c: the passes besides the palm passes, each appending hands to
+ * s->hands[*nh..] (at most their capacity) with its statistics in st:
+ * the body pass (detect/body.h; its keypoint-only boxes checked against
+ * their person) and the proposal pass (detect/handtrack.h, each proposal
+ * verified with the hand landmark model). */
+int hm_det_add_body(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *o, hm_pool *pool, int *nh,
+                    hm_det_stats *st);
+int hm_det_add_proposals(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_opts *o, hm_pool *pool,
+                         int *nh, hm_det_stats *st);
 
 #endif

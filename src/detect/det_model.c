@@ -97,8 +97,27 @@ int hm_det_model_load_body(hm_det_model *m, const char *dir) {
     return hm_body_model_load(dir, &m->body);
 }
 
+int hm_det_model_load_proposals(hm_det_model *m, const char *dir) {
+    if (!m) return hm_err(HM_E_ARG, "hm_det_model_load_proposals: NULL model");
+    if (!m->body)
+        return hm_err(HM_E_ARG, "the proposal pass verifies with the body pass's hand_recrop model: load the body "
+                      "models first (hm_det_model_load_body)");
+    if (m->ht) return HM_OK;
+    char d[2048], p[2300];
+    int rc = hm_det_find_dir(dir, 0, d, sizeof d);
+    if (rc) return rc;
+    snprintf(p, sizeof p, "%s/handtrack.json", d);
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        return hm_err(HM_E_IO, "hand-box detector handtrack.json not in %s; run scripts/get_detector.sh %s", d,
+                      dir && dir[0] ? dir : "");
+    fclose(f);
+    return hm_ht_model_load_file(p, &m->ht);
+}
+
 void hm_det_model_free(hm_det_model *m) {
     if (!m) return;
+    hm_ht_model_free(m->ht);
     hm_body_model_free(m->body);
     hm_tfl_free(m->palm);
     hm_tfl_free(m->lm);
@@ -135,6 +154,7 @@ int hm_det_state_new(const hm_det_model *m, hm_det_state **out) {
     s->m = m;
     int rc = worker_new(m, &s->w[0]);
     if (!rc && m->body) rc = hm_body_state_new(m->body, &s->body);
+    if (!rc && m->ht) rc = hm_ht_state_new(m->ht, &s->ht);
     if (rc) {
         hm_det_state_free(s);
         return rc;
@@ -158,5 +178,6 @@ void hm_det_state_free(hm_det_state *s) {
     if (!s) return;
     for (int i = 0; i < s->nworkers; i++) worker_free(s->w[i]);
     hm_body_state_free(s->body);
+    hm_ht_state_free(s->ht);
     hm_free(s);
 }

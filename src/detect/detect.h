@@ -31,14 +31,20 @@
  *      min_presence for a level-0 palm, tile_presence for a tile's (many
  *      more windows are looked at, so the bar is higher; measured: tile
  *      false positives reached 0.85, tile true hands 0.95+).
- *   4. Merge, palm-score order (hm_det_merge): repeats within the full
- *      frame's hands and within the tiles' go when their landmark boxes
- *      overlap by IoU > merge_iou or the smaller lies inside the larger by
- *      more than merge_contain of its area; a full-frame hand then absorbs
- *      the tile hand overlapping it best by IoU > merge_iou and keeps its
- *      own landmarks (containment alone does not: a full-frame hand mixing
- *      two overlapping hands contains both tile hands that split it).
- *      A hand is never returned twice.
+ *   4. Merge by identity (hm_det_merge), in priority order (the full
+ *      frame's palm hands by palm score, the tiles', the body pass's, the
+ *      proposals', the body keypoints' boxes last): a hand is a repeat of
+ *      an earlier kept one when their wrists and their palm centres (the
+ *      mean of the wrist and the four finger bases) both lie within
+ *      same_hand x the larger landmark box side (a keypoint-only box: its
+ *      pose wrist against the other's wrist); two hands the body pass took
+ *      from the same person's two wrists are never the same hand. Box
+ *      overlap alone says nothing: two interlocked hands overlap almost
+ *      completely. The keeper keeps its own landmarks (the full frame's:
+ *      MediaPipe's crop). A hand is never returned twice.
+ *   5. What cannot be a hand goes: a box with a side under min_box pixels
+ *      (see detect.h's opts), a keypoint-only box inconsistent with its
+ *      person (body.h).
  *
  * Handedness: the landmark model's binary output s is the score of label 0
  * ("Left") for a MIRRORED (selfie) image. On ordinary photos it is the
@@ -106,9 +112,11 @@ typedef struct {
     unsigned passes;   /* bit per pass (1 << HM_DET_PASS_*) of it and the repeats merged into it */
     int person;        /* the body pass's person index when it found the hand (or a repeat merged
                           into it; is_right is then that person's side), else -1 */
+    float wrist[2];    /* the wrist (pixels): landmark 0, or the pose's wrist for a keypoint-only
+                          box: the hand's identity in the merge (with the palm centre) */
 } hm_det_hand;
 
-enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1, HM_DET_PASS_KEYPOINTS = 2 };
+enum { HM_DET_PASS_PALM = 0, HM_DET_PASS_BODY = 1, HM_DET_PASS_KEYPOINTS = 2, HM_DET_PASS_PROPOSAL = 3 };
 
 /* The body pass in hm_det_run (detect/body.h: MediaPipe Holistic's hands
  * from the pose). AUTO (the default): run it when the body models were
@@ -154,14 +162,23 @@ typedef struct {
                                share of its area is that hand again: not landmarked; default 0.6
                                (measured: repeats 0.61-1.0, the hidden hand next to a fist
                                0.52-0.53; docs/detector.md) */
-    float merge_iou;        /* landmark-box repeat IoU, default 0.5 */
-    float merge_contain;    /* landmark-box containment, default 0.8 */
     int body;               /* HM_DET_BODY_AUTO (default), _OFF, _ON: see above */
     int body_persons;       /* persons the body pass landmarks, 1..8, default 1 (MediaPipe's) */
     int body_boxes;         /* 1: also the body keypoints' boxes the hand stage rejected; default 0
                                here (a tracker cannot follow a box without landmarks), 1 in
                                hamer_detect_default_params */
     float body_box_visibility; /* ... whose wrist's visibility reaches this; default 0.5 */
+    float body_box_shoulder;/* ... whose side is at least this fraction of the person's shoulder
+                               width (a hand is about 0.4 of it; default 0.2) */
+    int proposals;          /* the hand-box proposals (detect/handtrack.h): HM_DET_BODY_AUTO
+                               (default; see hm_det_run's rule), _OFF or _ON */
+    float proposal_score;   /* proposal score threshold (best class but face), default 0.2 */
+    float proposal_presence;/* landmark presence a proposal needs to become a hand, default 0.5
+                               (the full-frame palm pass's) */
+    int proposal_max;       /* proposals verified at most, best first, default 8 */
+    float same_hand;        /* merge: wrist and palm-centre distance, fraction of the hand size,
+                               under which two hands are one, default 0.25 */
+    int min_box;            /* no box with a side under this many pixels is returned, default 16 */
 } hm_det_opts;
 
 typedef struct {
@@ -172,6 +189,12 @@ typedef struct {
     int body_boxes;         /* its keypoint-only boxes kept (body_boxes = 1; before the merge) */
     int body_run;           /* 1: the body pass ran (ON, or AUTO's rule above) */
     double body_ms;
+    int proposals_run;      /* 1: the proposal pass ran */
+    int proposals;          /* its proposals (after NMS) */
+    int proposal_calls;     /* of them, verified with the landmark model (the rest repeat a hand) */
+    int proposal_hands;     /* of those, that passed (before the merge) */
+    int dropped;            /* boxes dropped as impossible (min_box, keypoint-box checks) */
+    double proposal_ms;
 } hm_det_stats;
 
 void hm_det_opts_default(hm_det_opts *o);
@@ -195,6 +218,10 @@ void hm_det_model_free(hm_det_model *m);
  * pose_landmark_full.tflite, hand_recrop.tflite) from dir (NULL: found as
  * above), for the states made after this call. */
 int hm_det_model_load_body(hm_det_model *m, const char *dir);
+/* Also load the hand-box detector (handtrack.json + handtrack.bin) from dir
+ * (NULL: found as above) for the proposal pass, which also needs the body
+ * models' hand_recrop (load those first). */
+int hm_det_model_load_proposals(hm_det_model *m, const char *dir);
 
 int hm_det_state_new(const hm_det_model *m, hm_det_state **out);
 void hm_det_state_free(hm_det_state *s);

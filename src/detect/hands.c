@@ -89,6 +89,7 @@ static int landmark(const hm_det_model *m, hm_det_worker *w, const uint8_t *rgb,
     out->pass = HM_DET_PASS_PALM;
     out->passes = 1u << HM_DET_PASS_PALM;
     out->person = -1;
+    out->wrist[0] = out->landmarks[0][0], out->wrist[1] = out->landmarks[0][1];
     for (int k = 0; k < 4; k++)
         if (!isfinite(out->box[k])) return HM_OK;
     *keep = 1;
@@ -300,72 +301,43 @@ int hm_det_run(hm_det_state *s, const uint8_t *rgb, int w, int h, const hm_det_o
         s->hands[j] = x;
     }
 
-    /* 3b. the body pass's hands (with landmarks) after the palm pass's */
+    /* 3b. the body pass's hands after the palm pass's */
     if (opts->body == HM_DET_BODY_ON && !s->body)
         return hm_err(HM_E_ARG, "the body pass is on but its models were not loaded (hm_det_model_load_body, "
                       "before the detector state is made)");
     const int run_body = s->body && (opts->body == HM_DET_BODY_ON ||
                                      (opts->body == HM_DET_BODY_AUTO && opts->n_levels > 0 && nh < 2 * opts->body_persons));
     st.body_run = run_body;
-    if (run_body) {
-        hm_body_opts bo;
-        hm_body_opts_default(&bo);
-        bo.max_persons = opts->body_persons;
-        bo.min_presence = opts->min_presence;
-        hm_body_stats bst;
-        int nb = 0;
-        rc = hm_body_run(s->body, s, rgb, w, h, &bo, pool, s->body_hands, 2 * HM_BODY_MAX_PERSONS, &nb, NULL, NULL,
-                         &bst);
-        if (rc) return rc;
-        st.body_persons = bst.persons;
-        st.body_ms = bst.total_ms;
-        for (int i = 0; i < nb; i++) {
-            if (s->body_hands[i].body_only) continue;
-            s->hands[nh] = s->body_hands[i].hand;
-            s->hands[nh].pass = HM_DET_PASS_BODY;
-            s->hands[nh].passes = 1u << HM_DET_PASS_BODY;
-            s->hands[nh].level = 0;
-            s->hands[nh].levels = 0;
-            /* The person's side, unless the landmark model confidently says
-             * the other: then the pose's wrist was on someone else's hand
-             * (seen on hamer_example_1.jpg), so neither its side nor its
-             * person is trusted */
-            const float hd = s->body_hands[i].hand.handedness;
-            const int confident = hd > 0.9f || hd < 0.1f, model_right = hd > 0.5f;
-            if (confident && model_right != s->body_hands[i].is_right) {
-                s->hands[nh].person = -1;
-                s->hands[nh].is_right = model_right;
-            } else {
-                s->hands[nh].person = s->body_hands[i].person;
-                s->hands[nh].is_right = s->body_hands[i].is_right;
-            }
-            nh++;
-            st.body_hands++;
-        }
-        /* the keypoint-only boxes last: a hand with landmarks is kept
-         * before any of them it overlaps */
-        for (int i = 0; i < nb && opts->body_boxes; i++) {
-            if (!s->body_hands[i].body_only || !(s->body_hands[i].wrist_visibility >= opts->body_box_visibility))
-                continue;
-            hm_det_hand *k = &s->hands[nh++];
-            *k = s->body_hands[i].hand;
-            k->pass = HM_DET_PASS_KEYPOINTS;
-            k->passes = 1u << HM_DET_PASS_KEYPOINTS;
-            k->level = 0, k->levels = 0;
-            k->palm_score = s->body_hands[i].wrist_visibility;
-            k->person = s->body_hands[i].person;
-            k->is_right = s->body_hands[i].is_right;
-            st.body_boxes++;
-        }
-    }
+    if (run_body && (rc = hm_det_add_body(s, rgb, w, h, opts, pool, &nh, &st))) return rc;
 
-    /* 4. merge repeats (kept is in palm-score order) */
+    /* 3c. the proposals, each verified by the hand landmark model. AUTO:
+     * with the tiles, where the palm and body passes found fewer than two
+     * hands (a person's two; measured in docs/detector.md: the proposals
+     * added hands only there) */
+    if (opts->proposals == HM_DET_BODY_ON && !s->ht)
+        return hm_err(HM_E_ARG, "the proposal pass is on but its model was not loaded (hm_det_model_load_proposals, "
+                      "before the detector state is made)");
+    int with_lm = 0;
+    for (int i = 0; i < nh; i++) with_lm += s->hands[i].pass != HM_DET_PASS_KEYPOINTS;
+    const int run_props = s->ht && (opts->proposals == HM_DET_BODY_ON ||
+                                    (opts->proposals == HM_DET_BODY_AUTO && opts->n_levels > 0 && with_lm < 2));
+    st.proposals_run = run_props;
+    if (run_props && (rc = hm_det_add_proposals(s, rgb, w, h, opts, pool, &nh, &st))) return rc;
+
+    /* 4. merge repeats by identity; 5. no box too small to crop */
     t0 = 1e3 * hm_now();
-    const int nout = hm_det_merge(s->hands, nh, opts->merge_iou, opts->merge_contain, s->rep);
-    int lim = opts->max_hands < cap ? opts->max_hands : cap;
-    if (nout < lim) lim = nout;
-    for (int i = 0; i < lim; i++) out[i] = s->hands[i];
-    *n = lim;
+    int nout = hm_det_merge(s->hands, nh, opts->same_hand, s->rep);
+    int lim = opts->max_hands < cap ? opts->max_hands : cap, nk = 0;
+    for (int i = 0; i < nout && nk < lim; i++) {
+        const float *b = s->hands[i].box;
+        if (!(b[2] - b[0] >= opts->min_box || b[3] - b[1] >= opts->min_box)) {
+            st.dropped++;
+            continue;
+        }
+        out[nk++] = s->hands[i];
+    }
+    *n = nk;
+    lim = nk;
     st.hands = lim;
     st.post_ms += 1e3 * hm_now() - t0;
     st.total_ms = 1e3 * hm_now() - t_start;

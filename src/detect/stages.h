@@ -111,7 +111,7 @@ float hm_det_iou(const float a[4], const float b[4]);
 /* The same for boxes in image pixels (double). */
 double hm_det_iou_px(const double a[4], const double b[4]);
 
-/* tiles.c: the tiles of the multi-pass scheme and the merge of their hands. */
+/* tiles.c: the tiles of the multi-pass scheme and the merge of the hands. */
 
 /* Tile centres along one axis of n pixels for tiles of `side` px
  * overlapping by at least `overlap`: the fewest tiles, evenly spread, the
@@ -145,15 +145,20 @@ int hm_det_tiles_wanted(const float (*pts)[2], int n, const double *cx, int nx, 
  * least `contain` of the area of box (a tile palm's, pixels). -1 if none. */
 int hm_det_in_palm(const double box[4], const hm_palm_px *c, const int *idx, int n, float contain);
 
-/* The merge (detect.h step 4) of h[0..n) in priority order. Two hands are
- * the same when their landmark boxes overlap by IoU > merge_iou or the
- * smaller lies inside the other by more than merge_contain of its area.
- * Repeats within the full frame's palm hands (level 0) and within the
- * tiles' are removed; then each full-frame hand absorbs the one tile hand
- * repeating it with the highest IoU (its landmarks stay); then a body-pass
- * hand repeating any hand kept before it is removed. The levels, passes
- * (and a body hand's person and side) of a removed hand are OR-ed into its
- * keeper's. In place, order kept; rep: n ints of scratch. Returns the count. */
-int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, int *rep);
+/* Two hands are one (detect.h step 4): not when the body pass took them
+ * from one person's two wrists (person equal, sides differ); else when
+ * their wrists and their palm centres (the mean of landmarks 0, 5, 9, 13,
+ * 17) both lie within same x the larger box side (a keypoint-only box: the
+ * wrists alone). */
+int hm_det_same_hand(const hm_det_hand *a, const hm_det_hand *b, float same);
+
+/* The merge (detect.h step 4) of h[0..n): hands are taken in priority
+ * order (the full frame's palm hands, the tiles', the body pass's, the
+ * proposals', the keypoint-only boxes; within each, their order in h) and
+ * each that is the same hand as an earlier kept one joins it: its levels
+ * and passes are OR-ed into the keeper's, and a body-pass hand gives the
+ * keeper its person and side when it had none. The kept hands stay in
+ * their order in h. rep: 2n ints of scratch. Returns the count. */
+int hm_det_merge(hm_det_hand *h, int n, float same, int *rep);
 
 #endif

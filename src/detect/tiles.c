@@ -19,16 +19,6 @@ int hm_det_tile_axis(int n, int side, double overlap, double *c, int cap) {
     return k;
 }
 
-static int same_hand(const float fa[4], const float fb[4], float merge_iou, float merge_contain) {
-    const double a[4] = {fa[0], fa[1], fa[2], fa[3]}, b[4] = {fb[0], fb[1], fb[2], fb[3]};
-    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    const double inter = (iw > 0 ? iw : 0) * (ih > 0 ? ih : 0);
-    const double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]);
-    const double uni = aa + ab - inter, mn = fmin(aa, ab);
-    const double iou = uni > 0 ? inter / uni : 0.0, cont = mn > 0 ? inter / mn : 0.0;
-    return iou > merge_iou || cont > merge_contain;
-}
-
 int hm_det_prior(const hm_palm_det *d, int n, const hm_det_rect *roi, const float pad[4], const hm_palm_px *found,
                  int nfound, float mask_iou, const hm_palm_px *c, const int *hidx, int nh, float contain,
                  float (*pts)[2]) {
@@ -79,58 +69,60 @@ int hm_det_in_palm(const double box[4], const hm_palm_px *c, const int *idx, int
     return -1;
 }
 
-static double box_iou(const float a[4], const float b[4]) {
-    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    const double inter = (iw > 0 ? iw : 0) * (ih > 0 ? ih : 0);
-    const double uni = (double)(a[2] - a[0]) * (a[3] - a[1]) + (double)(b[2] - b[0]) * (b[3] - b[1]) - inter;
-    return uni > 0 ? inter / uni : 0.0;
+/* Merge priority: the full frame's palm hands, the tiles', the body
+ * pass's, the proposals', the body keypoints' boxes. */
+static int group(const hm_det_hand *h) {
+    switch (h->pass) {
+    case HM_DET_PASS_PALM: return h->level > 0;
+    case HM_DET_PASS_BODY: return 2;
+    case HM_DET_PASS_PROPOSAL: return 3;
+    default: return 4;
+    }
 }
 
-/* 0 the full frame's palm hands, 1 the tiles', 2 the body pass's (with
- * landmarks or, last, its keypoint-only boxes) */
-static int group(const hm_det_hand *h) { return h->pass != HM_DET_PASS_PALM ? 2 : h->level > 0; }
+static double side_of(const float b[4]) { return fmax(b[2] - b[0], b[3] - b[1]); }
 
-int hm_det_merge(hm_det_hand *h, int n, float merge_iou, float merge_contain, int *rep) {
+/* The palm centre: the mean of the wrist and the four finger bases. */
+static void palm_centre(const hm_det_hand *h, double c[2]) {
+    static const int k[5] = {0, 5, 9, 13, 17};
+    c[0] = c[1] = 0.0;
+    for (int i = 0; i < 5; i++) c[0] += h->landmarks[k[i]][0] / 5.0, c[1] += h->landmarks[k[i]][1] / 5.0;
+}
+
+int hm_det_same_hand(const hm_det_hand *a, const hm_det_hand *b, float same) {
+    /* the body pass took them from one person's two wrists */
+    if (a->person >= 0 && a->person == b->person && a->is_right != b->is_right) return 0;
+    const double lim = same * fmax(side_of(a->box), side_of(b->box));
+    if (!(hypot(a->wrist[0] - b->wrist[0], a->wrist[1] - b->wrist[1]) < lim)) return 0;
+    if (a->pass == HM_DET_PASS_KEYPOINTS || b->pass == HM_DET_PASS_KEYPOINTS) return 1; /* a wrist only */
+    double ca[2], cb[2];
+    palm_centre(a, ca);
+    palm_centre(b, cb);
+    return hypot(ca[0] - cb[0], ca[1] - cb[1]) < lim;
+}
+
+int hm_det_merge(hm_det_hand *h, int n, float same, int *rep) {
+    int *prio = rep + n; /* the second half of the scratch */
+    int np = 0;
+    for (int g = 0; g <= 4; g++)
+        for (int i = 0; i < n; i++)
+            if (group(&h[i]) == g) prio[np++] = i;
     for (int i = 0; i < n; i++) rep[i] = -1;
-    /* repeats within the full frame's hands and within the tiles' */
-    for (int i = 0; i < n; i++) {
-        if (group(&h[i]) == 2) continue;
-        for (int j = 0; j < i && rep[i] < 0; j++)
-            if (rep[j] < 0 && group(&h[j]) == group(&h[i]) && same_hand(h[j].box, h[i].box, merge_iou, merge_contain))
-                rep[i] = j;
-    }
-    /* a full-frame hand absorbs the tile hand repeating it best (one: the
-     * tile hands left are distinct, so a second one is another hand) and
-     * keeps its own landmarks: MediaPipe's pass, the more faithful crop */
-    for (int i = 0; i < n; i++) {
-        if (rep[i] >= 0 || group(&h[i]) != 0) continue;
-        int best = -1;
-        double bv = -1.0;
-        for (int j = 0; j < n; j++) {
-            if (rep[j] >= 0 || group(&h[j]) != 1) continue;
-            const double v = box_iou(h[i].box, h[j].box);
-            if (v > merge_iou && v > bv) bv = v, best = j;
-        }
-        if (best >= 0) rep[best] = i;
-    }
-    /* a body hand repeating any hand kept before it joins that one */
-    for (int i = 0; i < n; i++) {
-        if (group(&h[i]) != 2) continue;
-        for (int j = 0; j < i && rep[i] < 0; j++)
-            if (rep[j] < 0 && same_hand(h[j].box, h[i].box, merge_iou, merge_contain)) rep[i] = j;
-    }
-    for (int i = 0; i < n; i++) {
-        if (rep[i] < 0) continue;
-        int r = rep[i];
-        while (rep[r] >= 0) r = rep[r]; /* a tile hand's keeper may itself be absorbed */
-        hm_det_hand *k = &h[r];
-        k->levels |= h[i].levels;
-        k->passes |= h[i].passes;
-        /* a body hand merged into a palm hand: the person and its side (not
-         * from a keypoint-only box: the hand stage did not confirm it) */
-        if (k->person < 0 && h[i].person >= 0 && h[i].pass == HM_DET_PASS_BODY) {
-            k->person = h[i].person;
-            k->is_right = h[i].is_right;
+    for (int a = 0; a < np; a++) {
+        const int i = prio[a];
+        for (int b = 0; b < a && rep[i] < 0; b++) {
+            const int j = prio[b];
+            if (rep[j] >= 0 || !hm_det_same_hand(&h[j], &h[i], same)) continue;
+            rep[i] = j;
+            hm_det_hand *k = &h[j];
+            k->levels |= h[i].levels;
+            k->passes |= h[i].passes;
+            /* a body hand merged into another: the person and its side (not
+             * from a keypoint-only box: the hand stage did not confirm it) */
+            if (k->person < 0 && h[i].person >= 0 && h[i].pass == HM_DET_PASS_BODY) {
+                k->person = h[i].person;
+                k->is_right = h[i].is_right;
+            }
         }
     }
     int nout = 0;

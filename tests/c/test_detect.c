@@ -186,51 +186,91 @@ static void test_tiles_merge(void) {
     CHECK(hm_det_suppress(p, 4, 0.5f, order) == 2 && order[0] == 1 && order[1] == 2); /* ties by arrival: 1 before 3 */
     CHECK(p[1].levels == (2u | 4u));
 
-    hm_det_hand h[4];
-    memset(h, 0, sizeof h);
-    const float hb[4][4] = {{0, 0, 100, 100}, {10, 10, 60, 60}, {12, 12, 58, 58}, {5, 0, 100, 95}};
-    const int hl[4] = {0, 1, 2, 0};
-    for (int i = 0; i < 4; i++) {
-        memcpy(h[i].box, hb[i], sizeof hb[i]);
-        h[i].level = hl[i];
-        h[i].levels = 1u << hl[i];
-        h[i].passes = 1u << (i == 3);
-        h[i].pass = i == 3 ? HM_DET_PASS_BODY : HM_DET_PASS_PALM;
-        h[i].person = -1;
-    }
-    int rep[4];
-    /* tile hand 1 lies inside full-frame hand 0 (IoU 0.25: containment
-     * alone, so another hand, not absorbed); tile hand 2 inside tile hand 1
-     * repeats it; the body hand 3 has IoU > 0.5 with 0 */
-    const int nm = hm_det_merge(h, 4, 0.5f, 0.8f, rep);
-    CHECK(nm == 2 && h[0].level == 0 && h[1].level == 1 && h[0].levels == 1u && h[1].levels == (2u | 4u));
-    CHECK(h[0].passes == 3u && h[1].passes == 1u); /* the body pass's repeat (3) merged into 0 */
-    /* a tile hand first (better palm score), then the full frame's of the
-     * same hand, then a second tile hand inside that one: the full frame's
-     * stays, absorbing one tile hand (the best IoU); the other two tile
-     * hands are one hand (contained), so nothing else is left */
-    const float tb[3][4] = {{2, 2, 102, 102}, {0, 0, 100, 100}, {10, 10, 60, 60}};
-    const int tl[3] = {1, 0, 2};
-    memset(h, 0, sizeof h);
-    for (int i = 0; i < 3; i++) {
-        memcpy(h[i].box, tb[i], sizeof tb[i]);
-        h[i].level = tl[i];
-        h[i].levels = 1u << tl[i];
-        h[i].person = -1;
-    }
-    CHECK(hm_det_merge(h, 3, 0.5f, 0.8f, rep) == 1 && h[0].level == 0 && h[0].levels == 7u && h[0].box[0] == 0);
-    /* two distinct tile hands (IoU 0.2, containment 0.33) both overlapping
-     * one full-frame hand by IoU 0.6: it absorbs one only (the first of
-     * the best) */
-    const float ub[3][4] = {{0, 0, 100, 100}, {0, 0, 100, 60}, {0, 40, 100, 100}};
-    memset(h, 0, sizeof h);
-    for (int i = 0; i < 3; i++) {
-        memcpy(h[i].box, ub[i], sizeof ub[i]);
-        h[i].level = i ? 1 : 0;
-        h[i].levels = 1u << h[i].level;
-        h[i].person = -1;
-    }
-    CHECK(hm_det_merge(h, 3, 0.5f, 0.8f, rep) == 2 && h[0].level == 0 && h[0].levels == 3u && h[1].box[1] == 40);
+}
+
+/* A synthetic hand: wrist at (x, y), pointing along angle a (radians),
+ * `size` from the wrist to the middle fingertip; the finger bases at 0.45
+ * of it, spread across; landmarks, box and wrist filled. */
+static hm_det_hand synth_hand(double x, double y, double a, double size, int pass, int level, int person, int right) {
+    hm_det_hand h;
+    memset(&h, 0, sizeof h);
+    const double ux = cos(a), uy = sin(a), vx = -uy, vy = ux;
+    for (int f = 0; f < 5; f++)
+        for (int j = 0; j < 4; j++) {
+            const double along = size * (0.45 + 0.14 * j) * (f == 0 ? 0.7 : f == 2 ? 1.0 : 0.9);
+            const double across = size * 0.12 * (f - 2);
+            h.landmarks[1 + 4 * f + j][0] = (float)(x + along * ux + across * vx);
+            h.landmarks[1 + 4 * f + j][1] = (float)(y + along * uy + across * vy);
+        }
+    h.landmarks[0][0] = (float)x, h.landmarks[0][1] = (float)y;
+    hm_lm_box(h.landmarks, h.box);
+    h.wrist[0] = (float)x, h.wrist[1] = (float)y;
+    h.pass = pass;
+    h.passes = 1u << pass;
+    h.level = level;
+    h.levels = pass == HM_DET_PASS_PALM ? 1u << level : 0;
+    h.person = person;
+    h.is_right = right;
+    return h;
+}
+
+static double box_iou_d(const float *a, const float *b) {
+    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    const double in = fmax(iw, 0) * fmax(ih, 0);
+    return in / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - in);
+}
+
+static void test_merge(void) {
+    hm_det_hand h[8];
+    int rep[16];
+    /* two interlocked hands (wrists 120 px apart, fingers reaching into each
+     * other's palm: boxes overlapping by IoU > 0.5), each seen by the palm
+     * pass and by the body pass from its own wrist: two hands */
+    h[0] = synth_hand(100, 200, 0.0, 160, HM_DET_PASS_PALM, 0, -1, 1);
+    h[1] = synth_hand(220, 210, M_PI, 160, HM_DET_PASS_PALM, 0, -1, 0);
+    h[2] = synth_hand(103, 198, 0.05, 150, HM_DET_PASS_BODY, 0, 0, 1);
+    h[3] = synth_hand(217, 212, M_PI - 0.05, 150, HM_DET_PASS_BODY, 0, 0, 0);
+    CHECK(box_iou_d(h[0].box, h[1].box) > 0.5);
+    CHECK(hm_det_merge(h, 4, 0.25f, rep) == 2);
+    CHECK(h[0].passes == 3u && h[1].passes == 3u && h[0].person == 0 && h[1].person == 0);
+    CHECK(h[0].is_right == 1 && h[1].is_right == 0 && h[0].wrist[0] == 100 && h[1].wrist[0] == 220);
+    /* one hand seen by three sources (full frame, a tile, the body pass, a
+     * proposal; a few pixels apart): one hand, the full frame's landmarks,
+     * every pass and level recorded; listed out of priority order */
+    h[0] = synth_hand(302, 400, 1.0, 120, HM_DET_PASS_PROPOSAL, 0, -1, 1);
+    h[1] = synth_hand(300, 403, 1.05, 118, HM_DET_PASS_PALM, 2, -1, 1);
+    h[2] = synth_hand(300, 400, 1.02, 121, HM_DET_PASS_PALM, 0, -1, 1);
+    h[3] = synth_hand(297, 399, 0.98, 125, HM_DET_PASS_BODY, 0, 1, 0);
+    CHECK(hm_det_merge(h, 4, 0.25f, rep) == 1);
+    CHECK(h[0].pass == HM_DET_PASS_PALM && h[0].level == 0 && h[0].levels == 5u && h[0].wrist[0] == 300);
+    CHECK(h[0].passes == ((1u << HM_DET_PASS_PALM) | (1u << HM_DET_PASS_BODY) | (1u << HM_DET_PASS_PROPOSAL)));
+    CHECK(h[0].person == 1 && h[0].is_right == 0); /* the body pass's side */
+    /* a body hand from a person's other wrist whose box lies inside a palm
+     * hand's box stays a hand of its own; the palm hand takes the person's
+     * left from the body hand of its own wrist */
+    h[0] = synth_hand(500, 500, -M_PI / 2, 300, HM_DET_PASS_PALM, 0, -1, 1);
+    h[1] = synth_hand(505, 498, -M_PI / 2, 290, HM_DET_PASS_BODY, 0, 0, 0);
+    h[2] = synth_hand(520, 420, -M_PI / 2, 80, HM_DET_PASS_BODY, 0, 0, 1);
+    CHECK(h[2].box[0] > h[0].box[0] && h[2].box[2] < h[0].box[2] && h[2].box[1] > h[0].box[1] && h[2].box[3] < h[0].box[3]);
+    CHECK(hm_det_merge(h, 3, 0.25f, rep) == 2 && h[0].person == 0 && h[0].is_right == 0 && h[1].is_right == 1);
+    /* the same wrists from the same person's two sides are still two hands */
+    h[0] = synth_hand(500, 500, 0, 100, HM_DET_PASS_BODY, 0, 2, 0);
+    h[1] = synth_hand(500, 500, 0, 100, HM_DET_PASS_BODY, 0, 2, 1);
+    CHECK(hm_det_merge(h, 2, 0.25f, rep) == 2);
+    /* a keypoint-only box: its pose wrist on a landmarked hand's wrist is
+     * that hand; the person's other wrist's box is another */
+    h[0] = synth_hand(100, 100, 0, 100, HM_DET_PASS_PALM, 0, -1, 1);
+    h[1] = synth_hand(105, 104, 0.3, 90, HM_DET_PASS_KEYPOINTS, 0, 3, 1);
+    h[2] = synth_hand(160, 110, 0.3, 90, HM_DET_PASS_KEYPOINTS, 0, 3, 0);
+    memset(h[1].landmarks, 0, sizeof h[1].landmarks);
+    memset(h[2].landmarks, 0, sizeof h[2].landmarks);
+    CHECK(hm_det_merge(h, 3, 0.25f, rep) == 2 && h[0].passes == 5u && h[0].person == -1 && h[1].wrist[0] == 160);
+    /* wrists close but palms apart (a hand and one crossing it from the
+     * same side): two */
+    h[0] = synth_hand(100, 100, 0, 100, HM_DET_PASS_PALM, 0, -1, 1);
+    h[1] = synth_hand(110, 100, M_PI / 2, 100, HM_DET_PASS_PALM, 1, -1, 1);
+    CHECK(hm_det_merge(h, 2, 0.25f, rep) == 2);
+    CHECK(hm_det_same_hand(&h[0], &h[0], 0.25f) == 1);
 }
 
 static void test_body_stages(void) {
@@ -336,6 +376,7 @@ int main(void) {
     test_rects();
     test_warp();
     test_tiles_merge();
+    test_merge();
     test_body_stages();
     test_config();
     return check_summary();

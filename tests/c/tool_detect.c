@@ -2,12 +2,16 @@
  *
  *   tool_detect [--models DIR] [--lite] [--single] [--levels 2,4] [--overlap F]
  *               [--max-hands N] [--min-score F] [--threads N] [--repeat N]
- *               [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes] IMAGE
+ *               [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes]
+ *               [--proposals auto|on|off] IMAGE
  *
  * --body: the body pass (detect/body.h) merged in. Without it the body
  * models are not loaded, so hm_det_run's default (auto) does not run it;
  * auto: loaded when present; on: they must be. --body-boxes: the body
  * pass's keypoint-only boxes too (hm_det_opts.body_boxes; "pass": "keypoints").
+ * --proposals: the hand-box proposals (detect/handtrack.h; they need the
+ * body models too, loaded with them); as --body for the models; "pass":
+ * "proposal".
  *
  * --single: MediaPipe's own full-frame pass only. --min-score: the palm
  * score threshold. --prior F / --prior-mask F: hm_det_opts.tile_prior /
@@ -16,7 +20,7 @@
  *   {"image": {"width", "height"}, "models": DIR,
  *    "hands": [{"bbox": [x1,y1,x2,y2], "is_right", "palm_score", "presence",
  *               "handedness", "landmarks": [[x,y,z] x21], "roi": [cx,cy,w,h,rot],
- *               "level", "levels", "pass" ("palm" / "body" / "keypoints"), "passes" (bits: 1 palm, 2 body, 4 keypoints)}],
+ *               "level", "levels", "pass" ("palm" / "body" / "keypoints" / "proposal"), "passes" (bits: 1 palm, 2 body, 4 keypoints, 8 proposal)}],
  *    "stats": {palm_calls, landmark_calls, candidates, tiles, tiles_run, ...},
  *    "timings_ms": {load, decode, warp, palm, landmark, post, detect}}
  * Errors: one line on stderr, exit 1 (2: usage).
@@ -39,7 +43,8 @@ static double now_ms(void) {
 
 static int usage(const char *msg) {
     fprintf(stderr, "tool_detect: %s\nusage: tool_detect [--models DIR] [--lite] [--single] [--levels A,B] [--overlap F] "
-                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes] IMAGE\n", msg);
+                    "[--max-hands N] [--min-score F] [--threads N] [--repeat N] [--prior F] [--prior-mask F] [--body auto|on|off] [--body-boxes] "
+                    "[--proposals auto|on|off] IMAGE\n", msg);
     return 2;
 }
 
@@ -50,7 +55,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *image = NULL;
-    int lite = 0, threads = 1, repeat = 1, load_body = 0;
+    int lite = 0, threads = 1, repeat = 1, load_body = 0, load_props = 0;
     hm_det_opts o;
     hm_det_opts_default(&o);
     for (int i = 1; i < argc; i++) {
@@ -70,6 +75,12 @@ int main(int argc, char **argv) {
             else if (!strcmp(v, "on")) o.body = HM_DET_BODY_ON, load_body = 2;
             else if (!strcmp(v, "off")) o.body = HM_DET_BODY_OFF;
             else return usage("--body takes auto, on or off");
+        } else if (!strcmp(a, "--proposals")) {
+            i++;
+            if (!strcmp(v, "auto")) o.proposals = HM_DET_BODY_AUTO, load_props = 1;
+            else if (!strcmp(v, "on")) o.proposals = HM_DET_BODY_ON, load_props = 2;
+            else if (!strcmp(v, "off")) o.proposals = HM_DET_BODY_OFF;
+            else return usage("--proposals takes auto, on or off");
         }
         else if (!strcmp(a, "--min-score")) o.min_palm = (float)atof(v), i++;
         else if (!strcmp(a, "--overlap")) o.overlap = (float)atof(v), i++;
@@ -96,9 +107,13 @@ int main(int argc, char **argv) {
     hm_image img = {0, 0, NULL};
     int rc = hm_det_find_dir(dir, lite, mdir, sizeof mdir);
     if (!rc) rc = hm_det_model_load(mdir, lite, &m);
-    if (!rc && load_body) {
+    if (!rc && (load_body || load_props)) {
         rc = hm_det_model_load_body(m, mdir);
-        if (rc && load_body == 1) rc = HM_OK; /* auto: absent models leave the pass off */
+        if (rc && load_body < 2 && load_props < 2) rc = HM_OK; /* auto: absent models leave the pass off */
+    }
+    if (!rc && load_props) {
+        rc = hm_det_model_load_proposals(m, mdir);
+        if (rc && load_props == 1) rc = HM_OK;
     }
     if (!rc) rc = hm_det_state_new(m, &s);
     if (!rc && getenv("TOOL_DETECT_FINE") == NULL) rc = hm_det_state_reserve(s, threads);
@@ -134,7 +149,8 @@ int main(int argc, char **argv) {
                "\"landmarks\": [",
                i ? "," : "", hd->box[0], hd->box[1], hd->box[2], hd->box[3], hd->is_right ? "true" : "false",
                hd->palm_score, hd->presence, hd->handedness, hd->level, hd->levels,
-               hd->pass == HM_DET_PASS_BODY ? "body" : hd->pass == HM_DET_PASS_KEYPOINTS ? "keypoints" : "palm", hd->passes, hd->roi.cx, hd->roi.cy, hd->roi.w,
+               hd->pass == HM_DET_PASS_BODY ? "body" : hd->pass == HM_DET_PASS_KEYPOINTS ? "keypoints"
+               : hd->pass == HM_DET_PASS_PROPOSAL ? "proposal" : "palm", hd->passes, hd->roi.cx, hd->roi.cy, hd->roi.w,
                hd->roi.h, hd->roi.rot);
         for (int k = 0; k < HM_DET_LANDMARKS; k++)
             printf("%s[%.9g, %.9g, %.9g]", k ? ", " : "", hd->landmarks[k][0], hd->landmarks[k][1], hd->landmarks[k][2]);
@@ -142,9 +158,11 @@ int main(int argc, char **argv) {
     }
     printf("],\n \"stats\": {\"palm_calls\": %d, \"landmark_calls\": %d, \"candidates\": %d, \"tiles\": %d, "
            "\"tiles_run\": %d, \"body_persons\": %d, \"body_hands\": %d, \"body_boxes\": %d, \"body_run\": %d, "
-           "\"body_ms\": %.3f},\n", st.palm_calls,
+           "\"body_ms\": %.3f, \"proposals_run\": %d, \"proposals\": %d, \"proposal_calls\": %d, \"proposal_hands\": %d, "
+           "\"dropped\": %d, \"proposal_ms\": %.3f},\n", st.palm_calls,
            st.landmark_calls, st.candidates, st.tiles, st.tiles_run, st.body_persons, st.body_hands, st.body_boxes,
-           st.body_run, st.body_ms);
+           st.body_run, st.body_ms, st.proposals_run, st.proposals, st.proposal_calls, st.proposal_hands, st.dropped,
+           st.proposal_ms);
     printf(" \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"warp\": %.3f, \"palm\": %.3f, \"landmark\": %.3f, "
            "\"post\": %.3f, \"detect\": %.3f, \"median_detect\": %.3f}}\n",
            t_load, t_decode, st.warp_ms, st.palm_ms, st.landmark_ms, st.post_ms, st.total_ms, tot[repeat / 2]);

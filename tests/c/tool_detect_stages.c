@@ -12,7 +12,7 @@
  *   lm_raw f4 [Q,63], lm_rects f8 [Q,5] -> lm_proj f4 [Q,21,3], lm_box f4 [Q,4]
  *   sup_boxes f8 [C,4], sup_scores f8 [C], sup_levels i8 [C], sup_iou f8 [1]
  *       -> sup_order i8 [k], sup_levels_out i8 [k]
- *   mrg_boxes f4 [H,4], mrg_levels i8 [H], mrg_cfg f8 [2] (iou, contain)
+ *   mrg_boxes f4 [H,4], mrg_landmarks f4 [H,21,3], mrg_levels i8 [H], mrg_cfg f8 [1] (same_hand)
  *       -> mrg_index i8 [k], mrg_levels_out i8 [k]
  *   tile_cfg f8 [T,3] (n, side, overlap) -> tile_<t> f8 [k]
  */
@@ -150,21 +150,24 @@ static void do_suppress(void) {
 }
 
 static void do_merge(void) {
-    hm_array b, l, cfg;
-    if (get("mrg_boxes", HM_DT_F32, &b) != 1 || get("mrg_levels", HM_DT_I64, &l) != 1 || get("mrg_cfg", HM_DT_F64, &cfg) != 1)
+    hm_array b, l, cfg, lm;
+    if (get("mrg_boxes", HM_DT_F32, &b) != 1 || get("mrg_levels", HM_DT_I64, &l) != 1 || get("mrg_cfg", HM_DT_F64, &cfg) != 1 ||
+        get("mrg_landmarks", HM_DT_F32, &lm) != 1)
         return;
     const int n = (int)b.shape[0];
     hm_det_hand *h = calloc((size_t)n + 1, sizeof *h);
     for (int i = 0; i < n; i++) {
         memcpy(h[i].box, (const float *)b.data + 4 * i, 4 * sizeof(float));
+        memcpy(h[i].landmarks, (const float *)lm.data + 63 * i, 63 * sizeof(float));
+        h[i].wrist[0] = h[i].landmarks[0][0], h[i].wrist[1] = h[i].landmarks[0][1];
         h[i].levels = (unsigned)((const int64_t *)l.data)[i];
         while (!((h[i].levels >> h[i].level) & 1u) && h[i].level < 31) h[i].level++; /* the level of its one bit */
         h[i].roi.cx = i; /* carries the index through */
         h[i].person = -1;
     }
     const double *c = cfg.data;
-    int *rep = calloc((size_t)n + 1, sizeof *rep);
-    const int k = hm_det_merge(h, n, (float)c[0], (float)c[1], rep);
+    int *rep = calloc(2 * (size_t)n + 1, sizeof *rep);
+    const int k = hm_det_merge(h, n, (float)c[0], rep);
     free(rep);
     int64_t *o = calloc((size_t)k + 1, sizeof *o), *lv = calloc((size_t)k + 1, sizeof *lv);
     for (int i = 0; i < k; i++) o[i] = (int64_t)h[i].roi.cx, lv[i] = h[i].levels;
@@ -176,6 +179,7 @@ static void do_merge(void) {
     hm_array_free(&b);
     hm_array_free(&l);
     hm_array_free(&cfg);
+    hm_array_free(&lm);
 }
 
 static void do_tiles(void) {

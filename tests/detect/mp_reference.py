@@ -310,7 +310,7 @@ def tiles(w, h, side, overlap):
 # ------------------------------------------------------------ multi-pass --
 
 DEFAULTS = dict(max_hands=8, min_palm=0.5, min_presence=0.5, tile_presence=0.9, levels=(4,), overlap=0.25,
-                min_tile=192, tile_prior=0.02, prior_mask=1.0, palm_iou=0.5, merge_iou=0.5, merge_contain=0.8,
+                min_tile=192, tile_prior=0.02, prior_mask=1.0, palm_iou=0.5, same_hand=0.25,
                 tile_repeat=0.6, skip_repeats=True)
 
 
@@ -340,13 +340,17 @@ def overlap_stats(a, b):
 
 
 def same_hand(a, b, o):
-    """The merge rule: b repeats a if their landmark boxes overlap by IoU >
-    merge_iou, or the smaller lies inside the larger by > merge_contain of
-    its area (a partial re-detection, e.g. the fingers alone). Landmark
-    agreement (mean distance of the 21 points) was tried and dropped: a
-    candidate whose landmarks mix two overlapping hands agrees with both."""
-    iou_, cont = overlap_stats(a['box'], b['box'])
-    return iou_ > o['merge_iou'] or cont > o['merge_contain']
+    """The merge rule (two palm-pass hands): b is a's hand again when both
+    their wrists (landmark 0) and their palm centres (the mean of landmarks
+    0, 5, 9, 13 and 17) lie within same_hand x the larger side of their
+    landmark boxes. Box overlap alone is not used: two interlocked hands
+    overlap almost completely; partial re-detections (a tile's palm inside
+    a full-frame hand's) are not landmarked at all (in_palm)."""
+    la, lb = np.asarray(a['landmarks'], np.float64), np.asarray(b['landmarks'], np.float64)
+    size = max(max(h['box'][2] - h['box'][0], h['box'][3] - h['box'][1]) for h in (a, b))
+    wrist = np.hypot(*(la[0, :2] - lb[0, :2]))
+    palm = np.hypot(*(la[[0, 5, 9, 13, 17], :2].mean(0) - lb[[0, 5, 9, 13, 17], :2].mean(0)))
+    return wrist < o['same_hand'] * size and palm < o['same_hand'] * size
 
 
 def tile_prior(full_dbg, anchors, found, thr, mask_iou, hand_palms=(), contain=1.0):
@@ -398,36 +402,20 @@ def in_palm(box, palms, contain):
 
 
 def merge_hands(hands, o):
-    """The merge, hands in priority (palm score) order: repeats go within
-    the full frame's hands (level 0) and within the tiles' (same_hand);
-    then each full-frame hand absorbs the remaining tile hand overlapping
-    it best by IoU > merge_iou (its own landmarks stay: MediaPipe's crop;
-    containment alone is not enough, a full-frame hand mixing two
-    overlapping hands contains both tile hands that split it). Returns the
-    kept hands in order, levels OR-ed in."""
+    """The merge, hands given in palm-score order: the full frame's (level
+    0) are looked at first, then the tiles', each in that order; a hand
+    that is an earlier kept one's hand again (same_hand) joins it (its
+    levels OR-ed in; the full frame's landmarks stay: MediaPipe's crop).
+    Returns the kept hands in the given order."""
     n = len(hands)
     rep = [-1] * n
-    grp = [int(h['level'] > 0) for h in hands]
-    for i in range(n):
-        rep[i] = next((j for j in range(i) if rep[j] < 0 and grp[j] == grp[i] and same_hand(hands[j], hands[i], o)), -1)
-    for i in range(n):
-        if rep[i] >= 0 or grp[i] != 0:
-            continue
-        best, bv = -1, -1.0
-        for j in range(n):
-            if rep[j] >= 0 or grp[j] != 1:
-                continue
-            v = overlap_stats(hands[i]['box'], hands[j]['box'])[0]
-            if v > o['merge_iou'] and v > bv:
-                best, bv = j, v
-        if best >= 0:
-            rep[best] = i
-    for i in range(n):
-        if rep[i] >= 0:
-            r = rep[i]
-            while rep[r] >= 0:
-                r = rep[r]
-            hands[r]['levels'] |= hands[i]['levels']
+    prio = [i for i in range(n) if hands[i]['level'] == 0] + [i for i in range(n) if hands[i]['level'] > 0]
+    for a, i in enumerate(prio):
+        for j in prio[:a]:
+            if rep[j] < 0 and same_hand(hands[j], hands[i], o):
+                rep[i] = j
+                hands[j]['levels'] |= hands[i]['levels']
+                break
     return [h for i, h in enumerate(hands) if rep[i] < 0]
 
 
