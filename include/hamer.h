@@ -639,7 +639,8 @@ HAMER_API char *hamer_tracker_frame_json(const hamer_tracker *tracker, long long
 HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands,
                                int n, uint8_t *out);
 
-/* Decode a JPEG or PNG file / buffer into 8-bit RGB (EXIF orientation
+/* Decode a photo file / buffer (JPEG, PNG, WebP, AVIF, BMP, TIFF, GIF's first
+ * frame; the bytes decide the format) into 8-bit RGB (JPEG EXIF orientation
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
 HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
 HAMER_API int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);

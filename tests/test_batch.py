@@ -141,7 +141,7 @@ def test_outputs_and_errors(folder):
         rel = os.path.relpath(e["path"], folder["inp"])
         assert BAD[rel] == e["stage"] and e["reason"], e
     by = {os.path.relpath(e["path"], folder["inp"]): e["reason"] for e in errs}
-    assert "JPEG" in by["corrupt.jpg"] and "not a JPEG or PNG" in by["notes.txt"]
+    assert "JPEG" in by["corrupt.jpg"] and "not an image this program reads" in by["notes.txt"]
     assert "nested/plain.png" not in by
     for name in ("corrupt", "notes", "hidden", ".hidden"):
         assert not list(out.glob(f"{name}*")), name

@@ -444,7 +444,7 @@ def bad_requests(scene):
     trunc = multipart([img_part, hands_part], close=False)
     trunc = (trunc[0][:len(trunc[0]) // 2], trunc[1])
     return [
-        ("garbage", "/v1/predict" + box, "image/jpeg", os.urandom(4000), 400, "not a JPEG or PNG"),
+        ("garbage", "/v1/predict" + box, "image/jpeg", os.urandom(4000), 400, "not an image this program reads"),
         ("truncated_jpeg", "/v1/predict" + box, "image/jpeg", jpg[:len(jpg) // 2], 400, "truncated"),
         ("empty_body", "/v1/predict" + box, "image/png", b"", 400, "empty"),
         ("nan_box", "/v1/predict?boxes=nan,2,30,40", "image/png", png, 400, "not a finite number"),

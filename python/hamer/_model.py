@@ -197,7 +197,8 @@ def _decoded(rc, buf, w, h):
 
 
 def read_image(source: ImageLike) -> np.ndarray:
-    """Decode a JPEG or PNG into an ``HxWx3`` uint8 RGB array, exactly as the
+    """Decode a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF, GIF's first frame; the
+    bytes decide the format) into an ``HxWx3`` uint8 RGB array, exactly as the
     CLI does (EXIF orientation applied; at most 100 megapixels).
 
     ``source``: a path (str or os.PathLike) or the encoded file's bytes

@@ -8,6 +8,7 @@
  */
 #include "format/image.h"
 #include "core/fileio.h"
+#include "format/image_ext.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -30,8 +31,8 @@ void hm_image_free(hm_image *img) {
     img->w = img->h = 0;
 }
 
-/* Size limits shared by both decoders; checked before pixels are allocated. */
-static int check_size(const char *what, const char *fmt, long long w, long long h) {
+/* Size limits shared by every decoder; checked before pixels are allocated. */
+int hm_image_check_size(const char *what, const char *fmt, long long w, long long h) {
     if (w <= 0 || h <= 0) return hm_err(HM_E_FORMAT, "%s: %s image has no pixels (%lldx%lld)", what, fmt, w, h);
     if (w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM)
         return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld; sides over %d pixels are not supported", what, fmt,
@@ -221,7 +222,7 @@ static int decode_jpeg(const uint8_t *buf, size_t len, const char *what, hm_imag
     jpeg_mem_src(&ci, buf, (unsigned long)len);
     jpeg_save_markers(&ci, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(&ci, TRUE);
-    rc_size = check_size(what, "JPEG", ci.image_width, ci.image_height);
+    rc_size = hm_image_check_size(what, "JPEG", ci.image_width, ci.image_height);
     if (rc_size) {
         jpeg_destroy_decompress(&ci);
         return rc_size;
@@ -327,7 +328,7 @@ static int decode_png(const uint8_t *buf, size_t len, const char *what, hm_image
     png_uint_32 w, h;
     int depth, ctype, interlace;
     png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
-    int rc = check_size(what, "PNG", w, h);
+    int rc = hm_image_check_size(what, "PNG", w, h);
     if (rc) {
         png_destroy_read_struct(&png, &info, NULL);
         return rc;
@@ -441,15 +442,106 @@ int hm_image_save_png(const char *path, const hm_image *img) {
 /* Entry points                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* A name for formats we recognise but do not decode, for the error message. */
-static const char *other_format(const uint8_t *b, size_t n) {
-    if (n >= 4 && !memcmp(b, "GIF8", 4)) return "GIF";
-    if (n >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP";
-    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "WebP";
-    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return "TIFF";
-    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) return "HEIF/AVIF/MP4";
-    if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "NumPy .npy";
-    return NULL;
+/* The child box `type` of the ISO BMFF boxes in [p, end) (header skipped:
+ * its payload range in *b, *e), or 0. */
+static int bmff_child(const uint8_t *p, const uint8_t *end, const char *type, const uint8_t **b, const uint8_t **e) {
+    for (int guard = 0; end - p >= 8 && guard < 4096; guard++) {
+        uint64_t size = rd32(p, 0);
+        size_t hdr = 8;
+        if (size == 1) {
+            if (end - p < 16) return 0;
+            size = (uint64_t)rd32(p + 8, 0) << 32 | rd32(p + 12, 0);
+            hdr = 16;
+        } else if (size == 0) {
+            size = (uint64_t)(end - p);
+        }
+        if (size < hdr || size > (uint64_t)(end - p)) return 0;
+        if (!memcmp(p + 4, type, 4)) {
+            *b = p + hdr, *e = p + size;
+            return 1;
+        }
+        p += size;
+    }
+    return 0;
+}
+
+/* An AVIF's declared size: meta (a full box) > iprp > ipco > ispe (a full
+ * box: width, height). The AV1 bitstream's own size is what FFmpeg decodes
+ * (under max_pixels either way); a declared size over the limits is
+ * refused here first. */
+static int avif_size(const uint8_t *buf, size_t n, long long *w, long long *h) {
+    const uint8_t *b, *e, *b2, *e2;
+    if (!bmff_child(buf, buf + n, "meta", &b, &e) || e - b < 4) return 0;
+    if (!bmff_child(b + 4, e, "iprp", &b2, &e2) || !bmff_child(b2, e2, "ipco", &b, &e) ||
+        !bmff_child(b, e, "ispe", &b2, &e2) || e2 - b2 < 12)
+        return 0;
+    *w = rd32(b2 + 4, 0), *h = rd32(b2 + 8, 0);
+    return 1;
+}
+
+/* The size a BMP, GIF, TIFF or AVIF header declares (the first image's), so that
+ * an oversized one is named before FFmpeg sees it; 0 when the header is too
+ * short or has none (FFmpeg's max_pixels then still bounds the decode). */
+static int header_size(const uint8_t *b, size_t n, const char *fmt, long long *w, long long *h) {
+    if (!strcmp(fmt, "BMP") && n >= 26) {
+        const uint32_t hs = rd32(b + 14, 1);
+        if (hs == 12) {
+            *w = rd16(b + 18, 1), *h = rd16(b + 20, 1);
+        } else {
+            *w = (int32_t)rd32(b + 18, 1), *h = (int32_t)rd32(b + 22, 1);
+            if (*h < 0) *h = -*h; /* top-down rows */
+        }
+        return 1;
+    }
+    if (!strcmp(fmt, "AVIF")) return avif_size(b, n, w, h);
+    if (!strcmp(fmt, "GIF") && n >= 10) {
+        *w = rd16(b + 6, 1), *h = rd16(b + 8, 1);
+        return 1;
+    }
+    if (!strcmp(fmt, "TIFF") && n >= 8) {
+        const int le = b[0] == 'I';
+        const uint32_t ifd = rd32(b + 4, le);
+        if (ifd > n - 2 || n < 2) return 0;
+        const unsigned cnt = rd16(b + ifd, le);
+        *w = *h = 0;
+        for (unsigned i = 0; i < cnt; i++) {
+            const size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+            if (e + 12 > n) break;
+            const unsigned tag = rd16(b + e, le), type = rd16(b + e + 2, le);
+            const long long v = type == 3 ? (long long)rd16(b + e + 8, le) : type == 4 ? (long long)rd32(b + e + 8, le) : -1;
+            if (tag == 256) *w = v;
+            if (tag == 257) *h = v;
+        }
+        return *w > 0 && *h > 0;
+    }
+    return 0;
+}
+
+/* What the bytes are: a format this file decodes (its demuxer for FFmpeg's,
+ * "" for the ones decoded here), or one named only for the error message
+ * (demuxer NULL). The file's content decides, never its name. */
+typedef struct {
+    const char *name, *demuxer;
+} kind;
+
+static kind kind_of(const uint8_t *b, size_t n) {
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return (kind){"JPEG", ""};
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return (kind){"PNG", ""};
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return (kind){"WebP", ""};
+    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return (kind){"GIF", "gif"};
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M') return (kind){"BMP", "bmp_pipe"};
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return (kind){"TIFF", "tiff_pipe"};
+    if (n >= 12 && !memcmp(b + 4, "ftyp", 4)) {
+        /* ISO BMFF: AVIF when the major brand or a compatible one says so */
+        const uint32_t box = rd32(b, 0);
+        const size_t end = box >= 16 && box <= n ? (size_t)box : (n < 64 ? n : 64);
+        if (!memcmp(b + 8, "avif", 4) || !memcmp(b + 8, "avis", 4)) return (kind){"AVIF", "mov"};
+        for (size_t o = 16; o + 4 <= end; o += 4)
+            if (!memcmp(b + o, "avif", 4) || !memcmp(b + o, "avis", 4)) return (kind){"AVIF", "mov"};
+        return (kind){"HEIF/MP4", NULL};
+    }
+    if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return (kind){"NumPy .npy", NULL};
+    return (kind){NULL, NULL};
 }
 
 int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out) {
@@ -458,11 +550,20 @@ int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out
     if (!what) what = "image";
     const uint8_t *b = buf;
     if (!b || len == 0) return hm_err(HM_E_FORMAT, "%s: empty file", what);
-    if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return decode_jpeg(b, len, what, out);
-    if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return decode_png(b, len, what, out);
-    const char *other = other_format(b, len);
-    if (other) return hm_err(HM_E_UNSUPPORTED, "%s: %s images are not supported (JPEG or PNG only)", what, other);
-    return hm_err(HM_E_UNSUPPORTED, "%s: not a JPEG or PNG image", what);
+    const kind k = kind_of(b, len);
+    if (!k.name) return hm_err(HM_E_UNSUPPORTED, "%s: not an image this program reads (JPEG, PNG, WebP, AVIF, BMP, TIFF, GIF)", what);
+    if (!k.demuxer)
+        return hm_err(HM_E_UNSUPPORTED, "%s: %s files are not supported (JPEG, PNG, WebP, AVIF, BMP, TIFF, GIF are)", what,
+                      k.name);
+    if (!strcmp(k.name, "JPEG")) return decode_jpeg(b, len, what, out);
+    if (!strcmp(k.name, "PNG")) return decode_png(b, len, what, out);
+    if (!strcmp(k.name, "WebP")) return hm_image_decode_webp(b, len, what, out);
+    long long w, h;
+    if (header_size(b, len, k.name, &w, &h)) {
+        int rc = hm_image_check_size(what, k.name, w, h);
+        if (rc) return rc;
+    }
+    return hm_image_decode_ff(b, len, what, k.name, k.demuxer, out);
 }
 
 int hm_image_load(const char *path, hm_image *out) {

@@ -1,4 +1,5 @@
-/* image.h - JPEG and PNG decoding to 8-bit RGB, PNG encoding.
+/* image.h - photo decoding to 8-bit RGB (JPEG, PNG; WebP, AVIF, BMP, TIFF,
+ * GIF's first frame in image_ext.c), PNG encoding.
  *
  * Decoding follows what the official HaMeR demo gets from cv2.imread
  * (IMREAD_COLOR), except that channels come out RGB, not BGR:
@@ -8,8 +9,12 @@
  * - PNG (libpng): palette expanded, grey (any depth) replicated, alpha and
  *   tRNS dropped (no compositing), 16-bit samples truncated to their high
  *   byte (png_set_strip_16, like OpenCV); gamma and colour chunks ignored.
+ * - WebP (libwebp), AVIF (FFmpeg's mov demuxer, libdav1d), BMP, TIFF (the
+ *   first image) and GIF (the first frame) through FFmpeg: image_ext.c.
+ * The format comes from the bytes, never from a file name.
  * Corrupt or truncated data (a JPEG missing any byte, its EOI included; a PNG
- * missing any chunk up to IEND) is an error, never a partial image.
+ * missing any chunk up to IEND; whatever libwebp or FFmpeg report) is an
+ * error, never a partial image.
  * Images over HM_IMAGE_MAX_PIXELS pixels or HM_IMAGE_MAX_DIM on a side are
  * refused before any pixel memory is allocated, and a JPEG with more than
  * 256 scans, or scans adding up to more than 64 passes over its blocks (a
@@ -30,10 +35,10 @@ typedef struct {
     uint8_t *rgb; /* w*h*3 bytes, RGB interleaved, row-major; hm_alloc'd */
 } hm_image;
 
-/* Read and decode a JPEG or PNG file (format from its magic bytes). On error
+/* Read and decode an image file (format from its magic bytes). On error
  * *out is zeroed and the one-line message names `path`. */
 int hm_image_load(const char *path, hm_image *out);
-/* Decode JPEG or PNG bytes; `what` names the source in error messages. */
+/* Decode image bytes; `what` names the source in error messages. */
 int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out);
 /* Encode as an 8-bit RGB PNG into a malloc'd buffer (caller frees). */
 int hm_image_encode_png(const hm_image *img, uint8_t **buf, size_t *len);

@@ -15,7 +15,7 @@
 
 #include "core/util.h"
 #include "format/image.h"
-#include "video/fflog.h"
+#include "format/fflog.h"
 #include "video/video.h"
 
 typedef struct {

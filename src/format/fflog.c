@@ -1,10 +1,12 @@
-/* fflog.c - FFmpeg's log while the library reads or writes video.
+/* fflog.c - FFmpeg's log while the library reads or writes video or
+ * decodes an image through FFmpeg.
  *
  * FFmpeg prints to stderr by default; the library must not print. A log
  * callback, installed once, routes messages by the calling thread: on a
- * thread inside the library's video code (a sink is set) they are kept
- * from stderr, and an error from the demuxer of that video is recorded as
- * damage (a truncated Matroska file is only reported this way); on any
+ * thread inside the library's FFmpeg code (a sink is set) they are kept
+ * from stderr, and an error from the demuxer of that video (or from the
+ * decoder of that image, hm_ff_log_also) is recorded as damage (a
+ * truncated Matroska file is only reported this way); on any
  * other thread they go to FFmpeg's default callback, so the rest of the
  * process logs as it did. */
 #include <libavutil/log.h>
@@ -12,9 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "video/fflog.h"
+#include "format/fflog.h"
 
 static _Thread_local hm_ff_sink *tl_sink;
+static _Thread_local const void *tl_also;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void callback(void *avcl, int level, const char *fmt, va_list vl) {
@@ -24,7 +27,7 @@ static void callback(void *avcl, int level, const char *fmt, va_list vl) {
         return;
     }
     if (level > AV_LOG_ERROR) return;
-    const int demuxer = !s->damaged && s->demuxer && avcl == s->demuxer;
+    const int demuxer = !s->damaged && avcl && (avcl == s->demuxer || avcl == tl_also);
     if (!demuxer && !strstr(fmt, "Picture size")) return;
     int print_prefix = 0;
     char line[sizeof s->msg];
@@ -53,4 +56,9 @@ void hm_ff_log_enter(hm_ff_sink *sink) {
     tl_sink = sink;
 }
 
-void hm_ff_log_leave(void) { tl_sink = NULL; }
+void hm_ff_log_leave(void) {
+    tl_sink = NULL;
+    tl_also = NULL;
+}
+
+void hm_ff_log_also(const void *ctx) { tl_also = ctx; }

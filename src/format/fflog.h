@@ -1,7 +1,8 @@
-/* video/fflog.h - FFmpeg's log messages kept off stderr while the library
- * runs FFmpeg, and demuxer errors caught as damage (fflog.c). */
-#ifndef HM_VIDEO_FFLOG_H
-#define HM_VIDEO_FFLOG_H
+/* format/fflog.h - FFmpeg's log messages kept off stderr while the library
+ * runs FFmpeg (video, and images through FFmpeg), and demuxer (or image
+ * decoder) errors caught as damage (fflog.c). */
+#ifndef HM_FORMAT_FFLOG_H
+#define HM_FORMAT_FFLOG_H
 
 typedef struct {
     const void *demuxer; /* the AVFormatContext whose errors mean damage (NULL: none) */
@@ -19,5 +20,8 @@ int hm_ff_refused_size(const hm_ff_sink *sink, int *w, int *h);
  * stderr) until hm_ff_log_leave. */
 void hm_ff_log_enter(hm_ff_sink *sink);
 void hm_ff_log_leave(void);
+/* Until hm_ff_log_leave, errors logged by ctx (e.g. an image's decoder)
+ * are damage too, like the sink's demuxer's. */
+void hm_ff_log_also(const void *ctx);
 
 #endif
