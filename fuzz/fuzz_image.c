@@ -1,5 +1,6 @@
-/* fuzz_image - the image path of a request: decode (hm_image_decode: JPEG
- * or PNG, EXIF orientation, size limits), then check a box and crop it
+/* fuzz_image - the image path of a request: decode (hm_image_decode: JPEG,
+ * PNG, EXIF orientation, size limits; WebP through libwebp; AVIF, BMP, TIFF,
+ * GIF through FFmpeg from memory), then check a box and crop it
  * (hm_box_check, hm_crop in the mode the input picks).
  *
  * Input: an 18-byte header, then the image file.

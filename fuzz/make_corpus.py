@@ -291,6 +291,18 @@ def header(mode, left, rescale_byte, box):
     return bytes([mode | (2 if left else 0), rescale_byte]) + struct.pack("<4f", *box)
 
 
+def avif(img):
+    """A still AVIF of img (ffmpeg with libaom: Pillow has no AVIF writer)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "s.png"), os.path.join(d, "s.avif")
+        img.save(src)
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", src, "-c:v", "libaom-av1",
+                        "-still-picture", "1", "-crf", "40", "-cpu-used", "8", dst], check=True)
+        return open(dst, "rb").read()
+
+
 def images():
     out = {}
     rng = np.random.RandomState(3)
@@ -320,11 +332,23 @@ def images():
     g16 = io.BytesIO()
     Image.fromarray((rng.randint(0, 65536, (8, 8))).astype(np.uint16)).save(g16, "PNG")
     files["grey16.png"] = g16.getvalue()
+    # the formats read through libwebp and FFmpeg (format/image_ext.c)
+    small = rgb.resize((16, 12))
+    ext = {
+        "lossy.webp": enc(small, "WEBP", quality=60),
+        "lossless_alpha.webp": enc(small.convert("RGBA"), "WEBP", lossless=True),
+        "rgb.bmp": enc(small, "BMP"),
+        "palette.bmp": enc(small.convert("P"), "BMP"),
+        "rgb.tiff": enc(small, "TIFF"),
+        "grey_lzw.tiff": enc(small.convert("L"), "TIFF", compression="tiff_lzw"),
+        "frames.gif": enc(small.convert("P"), "GIF", save_all=True, append_images=[small.rotate(90).convert("P")]),
+        "still.avif": avif(small),
+    }
     boxes = [(0, 0, header(0, False, 31, (4, 3, 20, 18))),      # warp, rescale 2
              (1, 1, header(1, True, 31, (4, 3, 20, 18))),       # pad, left hand
              (2, 0, header(0, False, 255, (-40, -40, 100, 90))),  # big box: blur path
              (3, 0, header(1, False, 0, (30, 20, 31, 21)))]     # tiny box, rescale 1/16
-    for i, (name, data) in enumerate(sorted(files.items())):
+    for i, (name, data) in enumerate(sorted(files.items()) + sorted(ext.items())):
         _, _, h = boxes[i % len(boxes)]
         out[name] = h + data
     return out

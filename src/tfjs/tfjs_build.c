@@ -61,7 +61,8 @@ static int b64val(int c) {
 }
 
 /* Base64 text (standard or URL alphabet, '=' padding optional) into buf
- * (cap bytes, NUL-terminated); -1 if malformed or too long. */
+ * (cap bytes, NUL-terminated); -1 if malformed, too long or not printable
+ * ASCII once decoded (the values name options and go into messages). */
 static int b64(const char *s, char *buf, size_t cap) {
     size_t n = 0;
     unsigned acc = 0;
@@ -73,12 +74,13 @@ static int b64(const char *s, char *buf, size_t cap) {
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
-            if (n + 1 >= cap) return -1;
-            buf[n++] = (char)(acc >> bits & 0xff);
+            const unsigned c = acc >> bits & 0xff;
+            if (n + 1 >= cap || c < 0x20 || c > 0x7e) return -1;
+            buf[n++] = (char)c;
         }
     }
     buf[n] = 0;
-    return strlen(buf) == n ? 0 : -1;
+    return 0;
 }
 
 /* String attribute `key` ({"s": base64}); def when absent. */

@@ -104,6 +104,15 @@ static float half_to_float(uint16_t h) {
     return sign ? -v : v;
 }
 
+/* A string of the file for a message: at most 32 bytes, each outside
+ * printable ASCII as '?'. */
+static const char *printable(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; s[n] && n + 1 < cap && n < 32; n++) buf[n] = (unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e ? '?' : s[n];
+    buf[n] = 0;
+    return buf;
+}
+
 /* Stored bytes per element of a manifest entry: its quantization's dtype
  * when quantized, else its own. 0 for a type not read. */
 static int stored_size(const char *dtype, const char *qtype) {
@@ -147,18 +156,20 @@ static int read_weight(json_t *e, int wi, const uint8_t *p, size_t avail, hm_tfj
         if (strcmp(qtype, "float16")) {
             json_t *sv = json_object_get(q, "scale"), *mv = json_object_get(q, "min");
             if (!json_is_number(sv) || !json_is_number(mv))
-                return FAIL("weight %d ('%s'): %s quantization without a numeric scale and min", wi, w->name, qtype);
+                return FAIL("weight %d ('%s'): quantization without a numeric scale and min", wi, w->name);
             scale = json_number_value(sv), qmin = json_number_value(mv);
             if (!isfinite(scale) || !isfinite(qmin)) return FAIL("weight %d ('%s'): scale or min not finite", wi, w->name);
         }
     }
     const int es = stored_size(dtype, qtype);
+    char b1[40], b2[40];
     if (!es)
-        return hm_err(HM_E_UNSUPPORTED, "tfjs: weight %d ('%s'): dtype %s%s%s is not supported", wi, w->name, dtype,
-                      qtype ? " quantized as " : "", qtype ? qtype : "");
+        return hm_err(HM_E_UNSUPPORTED, "tfjs: weight %d ('%s'): dtype %s%s%s is not supported", wi, w->name,
+                      printable(dtype, b1, sizeof b1), qtype ? " quantized as " : "",
+                      qtype ? printable(qtype, b2, sizeof b2) : "");
     const int is_int = !strcmp(dtype, "int32"), is_bool = !strcmp(dtype, "bool");
     if (qtype && !is_int && strcmp(dtype, "float32"))
-        return hm_err(HM_E_UNSUPPORTED, "tfjs: weight %d ('%s'): quantized %s", wi, w->name, dtype);
+        return hm_err(HM_E_UNSUPPORTED, "tfjs: weight %d ('%s'): quantized %s", wi, w->name, printable(dtype, b1, sizeof b1));
     if (qtype && is_int && !strcmp(qtype, "float16"))
         return hm_err(HM_E_UNSUPPORTED, "tfjs: weight %d ('%s'): int32 quantized as float16", wi, w->name);
     const size_t bytes = (size_t)w->numel * (size_t)es;
@@ -321,6 +332,9 @@ int hm_tfjs_read(const void *json, size_t jlen, const void *bin, size_t blen, hm
     g->root = json_loadb(json ? json : "", jlen, JSON_REJECT_DUPLICATES, &e);
     int rc;
     if (!g->root) {
+        /* jansson quotes the offending bytes: keep the message one printable line */
+        for (char *c = e.text; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         rc = FAIL("model.json is not JSON (line %d: %.120s)", e.line, e.text);
     } else if (!json_is_object(g->root)) {
         rc = FAIL("model.json is not an object");
