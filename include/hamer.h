@@ -312,11 +312,26 @@ typedef enum {
     HAMER_BODY_OFF = 2      /* detector: do not load them; detect: never run it */
 } hamer_body_mode;
 
+/* The proposal pass: the hand-box detector of @vladmandic/human (a TF.js
+ * SSD, installed by scripts/get_detector.sh) proposes boxes where hands may
+ * be (holding things, seen from the owner's eyes, where the palm model sees
+ * none), and each becomes a hand only when the hand landmark model, on the
+ * body pass's re-crop of the box, finds one there (presence >= 0.5): its
+ * box and side then come from the landmarks. It needs the body models. */
+typedef enum {
+    HAMER_PROPOSALS_AUTO = 0, /* detector: load its model when installed (and the body models are);
+                               detect: run it when loaded, tiles is on and the palm and body
+                               passes found fewer than two hands (measured: docs/detector.md) */
+    HAMER_PROPOSALS_ON = 1,   /* detector: its model is required; detect: always run it */
+    HAMER_PROPOSALS_OFF = 2   /* detector: do not load it; detect: never run it */
+} hamer_proposals_mode;
+
 typedef struct {
     const char *dir;        /* models directory, or NULL to search (above) */
     bool lite;              /* the lite models (faster, less accurate) */
     hamer_body_mode body;   /* the body pass's models (above); default HAMER_BODY_AUTO */
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_detector_default_params) */
+    hamer_proposals_mode proposals; /* the proposal pass's model (above); default HAMER_PROPOSALS_AUTO */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 4]; /* zero (hamer_detector_default_params) */
 } hamer_detector_params;
 
 typedef struct {
@@ -335,17 +350,20 @@ typedef struct {
                                >= 0.5, the keypoint confidence HaMeR's demo asks): source
                                HAMER_SOURCE_BODY_KEYPOINTS, no landmarks, score the wrist's
                                visibility; default true (measured: docs/detector.md) */
-    uint8_t reserved[HAMER_PARAMS_RESERVED - 1]; /* zero (hamer_detect_default_params) */
+    hamer_proposals_mode proposals; /* the proposal pass (above); default HAMER_PROPOSALS_AUTO */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 8]; /* zero (hamer_detect_default_params) */
 } hamer_detect_params;
 
 /* Which pass found a detection (hamer_detection.source). */
 enum {
     HAMER_SOURCE_PALM = 0,  /* the palm detector (pass: full frame or tile level) */
     HAMER_SOURCE_BODY = 1,  /* the body pass (pose -> hand re-crop -> hand landmarks) */
-    HAMER_SOURCE_BODY_KEYPOINTS = 2 /* the body pass's box from the body keypoints alone, the
+    HAMER_SOURCE_BODY_KEYPOINTS = 2, /* the body pass's box from the body keypoints alone, the
                                hand stage having rejected it (body_boxes): landmarks all zero,
                                presence the rejected presence; HaMeR's official demo takes
                                its boxes from body keypoints this way */
+    HAMER_SOURCE_PROPOSAL = 3 /* the proposal pass: a hand-box proposal the hand landmark model
+                               confirmed (score: the proposal's) */
 };
 
 typedef struct {
@@ -374,6 +392,8 @@ HAMER_API hamer_detector *hamer_detector_load(const hamer_detector_params *param
 HAMER_API void hamer_detector_free(hamer_detector *detector);
 /* The directory the models were loaded from (owned by the detector). */
 HAMER_API const char *hamer_detector_get_dir(const hamer_detector *detector);
+/* 1 when the proposal pass's model is loaded, 0 when not, < 0 on error. */
+HAMER_API int hamer_detector_get_proposals(const hamer_detector *detector);
 /* 1 when the body pass's models are loaded, 0 when not (AUTO and not
  * installed, or OFF), negative on a NULL detector. */
 HAMER_API int hamer_detector_get_body(const hamer_detector *detector);
@@ -557,14 +577,18 @@ typedef struct {
     hamer_body_mode body;   /* the body pass on detection frames (its hands start tracks too:
                                re-acquisition from the pose): as hamer_detect_params.body
                                (default AUTO: with tiles, when its models are loaded) */
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_tracker_default_params) */
+    hamer_proposals_mode proposals; /* the proposal pass on detection frames (its hands start
+                               tracks too): as hamer_detect_params.proposals (default AUTO:
+                               with tiles, when its model is loaded) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 4]; /* zero (hamer_tracker_default_params) */
 } hamer_tracker_params;
 
 typedef struct {
     hamer_detection det;    /* this frame: box (tight box of the landmarks; is_right from the
                                track's vote), presence, raw handedness, landmarks; score,
                                pass, source, body and person of the detection that started
-                               the track (source BODY: re-acquired from the pose) */
+                               the track (source BODY: re-acquired from the pose; PROPOSAL:
+                               from a hand-box proposal) */
     int track_id;           /* 0, 1, 2, ... in order of appearance */
     int tracked;            /* 1: found from the previous frame's landmarks; 0: by palm
                                detection in this frame */

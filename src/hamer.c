@@ -544,6 +544,8 @@ struct hamer_detector {
     int lite;
     int body;          /* the body pass's models are loaded */
     int body_mode;     /* hamer_detector_params.body */
+    int props;         /* the proposal pass's model is loaded */
+    int props_mode;    /* hamer_detector_params.proposals */
     char dir[4096];
 };
 
@@ -554,7 +556,7 @@ struct hamer_detect_state {
 };
 
 hamer_detector_params hamer_detector_default_params(void) {
-    hamer_detector_params p = {.dir = NULL, .lite = false, .body = HAMER_BODY_AUTO};
+    hamer_detector_params p = {.dir = NULL, .lite = false, .body = HAMER_BODY_AUTO, .proposals = HAMER_PROPOSALS_AUTO};
     return p;
 }
 
@@ -562,7 +564,8 @@ hamer_detect_params hamer_detect_default_params(void) {
     hm_det_opts o;
     hm_det_opts_default(&o);
     hamer_detect_params p = {.max_hands = o.max_hands, .min_score = o.min_palm, .min_presence = o.min_presence,
-                             .tiles = true, .body = HAMER_BODY_AUTO, .body_boxes = true};
+                             .tiles = true, .body = HAMER_BODY_AUTO, .body_boxes = true,
+                             .proposals = HAMER_PROPOSALS_AUTO};
     return p;
 }
 
@@ -580,7 +583,13 @@ hamer_detector *hamer_detector_load(const hamer_detector_params *params) {
         free(d);
         return NULL;
     }
+    if (p.proposals != HAMER_PROPOSALS_AUTO && p.proposals != HAMER_PROPOSALS_ON && p.proposals != HAMER_PROPOSALS_OFF) {
+        hm_err(HM_E_ARG, "%s: proposals %d is not HAMER_PROPOSALS_AUTO, _ON or _OFF", __func__, (int)p.proposals);
+        free(d);
+        return NULL;
+    }
     d->body_mode = p.body;
+    d->props_mode = p.proposals;
     if (hm_det_find_dir(p.dir, d->lite, d->dir, sizeof d->dir) || hm_det_model_load(d->dir, d->lite, &d->m)) {
         free(d);
         return NULL;
@@ -598,7 +607,25 @@ hamer_detector *hamer_detector_load(const hamer_detector_params *params) {
             d->body = 1;
         }
     }
+    if (p.proposals != HAMER_PROPOSALS_OFF) {
+        /* AUTO: the hand-box model when installed and the body models (its
+         * re-crop) are loaded; ON: both required */
+        int rc = d->body || p.proposals == HAMER_PROPOSALS_ON ? hm_det_model_load_proposals(d->m, d->dir) : HM_E_IO;
+        if ((rc == HM_E_IO || (rc == HM_E_ARG && !d->body)) && p.proposals == HAMER_PROPOSALS_AUTO) {
+            hm_errclear();
+        } else if (rc) {
+            hamer_detector_free(d);
+            return NULL;
+        } else {
+            d->props = 1;
+        }
+    }
     return d;
+}
+
+int hamer_detector_get_proposals(const hamer_detector *d) {
+    if (!d) return hm_err(HM_E_ARG, "%s: detector is NULL", __func__);
+    return d->props;
 }
 
 void hamer_detector_free(hamer_detector *d) {
@@ -665,6 +692,12 @@ static int det_opts(const hamer_detect_params *p, hm_det_opts *o) {
         default: return hm_err(HM_E_ARG, "detect: body %d is not HAMER_BODY_AUTO, _ON or _OFF", (int)p->body);
         }
         o->body_boxes = p->body_boxes;
+        switch (p->proposals) {
+        case HAMER_PROPOSALS_AUTO: o->proposals = HM_DET_BODY_AUTO; break;
+        case HAMER_PROPOSALS_ON: o->proposals = HM_DET_BODY_ON; break;
+        case HAMER_PROPOSALS_OFF: o->proposals = HM_DET_BODY_OFF; break;
+        default: return hm_err(HM_E_ARG, "detect: proposals %d is not HAMER_PROPOSALS_AUTO, _ON or _OFF", (int)p->proposals);
+        }
     }
     return hm_det_opts_check(o);
 }
@@ -680,6 +713,11 @@ int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const
         return hm_err(HM_E_ARG, "detect: the body pass is on but its models are not loaded (%s; bash "
                       "scripts/get_detector.sh installs them)",
                       st->d->body_mode == HAMER_BODY_OFF ? "the detector was loaded with body off" : "not installed");
+    if (o.proposals == HM_DET_BODY_ON && !st->d->props)
+        return hm_err(HM_E_ARG, "detect: the proposal pass is on but its model is not loaded (%s; bash "
+                      "scripts/get_detector.sh installs it)",
+                      st->d->props_mode == HAMER_PROPOSALS_OFF ? "the detector was loaded with proposals off"
+                      : !st->d->body ? "it needs the body models, which are not loaded" : "not installed");
     hm_det_hand hands[HM_DET_MAX_HANDS];
     hm_det_stats stats;
     double t0 = hm_now();
@@ -696,6 +734,7 @@ int hamer_detect(hamer_detect_state *st, const uint8_t *rgb, int w, int h, const
         d->pass = hands[i].level;
         d->source = hands[i].pass == HM_DET_PASS_BODY        ? HAMER_SOURCE_BODY
                     : hands[i].pass == HM_DET_PASS_KEYPOINTS ? HAMER_SOURCE_BODY_KEYPOINTS
+                    : hands[i].pass == HM_DET_PASS_PROPOSAL  ? HAMER_SOURCE_PROPOSAL
                                                              : HAMER_SOURCE_PALM;
         d->body = (hands[i].passes >> HM_DET_PASS_BODY) & 1u || d->source == HAMER_SOURCE_BODY_KEYPOINTS;
         d->person = d->body ? hands[i].person : -1;

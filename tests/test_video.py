@@ -22,6 +22,7 @@ here from the annotated photos (tests/video_fixtures.py).
 
 import json
 import os
+from pathlib import Path
 import subprocess
 import tempfile
 import time
@@ -320,6 +321,37 @@ def test_frame_sizes_bounded_before_decoding(tmp_path):
         assert proc.returncode == 1 and proc.stderr.splitlines() == [
             f"hamer: {tmp_path / name}: frame size {size} out of range (at most 100 megapixels, 65535 a side)"], \
             describe(proc)
+
+
+def test_proposal_pass_acquires_hands_palm_detection_misses(tmp_path):
+    """WiLoR's egocentric cooking photo held for 6 frames (lossless): no
+    palm pass finds its hands; the proposal pass (--proposals on) finds the
+    hand holding the tongs, as `hamer detect --single-pass --proposals on`
+    does on the photo, and the track starts from it (source "proposal")
+    and is followed from its landmarks."""
+    path = Path(__file__).resolve().parent.parent.parent / "shared" / "images" / "wilor_cooking.jpg"
+    img = np.asarray(Image.open(path).convert("RGB"))
+    img = img[: img.shape[0] // 2 * 2, : img.shape[1] // 2 * 2]
+    Image.fromarray(img).save(tmp_path / "photo.png")
+    vid = V.encode(V.still(img, 6), tmp_path / "still.mkv", codec="png")
+    frames = {}
+    for mode in ("off", "on"):
+        proc, out = video(tmp_path, vid, "--proposals", mode, "--max-hands", 4, name=f"{mode}.jsonl")
+        assert proc.returncode == 0, describe(proc)
+        frames[mode] = [j for j in map(json.loads, out.read_text().splitlines()) if "frame" in j]
+        assert len(frames[mode]) == 6
+    assert all(not f["hands"] for f in frames["off"]), frames["off"]
+    proc = run_hamer(["detect", "--image", tmp_path / "photo.png", "--output", tmp_path / "det.json",
+                      "--detector", models_dir(), "--single-pass", "--proposals", "on"])
+    assert proc.returncode == 0, describe(proc)
+    det = json.loads((tmp_path / "det.json").read_text())["hands"]
+    assert len(det) == 1 and det[0]["source"] == "proposal", det
+    on = frames["on"]
+    assert len(on[0]["hands"]) == 1 and on[0]["detected"], on[0]
+    h0 = on[0]["hands"][0]
+    assert iou(h0["bbox"], det[0]["bbox"]) > 0.99 and h0["detection"]["source"] == "proposal", (h0, det)
+    assert all(len(f["hands"]) == 1 and f["hands"][0]["track_id"] == h0["track_id"] for f in on), on
+    assert all(h["tracked"] for f in on[1:] for h in f["hands"]), "not tracked from the landmarks"
 
 
 MESSI5 = "/usr/share/doc/opencv-doc/examples/data/messi5.jpg"

@@ -281,13 +281,14 @@ class DetectParams(_Struct):
         ("tiles", ctypes.c_bool),
         ("body", ctypes.c_int),  # hamer_body_mode: a C enum, int-sized with gcc/clang
         ("body_boxes", ctypes.c_bool),
-        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 1)),  # body_boxes took the first byte
+        ("proposals", ctypes.c_int),  # hamer_proposals_mode (after 3 bytes of padding)
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 8)),  # body_boxes and proposals took the first 8
     ]
 
 
 # hamer_body_mode
 BODY_AUTO, BODY_ON, BODY_OFF = 0, 1, 2
-SOURCE_PALM, SOURCE_BODY, SOURCE_BODY_KEYPOINTS = 0, 1, 2
+SOURCE_PALM, SOURCE_BODY, SOURCE_BODY_KEYPOINTS, SOURCE_PROPOSAL = 0, 1, 2, 3
 
 
 class DetectorParams(_Struct):
@@ -295,7 +296,8 @@ class DetectorParams(_Struct):
         ("dir", ctypes.c_char_p),
         ("lite", ctypes.c_bool),
         ("body", ctypes.c_int),
-        ("reserved", _Reserved),
+        ("proposals", ctypes.c_int),  # hamer_proposals_mode
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 4)),
     ]
 
 
@@ -583,7 +585,8 @@ class TrackerParams(_Struct):
         ("betas_frames", ctypes.c_int),
         ("betas_min", ctypes.c_int),
         ("body", ctypes.c_int),  # hamer_body_mode
-        ("reserved", _Reserved),
+        ("proposals", ctypes.c_int),  # hamer_proposals_mode
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 4)),
     ]
 
 

@@ -330,7 +330,8 @@ def _detection_dict(det):
 
 
 _BODY_MODES = {"auto": _lib.BODY_AUTO, "on": _lib.BODY_ON, "off": _lib.BODY_OFF}
-_SOURCE_NAMES = {_lib.SOURCE_PALM: "palm", _lib.SOURCE_BODY: "body", _lib.SOURCE_BODY_KEYPOINTS: "body-keypoints"}
+_SOURCE_NAMES = {_lib.SOURCE_PALM: "palm", _lib.SOURCE_BODY: "body", _lib.SOURCE_BODY_KEYPOINTS: "body-keypoints",
+                 _lib.SOURCE_PROPOSAL: "proposal"}
 
 
 def _body_arg(body):

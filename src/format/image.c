@@ -31,18 +31,6 @@ void hm_image_free(hm_image *img) {
     img->w = img->h = 0;
 }
 
-/* Size limits shared by every decoder; checked before pixels are allocated. */
-int hm_image_check_size(const char *what, const char *fmt, long long w, long long h) {
-    if (w <= 0 || h <= 0) return hm_err(HM_E_FORMAT, "%s: %s image has no pixels (%lldx%lld)", what, fmt, w, h);
-    if (w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM)
-        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld; sides over %d pixels are not supported", what, fmt,
-                      w, h, HM_IMAGE_MAX_DIM);
-    if (w * h > HM_IMAGE_MAX_PIXELS)
-        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld = %.1f megapixels, over the %lld megapixel limit",
-                      what, fmt, w, h, (double)(w * h) / 1e6, HM_IMAGE_MAX_PIXELS / 1000000);
-    return HM_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* EXIF orientation                                                          */
 /* ------------------------------------------------------------------------ */

@@ -31,6 +31,18 @@
 #include "format/image.h"
 #include "format/image_ext.h"
 
+/* Size limits shared by every decoder; checked before pixels are allocated. */
+int hm_image_check_size(const char *what, const char *fmt, long long w, long long h) {
+    if (w <= 0 || h <= 0) return hm_err(HM_E_FORMAT, "%s: %s image has no pixels (%lldx%lld)", what, fmt, w, h);
+    if (w > HM_IMAGE_MAX_DIM || h > HM_IMAGE_MAX_DIM)
+        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld; sides over %d pixels are not supported", what, fmt,
+                      w, h, HM_IMAGE_MAX_DIM);
+    if (w * h > HM_IMAGE_MAX_PIXELS)
+        return hm_err(HM_E_UNSUPPORTED, "%s: %s image is %lldx%lld = %.1f megapixels, over the %lld megapixel limit",
+                      what, fmt, w, h, (double)(w * h) / 1e6, HM_IMAGE_MAX_PIXELS / 1000000);
+    return HM_OK;
+}
+
 /* ------------------------------------------------------------------ WebP */
 
 int hm_image_decode_webp(const uint8_t *buf, size_t len, const char *what, hm_image *out) {

@@ -62,7 +62,10 @@ json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
  * body keypoints alone has no landmarks: null, not 21 zeros. */
 void hm_result_detection_body(json_t *o, int source, int body, int person) {
     if (!body && source == HAMER_SOURCE_PALM) return;
-    const char *name = source == HAMER_SOURCE_BODY ? "body" : source == HAMER_SOURCE_BODY_KEYPOINTS ? "body-keypoints" : "palm";
+    const char *name = source == HAMER_SOURCE_BODY             ? "body"
+                       : source == HAMER_SOURCE_BODY_KEYPOINTS ? "body-keypoints"
+                       : source == HAMER_SOURCE_PROPOSAL       ? "proposal"
+                                                               : "palm";
     json_object_set_new(o, "source", json_string(name));
     json_object_set_new(o, "person", json_integer(person));
     if (source == HAMER_SOURCE_BODY_KEYPOINTS) json_object_set_new(o, "landmarks", json_null());

@@ -21,7 +21,7 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
  * are made of. New references; NULL only when out of memory. */
 json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices);
 json_t *hm_result_detection_json(float score, float presence, float handedness, int pass, const float *landmarks);
-/* Adds "source" ("palm" / "body" / "body-keypoints") and "person" to a
+/* Adds "source" ("palm" / "body" / "body-keypoints" / "proposal") and "person" to a
  * detection object when the body pass found the hand (nothing for
  * palm-only hands); a keypoint-only box's "landmarks" become null. */
 void hm_result_detection_body(json_t *o, int source, int body, int person);

@@ -93,6 +93,9 @@ hamer_tracker *hm_tracker_new(const hm_det_model *m, const hamer_tracker_params 
     if (!p.tiles) t->dopts.n_levels = 0;
     t->dopts.body = p.body == HAMER_BODY_ON ? HM_DET_BODY_ON : p.body == HAMER_BODY_OFF ? HM_DET_BODY_OFF
                                                                                        : HM_DET_BODY_AUTO;
+    t->dopts.proposals = p.proposals == HAMER_PROPOSALS_ON    ? HM_DET_BODY_ON
+                         : p.proposals == HAMER_PROPOSALS_OFF ? HM_DET_BODY_OFF
+                                                              : HM_DET_BODY_AUTO;
     const int cap = p.max_hands;
     t->tr = calloc((size_t)cap, sizeof *t->tr);
     t->ended = calloc((size_t)cap, sizeof *t->ended);
@@ -185,7 +188,9 @@ static void start_track(track *k, const hm_det_hand *d, int id) {
     k->id = id;
     k->palm_score = d->palm_score;
     k->pass = d->level;
-    k->source = d->pass == HM_DET_PASS_BODY ? HAMER_SOURCE_BODY : HAMER_SOURCE_PALM;
+    k->source = d->pass == HM_DET_PASS_BODY       ? HAMER_SOURCE_BODY
+                : d->pass == HM_DET_PASS_PROPOSAL ? HAMER_SOURCE_PROPOSAL
+                                                  : HAMER_SOURCE_PALM;
     k->body = (d->passes >> HM_DET_PASS_BODY) & 1u;
     k->person = k->body ? d->person : -1;
     k->body_right = d->is_right;

@@ -58,9 +58,11 @@ static void layouts_and_defaults(void) {
     /* hamer_model_params grew device (7 bytes of alignment and a pointer) */
     CHECK(RESERVED_LAST_N(hamer_model_params, 15) && RESERVED_LAST(hamer_predict_params));
     CHECK(RESERVED_LAST(hamer_state_params));
-    /* hamer_detect_params grew body_boxes from its reserved space */
-    CHECK(RESERVED_LAST(hamer_detector_params) && RESERVED_LAST_N(hamer_detect_params, 1));
-    CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST(hamer_tracker_params));
+    /* hamer_detect_params grew body_boxes and proposals from its reserved
+     * space (8 bytes with the alignment of the enum), hamer_detector_params
+     * and hamer_tracker_params proposals */
+    CHECK(RESERVED_LAST_N(hamer_detector_params, 4) && RESERVED_LAST_N(hamer_detect_params, 8));
+    CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST_N(hamer_tracker_params, 4));
     /* hamer_folder_params grew render_draw from its reserved space */
     CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 4));
     CHECK(RESERVED_LAST(hamer_render_params));
@@ -70,12 +72,15 @@ static void layouts_and_defaults(void) {
           offsetof(hamer_model_params, device) == 24 && offsetof(hamer_model_params, reserved) == 32);
     CHECK(sizeof(hamer_state_params) == 80 && offsetof(hamer_state_params, reserved) == 16);
     CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, reserved) == 12);
-    CHECK(sizeof(hamer_detector_params) == 80 && offsetof(hamer_detector_params, reserved) == 16);
-    /* the size and every older offset as before body_boxes took byte 20 */
+    CHECK(sizeof(hamer_detector_params) == 80 && offsetof(hamer_detector_params, proposals) == 16 &&
+          offsetof(hamer_detector_params, reserved) == 20);
+    /* the size and every older offset as before body_boxes took byte 20
+     * and proposals bytes 24..27 (21..23: padding) */
     CHECK(sizeof(hamer_detect_params) == 84 && offsetof(hamer_detect_params, body_boxes) == 20 &&
-          offsetof(hamer_detect_params, reserved) == 21);
+          offsetof(hamer_detect_params, proposals) == 24 && offsetof(hamer_detect_params, reserved) == 28);
     CHECK(sizeof(hamer_video_params) == 96 && offsetof(hamer_video_params, reserved) == 28);
-    CHECK(sizeof(hamer_tracker_params) == 136 && offsetof(hamer_tracker_params, reserved) == 68);
+    CHECK(sizeof(hamer_tracker_params) == 136 && offsetof(hamer_tracker_params, proposals) == 68 &&
+          offsetof(hamer_tracker_params, reserved) == 72);
     CHECK(sizeof(hamer_job_params) == 232 && offsetof(hamer_job_params, reserved) == 164);
     CHECK(sizeof(hamer_folder_params) == 128 && offsetof(hamer_folder_params, render_draw) == 64 &&
           offsetof(hamer_folder_params, reserved) == 68);

@@ -54,7 +54,7 @@ static const char *USAGE_BATCH =
     "                   [--force] [--retry-failed] [--save-mesh] [--render [--draw LIST]] [--side-view] [--glb]\n"
     "                   [--vertices]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
+    "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
     "                   [--precision fp32|fast] [--device D] [--json]\n"
     "\n"
     "Every image of DIR through `hamer run` with one model load: per image NAME\n"

@@ -34,7 +34,7 @@ static const char *USAGE_BENCH =
     "                   [--json]\n"
     "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
-    "                   [--body auto|on|off] [--body-boxes on|off]\n"
+    "                   [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off]\n"
     "       hamer bench --folder DIR --model M [--precision P] [--variants] (see --folder --help)\n"
     "       hamer bench (--model CKPT | --synthetic) --video IN [--precision P] [--iters FRAMES]\n"
     "                   [--max-hands N] [--detector DIR] [--json]\n"

@@ -184,6 +184,7 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     a->tp.min_score = a->det.params.min_score;
     a->tp.tiles = a->det.params.tiles;
     a->tp.body = a->det.params.body;
+    a->tp.proposals = a->det.params.proposals;
     return 0;
 }
 

@@ -146,7 +146,7 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
     if (!strcmp(o, "--lite")) return d->lite = 1, 0;
     if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
     if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score") && strcmp(o, "--body") &&
-        strcmp(o, "--body-boxes"))
+        strcmp(o, "--body-boxes") && strcmp(o, "--proposals"))
         return -1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
@@ -160,6 +160,14 @@ int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d,
             fprintf(stderr, "hamer: %s: --body must be auto, on or off, got '%s'\n", cmd, v);
             return 2;
         }
+    } else if (!strcmp(o, "--proposals")) {
+        hamer_body_mode m;
+        if (hm_tool_parse_body(v, &m)) {
+            fprintf(stderr, "hamer: %s: --proposals must be auto, on or off, got '%s'\n", cmd, v);
+            return 2;
+        }
+        d->params.proposals = m == HAMER_BODY_ON ? HAMER_PROPOSALS_ON : m == HAMER_BODY_OFF ? HAMER_PROPOSALS_OFF
+                                                                                              : HAMER_PROPOSALS_AUTO;
     } else if (!strcmp(o, "--body-boxes")) {
         if (strcmp(v, "on") && strcmp(v, "off")) {
             fprintf(stderr, "hamer: %s: --body-boxes must be on or off, got '%s'\n", cmd, v);
@@ -189,6 +197,7 @@ hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
     p.lite = d->lite;
     /* on: the body models are required; off: not loaded; auto: when installed */
     p.body = d->params.body;
+    p.proposals = d->params.proposals;
     return hamer_detector_load(&p);
 }
 

@@ -59,7 +59,7 @@ typedef struct {
     const char *dir;            /* --detector DIR */
     int lite;                   /* --lite */
     hamer_detect_params params; /* --max-hands, --min-score, --single-pass, --body auto|on|off,
-                                   --body-boxes on|off */
+                                   --body-boxes on|off, --proposals auto|on|off */
 } hm_tool_detect_args;
 void hm_tool_detect_defaults(hm_tool_detect_args *d);
 /* If argv[*i] is a detector option, consume it (and its value) into d:
