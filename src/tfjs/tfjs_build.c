@@ -553,6 +553,7 @@ int hm_tfjs_compile(const hm_tfjs_graph *g, const char *input, const hm_tfl_shap
         goto done;
     }
     b.m->isa = (int)hm_isa_active();
+    b.m->k = hm_kernels_for(b.m->isa); /* as hm_tfl_load_mem: that level's kernel table */
     for (int i = 0; i < g->n; i++) b.tensor[i] = -1;
     if ((rc = schedule(g, in_node, outs, nout, order, &norder))) goto done;
     int it = add_tensor(&b, g->nodes[in_node].name, "", in_shape, NULL);
