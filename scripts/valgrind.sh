@@ -24,7 +24,7 @@ fixtures=${HAMER_FIXTURE_DIR:-build-fixtures}
 tests=(test_ckpt test_npy test_image test_render test_pool test_limits test_regression test_norm test_pack)
 
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not installed (apt-get install valgrind)" >&2; exit 2; }
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DHAMER_SANITIZE=OFF -DHAMER_TESTS=ON >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DHAMER_SANITIZE=OFF -DHAMER_TESTS=ON -DHAMER_CUDA=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target hamer "${tests[@]}"
 
 export HAMER_ISA=avx2

@@ -110,7 +110,7 @@ const char *hamer_system_info(void) {
  * asks the driver: not on every call). */
 static struct {
     int n;
-    char why[256];
+    char why[1600];
 } hm_be_state[8];
 static pthread_once_t hm_be_once = PTHREAD_ONCE_INIT;
 

@@ -370,3 +370,22 @@ def test_fifo_model_and_mano(tmp_path, good_ckpt, good_input):
                  ["not a regular file"])
     expect_error(["convert", "--model", fifo, "--output", out], out, ["not a regular file"])
     assert time.monotonic() - t0 < 30
+
+
+def test_cuda_unavailable(tmp_path, good_ckpt, good_input):
+    """A build with the CUDA backend: without its shared object, or without
+    a driver or GPU, --device cuda is one line saying which, exit 1, and no
+    output; never a silent CPU run."""
+    version = run_hamer(["--version"]).stdout
+    if " cuda" not in version.split("backends:")[-1]:
+        pytest.skip("this build has no CUDA backend (HAMER_CUDA=OFF)")
+    out = tmp_path / "out.npz"
+    proc = run_hamer(regress_args(good_ckpt, good_input, out, "--device", "cuda"),
+                     env=dict(os.environ, HAMER_CUDA_LIB=str(tmp_path / "missing.so")))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, describe(proc)
+    assert "device 'cuda' is unavailable: the cuda backend's library libhamer-cuda.so did not load: not found" \
+        in proc.stderr and not out.exists()
+    if "cuda (unavailable)" in version:
+        line = expect_error(regress_args(good_ckpt, good_input, out, "--device", "cuda"), out,
+                            ["device 'cuda' is unavailable"])
+        assert "no usable CUDA driver or GPU" in line, line

@@ -11,6 +11,9 @@
 
 static const hm_backend *const hm_all[] = {
     &hm_backend_cpu,
+#ifdef HAMER_HAVE_CUDA
+    &hm_backend_cuda, /* backend_dl.c: libhamer-cuda.so, loaded on first use */
+#endif
 };
 
 const hm_backend *const *hm_backends(int *count) {

@@ -111,7 +111,9 @@ void hm_state_release(hm_state *s);
  * unmapped when the model owns it. NULL: nothing. */
 void hm_model_free(hm_model *m);
 
-/* The CPU backend (backend/cpu/). */
+/* The CPU backend (backend/cpu/), and the CUDA backend's entry, which
+ * loads its shared object on first use (backend_dl.c, backend/cuda/). */
 extern const hm_backend hm_backend_cpu;
+extern const hm_backend hm_backend_cuda;
 
 #endif

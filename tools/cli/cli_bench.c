@@ -72,6 +72,18 @@ static const char *USAGE_BENCH =
 
 /* ---- helpers ---- */
 
+/* The describe line of the backend of device ("cuda:0" -> the cuda one). */
+static const char *device_line(const char *device) {
+    for (int i = 0, n = hamer_backend_count(); i < n; i++) {
+        hamer_backend_info bi;
+        size_t len = 0;
+        if (hamer_backend_get(i, &bi)) continue;
+        len = strlen(bi.name);
+        if (!strncmp(device, bi.name, len) && (device[len] == 0 || device[len] == ':')) return bi.info;
+    }
+    return "";
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -139,20 +151,22 @@ typedef struct {
     int nthreads;
 } model_src;
 
-/* Load the model once, in `precision`; the fp32 reference of a comparison
- * from --reference when given (a packed file loads only in its own
- * precision). */
+/* Load the model once, in `precision`, on --device; the fp32 reference of
+ * a comparison from --reference when given (a packed file loads only in
+ * its own precision), always on the CPU: the exact path every device is
+ * held to. */
 static hamer_model *load_model(const model_src *src, int precision, int reference) {
+    const char *device = reference ? NULL : src->device;
     if (!src->synthetic) {
         hamer_model_params mp = hamer_model_default_params();
         mp.mano_path = src->mano;
         mp.precision = precision;
-        mp.device = src->device;
+        mp.device = device;
         return hamer_model_load(reference && src->reference_path ? src->reference_path : src->model_path, &mp);
     }
     hm_synthetic *y;
     if (hm_synthetic_new(src->depth, src->head_depth, src->seed, src->nthreads, &y)) return NULL;
-    hamer_model *m = hm_synthetic_model(y, precision);
+    hamer_model *m = hm_synthetic_model_on(y, precision, device);
     hm_synthetic_free(y);   /* the model holds packed copies; 2.7 GB less during timing */
     return m;
 }
@@ -312,8 +326,10 @@ static int run(bench_args *args) {
 
     /* Accuracy against fp32 on the same crops: the outputs of the last timed
      * iteration against a fresh fp32 model's. */
-    double params_pcc = 1.0, verts_mae = info.has_mano ? 0.0 : NAN, verts_max = info.has_mano ? 0.0 : NAN;
-    if (precision != HAMER_PRECISION_FP32) {
+    double params_pcc = 1.0, params_max = 0.0, verts_mae = info.has_mano ? 0.0 : NAN;
+    double verts_max = info.has_mano ? 0.0 : NAN;
+    const int on_cpu = !strcmp(info.device, "cpu");
+    if (precision != HAMER_PRECISION_FP32 || !on_cpu) {
         hamer_state_free(st);
         st = NULL;
         hamer_model_free(model);
@@ -329,6 +345,10 @@ static int run(bench_args *args) {
         else if (!ok) rc = hm_tool_fail(1, "fp32 reference: %s", hamer_last_error());
         if (ok) {
             params_pcc = hm_tool_pcc(params, rp, (size_t)B * HAMER_N_PARAMS);
+            for (size_t i = 0; i < (size_t)B * HAMER_N_PARAMS; i++) {
+                double d = fabs((double)params[i] - rp[i]);
+                params_max = d > params_max ? d : params_max;
+            }
             if (info.has_mano) {
                 double s = 0, mx = 0;
                 size_t n = (size_t)B * HAMER_N_VERTS * 3;
@@ -360,6 +380,8 @@ static int run(bench_args *args) {
         json_object_set_new(o, "precision", json_string(prec_name));
         json_object_set_new(o, "scheme", json_string(info.scheme ? info.scheme : ""));
         json_object_set_new(o, "isa", json_string(info.isa ? info.isa : ""));
+        json_object_set_new(o, "device", json_string(info.device));
+        json_object_set_new(o, "device_info", json_string(device_line(info.device)));
         json_object_set_new(o, "vit_depth", json_integer(info.vit_depth));
         json_object_set_new(o, "head_depth", json_integer(info.head_depth));
         json_object_set_new(o, "batch", json_integer(B));
@@ -380,6 +402,9 @@ static int run(bench_args *args) {
         json_object_set_new(o, "peak_rss_mb", json_real(peak_rss));
         json_object_set_new(o, "rss_mb", json_real(rss));
         json_object_set_new(o, "params_pcc_vs_fp32", json_real(params_pcc));
+        json_object_set_new(o, "params_max_abs_vs_fp32", json_real(params_max));
+        json_object_set_new(o, "reference", json_string(on_cpu && precision == HAMER_PRECISION_FP32 ? "none (this is it)"
+                                                                                             : "cpu fp32"));
         json_object_set_new(o, "vertices_mae_mm_vs_fp32", isnan(verts_mae) ? json_null() : json_real(verts_mae));
         json_object_set_new(o, "vertices_max_mm_vs_fp32", isnan(verts_max) ? json_null() : json_real(verts_max));
         for (int k = 0; k < nst; k++) json_object_set_new(stages, stage_names[k], json_real(stage_ms[k]));
@@ -394,9 +419,10 @@ static int run(bench_args *args) {
         puts(s);
         free(s);
     } else {
-        printf("hamer bench: %s model (%d blocks, %d decoder layers), precision %s (scheme %s, kernels %s)\n",
+        printf("hamer bench: %s model (%d blocks, %d decoder layers), precision %s (scheme %s, kernels %s), device %s\n",
                src.synthetic ? "synthetic" : src.model_path, info.vit_depth, info.head_depth, prec_name, info.scheme,
-               info.isa);
+               info.isa, info.device);
+        if (!on_cpu) printf("  %s\n", device_line(info.device));
         printf("  batch %d, %d threads; load %.1f s; %d warm-up + %d timed iterations\n", B, threads, load_s, warmup,
                iters);
         printf("  per crop: median %.1f ms, min %.1f ms; %.3f crops/s\n", 1000.0 * med / B, 1000.0 * mn / B, B / med);
@@ -407,11 +433,12 @@ static int run(bench_args *args) {
         else
             printf("  compute: %.1f GFLOP/crop, %.1f GFLOP/s (no FMA peak measured on this CPU)\n", fl / 1e9, gflops);
         printf("  memory: peak RSS %.0f MB (loading included), RSS after timing %.0f MB\n", peak_rss, rss);
+        const char *vs = on_cpu ? "vs fp32" : "vs cpu fp32";
         if (info.has_mano)
-            printf("  vs fp32: params PCC %.6f, vertices mean abs error %.4f mm (max %.4f mm)\n", params_pcc, verts_mae,
-                   verts_max);
+            printf("  %s: params PCC %.7f (max abs %.3g), vertices mean abs error %.4f mm (max %.4f mm)\n", vs,
+                   params_pcc, params_max, verts_mae, verts_max);
         else
-            printf("  vs fp32: params PCC %.6f (no MANO: no vertices)\n", params_pcc);
+            printf("  %s: params PCC %.7f (max abs %.3g; no MANO: no vertices)\n", vs, params_pcc, params_max);
         printf("  %-12s %10s %7s\n", "stage", "ms/crop", "share");
         for (int k = 0; k < nst; k++)
             printf("  %-12s %10.2f %6.1f%%\n", stage_names[k], stage_ms[k], 100.0 * stage_ms[k] / (1000.0 * med / B));

@@ -371,7 +371,7 @@ int hm_synthetic_new(int depth, int head_depth, uint64_t seed, int nthreads, hm_
     return HM_OK;
 }
 
-hamer_model *hm_synthetic_model(const hm_synthetic *y, int precision) {
+hamer_model *hm_synthetic_model_on(const hm_synthetic *y, int precision, const char *device) {
     if (!y) {
         hm_err(HM_E_ARG, "%s: NULL synthetic model", __func__);
         return NULL;
@@ -382,6 +382,9 @@ hamer_model *hm_synthetic_model(const hm_synthetic *y, int precision) {
     }
     hm_model *m;
     hm_load_opts o = {.precision = precision};
+    if (hm_device_parse(device, &o.be, &o.dev)) return NULL;
     if (hm_model_from_ckpt(y->ck, "synthetic model", &o, &m)) return NULL;
     return hm_model_handle(m);
 }
+
+hamer_model *hm_synthetic_model(const hm_synthetic *y, int precision) { return hm_synthetic_model_on(y, precision, NULL); }

@@ -26,5 +26,7 @@ void hm_synthetic_free(hm_synthetic *s);
  * (precision: HAMER_PRECISION_*). NULL on failure (hamer_last_error()).
  * The model does not reference s afterwards. */
 hamer_model *hm_synthetic_model(const hm_synthetic *s, int precision);
+/* The same on a device ("cpu", "cuda:0"; NULL: the CPU). */
+hamer_model *hm_synthetic_model_on(const hm_synthetic *s, int precision, const char *device);
 
 #endif
