@@ -6,96 +6,74 @@
  * Errors: one line on stderr ("hamer: ..."), exit 1 (2 for usage errors);
  * the output file is only created once everything has succeeded.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
 #include "format/npy.h"
 #include "core/util.h"
 
-static const char *USAGE_REGRESS =
-    "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
-    "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
-    "                     [--precision fp32|fast] [--device D] [--timings]\n"
-    "\n"
-    "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
-    "on hand crops.\n"
-    "\n"
-    "  --model CKPT      the released hamer.ckpt (PyTorch Lightning checkpoint)\n"
-    "  --input CROPS     .npy, either float32 [B,3,256,192] crops normalised as\n"
-    "                    (x/255 - mean)/std (RGB, mean 0.485,0.456,0.406, std\n"
-    "                    0.229,0.224,0.225), or uint8 [B,256,192,3] RGB crops\n"
-    "  --output OUT.npz  float32 arrays:\n"
-    "                      params [B,157]        16 row-major 3x3 rotations (global\n"
-    "                                            orient first), 10 betas, 3 pred_cam\n"
-    "                      pred_cam [B,3]        (s, tx, ty)\n"
-    "                      pred_cam_t [B,3]      (tx, ty, 2*5000/(256*s))\n"
-    "                      vertices [B,778,3]    metres, root-relative MANO frame\n"
-    "                      keypoints_3d [B,21,3] OpenPose order\n"
-    "                      keypoints_2d [B,21,2] normalised crop units\n"
-    "                                            (pixels = 256*k + 128)\n"
-    "  --threads N       worker threads (default: online CPUs)\n"
-    "  --mano FILE.npz   MANO buffers (v_template, shapedirs, posedirs, J_regressor,\n"
-    "                    parents, lbs_weights, faces_tensor) when the checkpoint\n"
-    "                    has no mano.* entries\n"
-    "  --params-only     write only params, pred_cam, pred_cam_t (no MANO needed)\n"
-    "  --device D        where the model runs: cpu (default) or a backend this build\n"
-    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
-    "  --precision P     fp32 (default, exact) or fast (the gated low-precision\n"
-    "                    scheme for the backbone matmuls; 'hamer --version' names it)\n"
-    "  --plain           verification mode: the textbook formulation (slower)\n"
-    "  --timings         print load and forward times to stderr\n"
-    "\n"
-    "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
-    "stderr saying what was wrong.\n";
-
 typedef struct {
-    const char *model, *input, *output, *mano, *device;
-    int threads, params_only, plain, timings, precision;
+    hm_model_args m;             /* --model --mano --precision --device --threads */
+    const char *input, *output;
+    int params_only, plain, timings;
 } regress_args;
+
+static const hm_opt regress_opts[] = {
+    {.name = "--input", .meta = "CROPS", .kind = HM_OPT_STR, .off = offsetof(regress_args, input),
+     .help = ".npy, either float32 [B,3,256,192] crops normalised as\n"
+             "(x/255 - mean)/std (RGB, mean 0.485,0.456,0.406, std\n"
+             "0.229,0.224,0.225), or uint8 [B,256,192,3] RGB crops"},
+    {.name = "--output", .meta = "OUT.npz", .kind = HM_OPT_STR, .off = offsetof(regress_args, output),
+     .help = "float32 arrays:\n"
+             "  params [B,157]        16 row-major 3x3 rotations\n"
+             "                        (global orient first), 10\n"
+             "                        betas, 3 pred_cam\n"
+             "  pred_cam [B,3]        (s, tx, ty)\n"
+             "  pred_cam_t [B,3]      (tx, ty, 2*5000/(256*s))\n"
+             "  vertices [B,778,3]    metres, root-relative\n"
+             "  keypoints_3d [B,21,3] OpenPose order\n"
+             "  keypoints_2d [B,21,2] normalised crop units\n"
+             "                        (pixels = 256*k + 128)"},
+    {.name = "--params-only", .kind = HM_OPT_FLAG, .off = offsetof(regress_args, params_only),
+     .help = "write only params, pred_cam, pred_cam_t (no MANO needed)"},
+    {.name = "--plain", .kind = HM_OPT_FLAG, .off = offsetof(regress_args, plain),
+     .help = "verification mode: the textbook formulation (slower;\nthe cpu backend only)"},
+    {.name = "--timings", .kind = HM_OPT_FLAG, .off = offsetof(regress_args, timings),
+     .help = "print load and forward times to stderr"},
+    {0},
+};
+
+static const hm_command regress_cmd = {
+    .cmd = "regress",
+    .synopsis = "usage: hamer regress --model CKPT --input CROPS.npy --output OUT.npz\n"
+                "                     [--threads N] [--mano FILE.npz] [--params-only] [--plain]\n"
+                "                     [--precision fp32|fast] [--device D] [--timings]\n",
+    .about = "Runs the HaMeR regressor (ViT-H backbone, MANO transformer head, MANO layer)\n"
+             "on hand crops.\n",
+    .epilog = "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
+              "stderr saying what was wrong.\n",
+    .groups = (const hm_opt_group[]){{hm_opts_model, offsetof(regress_args, m), NULL},
+                                     {hm_opts_threads, offsetof(regress_args, m), NULL},
+                                     {regress_opts, 0, NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--model", "--input", "--output", NULL},
+};
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, regress_args *a) {
     memset(a, 0, sizeof *a);
-    a->precision = HAMER_PRECISION_FP32;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        const char **dst = NULL;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_REGRESS, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--params-only")) { a->params_only = 1; continue; }
-        if (!strcmp(o, "--plain")) { a->plain = 1; continue; }
-        if (!strcmp(o, "--timings")) { a->timings = 1; continue; }
-        if (!strcmp(o, "--model")) dst = &a->model;
-        else if (!strcmp(o, "--input")) dst = &a->input;
-        else if (!strcmp(o, "--output")) dst = &a->output;
-        else if (!strcmp(o, "--mano")) dst = &a->mano;
-        else if (!strcmp(o, "--device")) dst = &a->device;
-        else if (strcmp(o, "--threads") && strcmp(o, "--precision"))
-            return hm_tool_fail(2, "regress: unknown option '%s' (see 'hamer regress --help')", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "regress: option '%s' needs a value", o);
-        const char *v = argv[++i];
-        if (dst) *dst = v;
-        else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision))
-                return hm_tool_fail(2, "regress: --precision must be fp32 or fast, got '%s'", v);
-        } else if (hm_tool_parse_threads(v, &a->threads)) {
-            return hm_tool_fail(2, "regress: --threads must be an integer in 1..1024, got '%s'", v);
-        }
-    }
-    if (!a->model) return hm_tool_fail(2, "regress: missing --model%s", "");
-    if (!a->input) return hm_tool_fail(2, "regress: missing --input%s", "");
-    if (!a->output) return hm_tool_fail(2, "regress: missing --output%s", "");
-    return 0;
+    hm_model_args_defaults(&a->m);
+    return hm_args_parse(&regress_cmd, argc, argv, a);
 }
 
 static int run(const regress_args *a) {
-    const char *model = a->model, *input = a->input, *output = a->output, *mano = a->mano;
-    int threads = a->threads, params_only = a->params_only, plain = a->plain, timings = a->timings;
-    int precision = a->precision;
+    const char *model = a->m.model, *input = a->input, *output = a->output, *mano = a->m.mano;
+    int threads = a->m.threads, params_only = a->params_only, plain = a->plain, timings = a->timings;
+    int precision = a->m.precision;
     const char *outs[1] = {output}, *ins[3] = {input, model, mano};
     int bad = hm_cli_check_outputs("regress", outs, 1, ins, 3);
     if (bad) return bad;
@@ -123,7 +101,7 @@ static int run(const regress_args *a) {
     int B = (int)crops.shape[0];
 
     double t0 = hm_now();
-    hamer_model *hm = hm_tool_load_model(model, mano, precision, a->device);
+    hamer_model *hm = hm_tool_load_model(model, mano, precision, a->m.device);
     double t_load = hm_now() - t0;
     if (!hm) {
         hm_array_free(&crops);
