@@ -40,15 +40,28 @@ int hm_attention_fast_choose(int n, int hd, size_t avail, int *mode) {
     if (env == 3)
         return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=%s: not one of auto|fp32|bf16|amx", getenv("HAMER_ATTN"));
     const int bf = hm_attention_bf16_usable(n, hd, avail), amx = hm_attention_amx_usable(n, hd, avail);
+#if !defined(__x86_64__)
+    /* AArch64: the fast precision's attention is the fp32 head (no bf16
+     * head there; docs/internals.md says why). */
+    if (env == HM_ATTN_BF16)
+        return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=bf16: this build has no bf16 attention head (this CPU: %s); use fp32",
+                      hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "none");
+#endif
     if (env == HM_ATTN_BF16 && !bf)
         return hm_err(HM_E_UNSUPPORTED,
                       "HAMER_ATTN=bf16 needs AVX-512 BF16 with the AVX-512 kernels active (this CPU: %s, kernels %s)",
                       hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64",
                       hm_isa_name(hm_isa_active()));
+#if defined(__x86_64__)
     if (env == HM_ATTN_AMX && !amx)
         return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=amx needs AMX-BF16 tiles in use (this CPU: %s, kernels %s%s)",
                       hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "baseline x86-64",
                       hm_isa_name(hm_isa_active()), hm_attention_amx_built() ? "" : "; built without AMX");
+#else
+    if (env == HM_ATTN_AMX && !amx)
+        return hm_err(HM_E_UNSUPPORTED, "HAMER_ATTN=amx: AMX tiles are x86's (this CPU: %s)",
+                      hm_cpu_feature_names()[0] ? hm_cpu_feature_names() : "none");
+#endif
     if (env >= 0) *mode = env;
     else if (amx) *mode = HM_ATTN_AMX;
     else if (bf && hm_cpu_vendor_amd()) *mode = HM_ATTN_BF16;

@@ -14,6 +14,7 @@
 #define HM_GEMM_NR_SCALAR 8
 #define HM_GEMM_NR_AVX2 16
 #define HM_GEMM_NR_AVX512 32
+#define HM_GEMM_NR_NEON 16
 #define HM_GEMM_NR_MAX 32
 #define HM_GEMM_KC 256
 

@@ -1,8 +1,9 @@
 /* gemm_lowp.h - private interface of the low-precision ("fast") GEMM:
- * the driver in gemm_lowp.c and its kernels in gemm_lowp_avx512vnni.c.
+ * the driver in gemm_lowp.c and its kernels (x86/gemm_lowp_avx512vnni.c,
+ * x86/gemm_lowp_amx.c; arm/gemm_lowp_neon.c, _dotprod.c, _i8mm.c, _bf16.c).
  *
- * FAST = int8 VNNI (see gemm_lowp.c for the scheme and why it won over
- * bf16; the bf16 variant stays selectable for measurements and tests).
+ * FAST = int8 (see gemm_lowp.c for the scheme and why it won over bf16;
+ * the bf16 variant stays selectable for measurements and tests).
  */
 #ifndef HM_GEMM_LOWP_H
 #define HM_GEMM_LOWP_H
@@ -13,8 +14,29 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_fp32.h"
 
-/* Variants behind HM_PREC_FAST. */
-typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1 } hm_lowp_kind;
+/* Variants behind HM_PREC_FAST, each a packed layout of one architecture
+ * (values are stored in packed model files: never renumber):
+ *   HM_LOWP_INT8 / HM_LOWP_BF16            x86 (AVX-512 VNNI / BF16, AMX)
+ *   HM_LOWP_INT8_NEON / HM_LOWP_BF16_NEON  AArch64 (SDOT or SMMLA / BFMMLA)
+ * A build runs its own architecture's two; hm_lowp_force_kind and
+ * HAMER_LOWP speak of int8 / bf16 and mean this build's. */
+typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1, HM_LOWP_INT8_NEON = 2, HM_LOWP_BF16_NEON = 3 } hm_lowp_kind;
+#define HM_LOWP_KINDS 4
+/* Whether kind is a bf16 layout (of either architecture), and its name
+ * ("int8", "bf16", "int8-neon", "bf16-neon"; "unknown" outside the enum). */
+static inline int hm_lowp_kind_is_bf16(int kind) { return kind == HM_LOWP_BF16 || kind == HM_LOWP_BF16_NEON; }
+const char *hm_lowp_kind_name(int kind);
+
+/* AArch64 panels: NR = 8 columns, in groups of 16 bytes that hold two
+ * columns' 8 int8 (or 4 bf16) consecutive k each, column pairs side by side
+ * per k group: the B operand of SMMLA / BFMMLA as it is, and of SDOT with
+ * the activation's 8 bytes in both halves. Quantised activations are
+ * stored the same way, two rows' 8-byte groups interleaved (a row pair's
+ * 16-byte group is SMMLA's / BFMMLA's A operand). Register tiles: SDOT 6
+ * rows, SMMLA and BFMMLA 12 (6 row pairs), each by the panel's 8 columns. */
+#define HM_LOWP_NEON_NR 8
+#define HM_LOWP_DOT_MR 6
+#define HM_LOWP_MMLA_MR 12
 
 /* Register tiles: int8 is MR 6 x NR 64 (24 zmm accumulators of 16 int32,
  * each vpdpbusd covering 4 k); bf16 is MR 12 x NR 32 (vdpbf16ps, 2 k). */
@@ -104,6 +126,38 @@ void hm_lowp_bf16_row_avx512vnni(const float *x, int K, int Kp, uint16_t *out);
 void hm_lowp_bf16_block_avx512vnni(int m, int nr, int Kp, const uint16_t *A, size_t lda,
                                    const uint16_t *P, float *C, size_t ldc, const hm_lowp_epi *e);
 
+/* ---- AArch64 kernels (arm/) ----
+ * The quantiser (gemm_lowp_neon.c): hm_lowp_quant_row's row record and
+ * choices (the same scale, zero point and outliers as x86's, from the same
+ * float operations), bytes stored as signed q - 128 (SDOT and SMMLA
+ * multiply signed by signed) in the pair layout: q points at the row's
+ * first 8-byte group, group g at q + 16 g; Kp a multiple of 8. */
+void hm_lowp_quant_row_neon(const float *x, int K, int Kp, uint8_t *q, hm_lowp_row *r, int32_t *oidx, float *oval);
+/* The int8 epilogue of both AArch64 int8 kernels (gemm_lowp_neon.c), x86's
+ * float operations in x86's order: sums is mr rows of 8 int32, the sums of
+ * (q - 128) W before the zero point. */
+void hm_lowp_i8_epi_neon(int mr, int nr, const int32_t *sums, const hm_lowp_row *rows, const int32_t *oidx,
+                         const float *oval, const int8_t *P, const int32_t *cs, const float *sw, float *C, size_t ldc,
+                         const hm_lowp_epi *e);
+/* int8 blocks (the contract of hm_lowp_i8_block_avx512vnni on the AArch64
+ * layouts; lda: bytes per quantised row, a row pair 2 lda apart; the block
+ * starts at an even row): SDOT (gemm_lowp_dotprod.c, needs HM_CPU_DOTPROD)
+ * and SMMLA (gemm_lowp_i8mm.c, needs HM_CPU_I8MM). Same int32 sums, so
+ * the same results. */
+void hm_lowp_i8_block_dotprod(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, const hm_lowp_row *rows,
+                              const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
+                              const float *sw, float *C, size_t ldc, const hm_lowp_epi *e);
+void hm_lowp_i8_block_i8mm(int m, int nr, int Kp, const uint8_t *Aq, size_t lda, const hm_lowp_row *rows,
+                           const int32_t *oidx, const float *oval, const int8_t *P, const int32_t *cs,
+                           const float *sw, float *C, size_t ldc, const hm_lowp_epi *e);
+/* bf16 (gemm_lowp_bf16.c, needs HM_CPU_ARM_BF16): one row rounded to bf16
+ * (nearest even, BFCVTN) into the pair layout (out at the row's first
+ * 4-value group, group g at out + 8 g; Kp a multiple of 4), and the BFMMLA
+ * block (lda in bf16 values, a row pair 2 lda apart). */
+void hm_lowp_bf16_row_neon(const float *x, int K, int Kp, uint16_t *out);
+void hm_lowp_bf16_block_bfmmla(int m, int nr, int Kp, const uint16_t *A, size_t lda, const uint16_t *P, float *C,
+                               size_t ldc, const hm_lowp_epi *e);
+
 /* ---- driver (gemm_lowp.c) ---- */
 
 /* Pack W as low-precision variant `kind` (arguments checked by gemm.c, p
@@ -123,7 +177,10 @@ size_t hm_lowp_scratch_bytes(const hm_packed *W, int M);
 
 /* Variant that hm_pack_weights_prec(FAST) packs: the environment variable
  * HAMER_LOWP=int8|bf16 (read once) or hm_lowp_force_kind; default int8.
- * Returns HM_E_ARG for an unknown kind. Packings keep their own kind. */
+ * HM_LOWP_INT8 / HM_LOWP_BF16 mean this build's architecture's int8 / bf16
+ * (hm_lowp_kind_active returns the layout, e.g. HM_LOWP_INT8_NEON on
+ * AArch64); HM_E_ARG for an unknown kind or another architecture's.
+ * Packings keep their own kind. */
 int hm_lowp_force_kind(hm_lowp_kind kind);
 hm_lowp_kind hm_lowp_kind_active(void);
 
@@ -134,8 +191,9 @@ hm_lowp_kind hm_lowp_kind_active(void);
  * header (-1 if p is not FAST).
  * hm_lowp_packed_check: p (N, K and an lp block of hm_lowp_sizes bytes
  * read from outside) carries exactly the header packing N x K as `kind`
- * writes (HM_E_FORMAT if not), and this CPU and the active ISA can run
- * that variant (HM_E_UNSUPPORTED if not). */
+ * writes (HM_E_FORMAT if not), and this build, CPU and active ISA can run
+ * that variant (HM_E_UNSUPPORTED if not: another architecture's layout,
+ * a missing CPU feature). */
 int hm_lowp_sizes(int kind, int N, int K, size_t *lp, size_t *scale, size_t *bias);
 int hm_lowp_packed_kind(const hm_packed *p);
 int hm_lowp_packed_check(const hm_packed *p, int kind);

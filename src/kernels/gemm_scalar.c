@@ -5,6 +5,7 @@
  * compiler keeps in eight SSE registers.
  */
 #include "kernels/gemm_fp32.h"
+#include "kernels/kernels.h"
 #include "kernels/vmath.h"
 
 #define MR 4
@@ -48,4 +49,8 @@ void hm_gemm_block_scalar(int m, int nr, int kc, const float *A, size_t lda,
     case 3: hm_tile_scalar(3, nr, kc, a, lda, P, c, ldc, e); break;
     default: break;
     }
+}
+
+void hm_gelu_vec_c(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = hm_gelu(x[i]);
 }

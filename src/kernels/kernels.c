@@ -8,6 +8,7 @@ const hm_kernels hm_kernels_scalar = {
     .isa = HM_ISA_SCALAR,
     .gemm_nr = HM_GEMM_NR_SCALAR,
     .gemm_block = hm_gemm_block_scalar,
+    .gelu = hm_gelu_vec_c,
     .layernorm = hm_layernorm_c,
     .softmax = hm_softmax_c,
     .attn_f32_fused = NULL,

@@ -25,6 +25,9 @@ typedef struct hm_kernels {
     /* fp32 GEMM (gemm_fp32.h): packed panel width and block kernel */
     int gemm_nr;
     hm_gemm_block_fn gemm_block;
+    /* exact GELU in place over n floats (vmath.h's hm_gelu, within a few
+     * ulp): what the block kernels' GELU epilogue applies */
+    void (*gelu)(float *x, size_t n);
     /* rows (norm.h): LayerNorm (statistics in double) and softmax */
     void (*layernorm)(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
     void (*softmax)(float *x, int n);
@@ -61,5 +64,7 @@ extern const hm_kernels hm_kernels_neon;
 /* The portable bodies of the rows entries (norm.c). */
 void hm_layernorm_c(const float *x, float *y, int n, int d, const float *w, const float *b, float eps);
 void hm_softmax_c(float *x, int n);
+/* The portable GELU row (gemm_scalar.c): hm_gelu per element. */
+void hm_gelu_vec_c(float *x, size_t n);
 
 #endif

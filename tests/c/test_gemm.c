@@ -23,7 +23,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/vmath.h"
-#include "kernels/x86/x86.h"
+#include "kernels/kernels.h"
 #include "core/pool.h"
 #include "core/util.h"
 
@@ -203,10 +203,15 @@ static double gelu_tol(double x) { return ldexp(fabs(x), -22) + 1e-38; }
 typedef void (*gelu_vec_fn)(float *, size_t);
 
 static void test_gelu(void) {
-    double worst = 0, worst_vec[2] = {0, 0};
-    int bad = 0, bad_vec[2] = {0, 0};
-    gelu_vec_fn vec[2] = {hm_gelu_vec_avx2, hm_gelu_vec_avx512};
-    int have[2] = {hm_cpu_isa() >= HM_ISA_AVX2, hm_cpu_isa() >= HM_ISA_AVX512};
+    /* every ISA level's vector GELU (kernels.h), the ones this CPU runs */
+    enum { NV = HM_ISA_COUNT };
+    double worst = 0, worst_vec[NV] = {0};
+    int bad = 0, bad_vec[NV] = {0}, have[NV];
+    gelu_vec_fn vec[NV];
+    for (int v = 0; v < NV; v++) {
+        vec[v] = hm_kernels_for(v)->gelu;
+        have[v] = v != HM_ISA_SCALAR && hm_isa_runs(v) && hm_kernels_for(v)->isa == v;
+    }
     enum { NX = 4096 };
     float xs[NX], ys[NX];
     /* Dense sweep over [-16, 16] plus the tiny-|x| and far-tail regime. */
@@ -223,7 +228,7 @@ static void test_gelu(void) {
             if (e > gelu_tol(xs[i])) bad++;
             worst = fmax(worst, e / gelu_tol(xs[i]));
         }
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < NV; v++) {
             if (!have[v]) continue;
             memcpy(ys, xs, sizeof ys);
             vec[v](ys, NX);
@@ -235,9 +240,9 @@ static void test_gelu(void) {
         }
     }
     CHECKF(bad == 0, "hm_gelu: %d values off by more than 2^-22|x| (worst %.2f x tol)", bad, worst);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < NV; v++) {
         if (!have[v]) continue;
-        CHECKF(bad_vec[v] == 0, "hm_gelu_vec_%s: %d values off (worst %.2f x tol)", v ? "avx512" : "avx2",
+        CHECKF(bad_vec[v] == 0, "gelu (%s): %d values off (worst %.2f x tol)", hm_isa_name((hm_isa)v),
               bad_vec[v], worst_vec[v]);
         /* Tails: exactly n elements touched, special values sane. */
         for (int n = 0; n <= 17; n++) {
@@ -254,7 +259,10 @@ static void test_gelu(void) {
         CHECKF(sp[0] == INFINITY && sp[1] == 0.0f && isnan(sp[2]) && sp[3] == 0.0f,
               "hm_gelu_vec specials: gelu(inf)=%g gelu(-inf)=%g gelu(nan)=%g gelu(0)=%g", sp[0], sp[1], sp[2], sp[3]);
     }
-    printf("gelu: worst error / tol: scalar %.3f, avx2 %.3f, avx512 %.3f\n", worst, worst_vec[0], worst_vec[1]);
+    printf("gelu: worst error / tol: scalar %.3f", worst);
+    for (int v = 0; v < NV; v++)
+        if (have[v]) printf(", %s %.3f", hm_isa_name((hm_isa)v), worst_vec[v]);
+    printf("\n");
 }
 
 /* ---- ISA selection ----------------------------------------------------- */
@@ -282,18 +290,20 @@ static int child_pack_with_env(const char *val) {
 static void test_isa_selection(void) {
     CHECKF(child_pack_with_env("bogus") == 1, "HAMER_ISA=bogus must make hm_pack_weights fail");
     CHECKF(child_pack_with_env("scalar") == 0, "HAMER_ISA=scalar must work everywhere");
-    hm_isa cpu = hm_cpu_isa();
-    if (cpu < HM_ISA_AVX512)
+    if (!hm_isa_runs(HM_ISA_AVX512))
         CHECKF(child_pack_with_env("avx512") == 1, "HAMER_ISA=avx512 on a CPU without it must fail");
+    if (!hm_isa_runs(HM_ISA_NEON))
+        CHECKF(child_pack_with_env("neon") == 1, "HAMER_ISA=neon on a CPU without it must fail");
 
     hm_errclear();
     CHECKF(hm_isa_force((hm_isa)7) != HM_OK && hm_errmsg()[0], "forcing an invalid ISA value must fail");
     CHECKF(hm_isa_force((hm_isa)-1) != HM_OK, "forcing ISA -1 must fail");
-    for (int isa = cpu + 1; isa <= HM_ISA_AVX512; isa++)
-        CHECKF(hm_isa_force((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
-              hm_isa_name((hm_isa)isa));
+    for (int isa = 0; isa < HM_ISA_COUNT; isa++)
+        if (!hm_isa_runs(isa))
+            CHECKF(hm_isa_force((hm_isa)isa) == HM_E_UNSUPPORTED, "forcing unsupported %s must fail",
+                   hm_isa_name((hm_isa)isa));
     CHECKF(!strcmp(hm_isa_name(HM_ISA_AVX512), "avx512") && !strcmp(hm_isa_name(HM_ISA_AVX2), "avx2") &&
-              !strcmp(hm_isa_name(HM_ISA_SCALAR), "scalar"),
+              !strcmp(hm_isa_name(HM_ISA_SCALAR), "scalar") && !strcmp(hm_isa_name(HM_ISA_NEON), "neon"),
           "hm_isa_name");
     hm_packed P;
     float w[1] = {1};
@@ -310,7 +320,8 @@ int main(void) {
         return 1;
     }
     test_gelu();
-    for (int isa = HM_ISA_SCALAR; isa <= (int)hm_cpu_isa(); isa++) {
+    for (int isa = HM_ISA_SCALAR; isa < HM_ISA_COUNT; isa++) {
+        if (!hm_isa_runs(isa)) continue;
         int rc = hm_isa_force((hm_isa)isa);
         CHECKF(rc == HM_OK && hm_isa_active() == (hm_isa)isa, "force %s", hm_isa_name((hm_isa)isa));
         if (rc != HM_OK) continue;

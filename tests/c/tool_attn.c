@@ -21,7 +21,10 @@
 #include "kernels/attn.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/kernels.h"
+#if defined(__x86_64__)
 #include "kernels/x86/x86.h"
+#endif
 
 /* The modes' heads: 0 the two fp32 GEMMs, 1 the fused fp32 head, 2 bf16
  * (vdpbf16ps), 3 bf16 on AMX tiles. */
@@ -31,9 +34,11 @@ static const char *const names[NM] = {"fp32-gemm", "fp32-fused", "bf16", "amx"};
 static void head(int m, int n, int hd, float scale, const float *x, float *o, float *scratch) {
     const size_t ld = (size_t)3 * hd;
     if (m == 0) hm_attention_head_f32_gemm(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
-    else if (m == 1) hm_attention_head_f32_avx512(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+    else if (m == 1) hm_kernels_active()->attn_f32_fused(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+#if defined(__x86_64__)
     else if (m == 2) hm_attention_head_bf16(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
     else hm_attention_head_amx(n, hd, scale, x, x + hd, x + 2 * hd, ld, o, (size_t)hd, scratch);
+#endif
 }
 
 /* One mode on the n x hd head in x ([n, 3*hd]: q, k, v); exit status. */
@@ -43,7 +48,11 @@ static int tool(const char *mode, int n, int hd, float *x, float *o, float *scra
     float scale = 1.0f / sqrtf((float)hd);
     const int can[NM] = {1, hm_attention_f32_fused_usable(n, hd, hm_attention_f32_fused_scratch(n, hd)),
                          hm_attention_bf16_usable(n, hd, hm_attention_bf16_scratch(n, hd)),
+#if defined(__x86_64__)
                          hm_attention_amx_usable(n, hd, hm_attention_amx_scratch(n, hd))};
+#else
+                         0};
+#endif
     if (!strcmp(mode, "time")) {
         enum { R = 200 };
         static double t[NM][R];
@@ -90,8 +99,11 @@ int main(int argc, char **argv) {
     int n = hdr[0], hd = hdr[1];
     if (n < 1 || n > 4096 || hd < 1 || hd > HM_ATTN_MAX_HD) return 2;
     float *x = malloc((size_t)n * 3 * hd * sizeof *x), *o = calloc((size_t)n * hd, sizeof *o);
-    size_t sb = ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + hm_attention_f32_fused_scratch(n, hd) +
-                 hm_attention_amx_scratch(n, hd) + 16) * sizeof(float);
+    size_t sb = ((size_t)n * n + hm_attention_bf16_scratch(n, hd) + hm_attention_f32_fused_scratch(n, hd) + 16) *
+                sizeof(float);
+#if defined(__x86_64__)
+    sb += hm_attention_amx_scratch(n, hd) * sizeof(float);
+#endif
     float *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
     int rc = x && o && scratch ? tool(argv[1], n, hd, x, o, scratch) : 2;
     free(x);

@@ -18,6 +18,7 @@
 #include "core/sanitize.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/gemm_lowp_quant.h"
 #include "kernels/x86/x86.h"
 
 #define HM_INLINE static inline __attribute__((always_inline))
@@ -33,54 +34,6 @@
 #endif
 
 /* ---- int8: activation quantisation ------------------------------------ */
-
-/* A value is an outlier when |x| > TAU * mean|x| of its row. For a Gaussian
- * row the largest of 5120 values is ~4.9 mean|x|, so 8 leaves ordinary rows
- * alone (no fp32 work) while channels amplified x20 by a LayerNorm gain, or
- * the rare huge post-GELU value, leave the grid. Taking them out shrinks the
- * row's scale to that of the bulk: a single x20 channel would otherwise cost
- * the other values four of their eight bits. */
-#define HM_LOWP_TAU 8.0f
-
-/* Min-heap on |value| of the (up to) HM_LOWP_MAX_OUTLIERS largest. */
-typedef struct {
-    int n;
-    float key[HM_LOWP_MAX_OUTLIERS];
-    int32_t idx[HM_LOWP_MAX_OUTLIERS];
-} hm_topk;
-
-static void hm_topk_sift(hm_topk *h, int i) {
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, s = i;
-        if (l < h->n && h->key[l] < h->key[s]) s = l;
-        if (r < h->n && h->key[r] < h->key[s]) s = r;
-        if (s == i) return;
-        float tk = h->key[i];
-        int32_t ti = h->idx[i];
-        h->key[i] = h->key[s], h->idx[i] = h->idx[s];
-        h->key[s] = tk, h->idx[s] = ti;
-        i = s;
-    }
-}
-
-static void hm_topk_push(hm_topk *h, float key, int32_t idx) {
-    if (h->n < HM_LOWP_MAX_OUTLIERS) {
-        int i = h->n++;
-        h->key[i] = key, h->idx[i] = idx;
-        while (i > 0) { /* sift up */
-            int p = (i - 1) / 2;
-            if (h->key[p] <= h->key[i]) break;
-            float tk = h->key[i];
-            int32_t ti = h->idx[i];
-            h->key[i] = h->key[p], h->idx[i] = h->idx[p];
-            h->key[p] = tk, h->idx[p] = ti;
-            i = p;
-        }
-    } else if (key > h->key[0]) {
-        h->key[0] = key, h->idx[0] = idx;
-        hm_topk_sift(h, 0);
-    }
-}
 
 HM_INLINE __mmask16 hm_tail16(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
