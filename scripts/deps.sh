@@ -9,6 +9,15 @@ apt-get install -y -qq --no-install-recommends \
     python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
     libopenblas0-pthread clang libclang-rt-14-dev valgrind chromium opencv-doc >/dev/null
 # libwebp-dev: WebP photos (AVIF, BMP, TIFF, GIF are read through FFmpeg's libraries).
+# The AArch64 stage (scripts/test_aarch64.sh): Debian's cross compiler, qemu's
+# user-mode emulator and the dependencies' arm64 packages through multiarch
+# (their libc6:arm64 provides the loader the emulated programs run with).
+dpkg --add-architecture arm64
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+    zlib1g-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libjansson-dev:arm64 libmicrohttpd-dev:arm64 \
+    libxxhash-dev:arm64 libhiredis-dev:arm64 libavformat-dev:arm64 libavcodec-dev:arm64 libswscale-dev:arm64 \
+    libavutil-dev:arm64 libwebp-dev:arm64 >/dev/null
 # chromium: the browser tests/test_web.py drives the web page of hamer serve in
 # (and tests/test_holistic_web.py runs MediaPipe Holistic in); opencv-doc: its
 # sample photos (messi5.jpg, basketball1.png, handSrc.jpg, handDst.jpg) for that test.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command (what .ci/run runs after installing the Debian packages).
 #
-#   scripts/test.sh            everything: the Release build's ctest, the same
-#                              under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   scripts/test.sh            everything: the Release build's ctest, the AArch64
+#                              stage (scripts/test_aarch64.sh: cross build, qemu),
+#                              the Release tests under AddressSanitizer +
+#                              UndefinedBehaviorSanitizer,
 #                              every fuzz target for FUZZ_SECONDS (default 20)
 #                              and the valgrind memcheck subset
 #   scripts/test.sh --quick    the contributors' loop: Release build, the C tests
@@ -90,6 +92,9 @@ if [ "$quick" = 1 ]; then
     exit 0
 fi
 stage "tests (Release)" ctest_pass build
+# AArch64: cross build, then the op tests at each ISA level, the small-model
+# regression, a detector test and `hamer run` under qemu-user (about 4 min).
+stage "aarch64 (cross build, qemu)" bash scripts/test_aarch64.sh
 
 build_asan() {
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAMER_SANITIZE=ON >/dev/null

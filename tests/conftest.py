@@ -15,7 +15,9 @@ Environment: HAMER_BUILD (cmake build directory; default <repo>/build),
 HAMER_SANITIZE ("1" in sanitizer builds: longer timeouts; tests marked
 ``accuracy`` are skipped: see tests/README.md), HAMER_FIXTURE_DIR,
 HAMER_TEST_QUICK ("1": tests marked ``slow`` are deselected, the
-contributors' quick loop of scripts/test.sh --quick). HAMER_NO_CACHE is set to 1 for everything the tests run
+contributors' quick loop of scripts/test.sh --quick), HAMER_RUNNER (a command
+that runs the build's programs: "qemu-aarch64 -cpu max" for an AArch64
+cross build, scripts/test_aarch64.sh). HAMER_NO_CACHE is set to 1 for everything the tests run
 (in this process and the commands it starts), so no test writes to the
 user's model cache; tests/test_cache.py points its own commands at a
 temporary HAMER_CACHE_DIR instead.
@@ -25,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,6 +70,7 @@ SANITIZE = os.environ.get("HAMER_SANITIZE", "0").strip().lower() in ("1", "on", 
 FIXTURE_DIR = Path(os.environ.get("HAMER_FIXTURE_DIR") or REPO / "build-fixtures").resolve()
 QUICK = os.environ.get("HAMER_TEST_QUICK", "0").strip().lower() in ("1", "on", "true", "yes")
 HAMER_BIN = BUILD / "hamer"
+RUNNER = shlex.split(os.environ.get("HAMER_RUNNER", ""))
 HAMER_LIB = BUILD / "libhamer.so"       # what the Python binding loads (HAMER_LIB=...)
 # Sanitizer builds run several times slower.
 TIMEOUT_SMALL = 1200 if SANITIZE else 300
@@ -332,7 +336,7 @@ def require_tool(name):
 
 def run_hamer(args, timeout=None, env=None):
     """Run ``hamer ARGS``; returns the CompletedProcess (text mode)."""
-    cmd = [str(HAMER_BIN)] + [str(a) for a in args]
+    cmd = RUNNER + [str(HAMER_BIN)] + [str(a) for a in args]
     try:
         return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout or TIMEOUT_SMALL, text=True, errors="replace", env=env)

@@ -90,6 +90,18 @@ def test_fast_gate_with_outlier_channels(regress, kind, attn):
     assert not np.array_equal(fast["params"], ref["params"])
 
 
+def test_fast_gate_small(regress):
+    """The gate on one crop of a two-block model with the outlier channels:
+    small enough to run under emulation (scripts/test_aarch64.sh runs it on
+    the AArch64 build at the dot-product and the i8mm + BF16 levels)."""
+    ckpt = outlier_checkpoint(2, 1, 7)
+    crops = float_crops(1)
+    fast = regress(ckpt, crops, "--precision", "fast")
+    ref = regress(ckpt, crops, "--precision", "fp32")
+    gate(fast, ref)
+    assert not np.array_equal(fast["params"], ref["params"])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(SANITIZE, reason=FULL_SIZE_SKIP_REASON)
 def test_fast_gate_full_size(hamer_bin):

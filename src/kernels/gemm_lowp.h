@@ -32,11 +32,12 @@ const char *hm_lowp_kind_name(int kind);
  * per k group: the B operand of SMMLA / BFMMLA as it is, and of SDOT with
  * the activation's 8 bytes in both halves. Quantised activations are
  * stored the same way, two rows' 8-byte groups interleaved (a row pair's
- * 16-byte group is SMMLA's / BFMMLA's A operand). Register tiles: SDOT 6
- * rows, SMMLA and BFMMLA 12 (6 row pairs), each by the panel's 8 columns. */
+ * 16-byte group is SMMLA's / BFMMLA's A operand). Register tiles: SDOT 4
+ * rows, SMMLA and BFMMLA 10 (5 row pairs), each by the panel's 8 columns
+ * (24 accumulators or more made the compiler spill them in the K loop). */
 #define HM_LOWP_NEON_NR 8
-#define HM_LOWP_DOT_MR 6
-#define HM_LOWP_MMLA_MR 12
+#define HM_LOWP_DOT_MR 4
+#define HM_LOWP_MMLA_MR 10
 
 /* Register tiles: int8 is MR 6 x NR 64 (24 zmm accumulators of 16 int32,
  * each vpdpbusd covering 4 k); bf16 is MR 12 x NR 32 (vdpbf16ps, 2 k). */

@@ -26,7 +26,7 @@ if str(HERE) not in sys.path:
 import mp_reference as R  # noqa: E402,F401  (re-exported for the tests)
 import tflite_runtime  # noqa: E402
 
-from conftest import SANITIZE, require_tool  # noqa: E402
+from conftest import RUNNER, SANITIZE, require_tool  # noqa: E402
 PHOTOS = ('hamer_example_1.jpg', 'hamer_example_5.jpg')
 
 
@@ -99,7 +99,7 @@ def skimage_path(name):
 
 def run_detect_tool(image, *args, timeout=600):
     """tool_detect on an image file -> its JSON."""
-    r = subprocess.run([str(tool('tool_detect')), '--models', str(models_dir()), *map(str, args), str(image)],
+    r = subprocess.run(RUNNER + [str(tool('tool_detect')), '--models', str(models_dir()), *map(str, args), str(image)],
                        capture_output=True, text=True, timeout=timeout * (4 if SANITIZE else 1))
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)

@@ -4,8 +4,8 @@
  *
  * BFMMLA multiplies a 2 x 4 block of A (two rows' 4-value groups, side by
  * side in the pair layout) by a 4 x 2 block of the panel (two columns' 4 k)
- * into a 2 x 2 block of fp32 sums. Tile: 12 rows (6 pairs) x 8 columns =
- * 24 accumulators; per 4 k: 4 panel loads, 6 pair loads, 24 BFMMLAs of 16
+ * into a 2 x 2 block of fp32 sums. Tile: 10 rows (5 pairs) x 8 columns =
+ * 20 accumulators; per 4 k: 4 panel loads, 5 pair loads, 20 BFMMLAs of 16
  * multiply-adds each. BFDOT is not used: every CPU with BF16 has BFMMLA,
  * which does twice its work per instruction. The products and sums are
  * fp32 in BFMMLA's order: results agree with x86's bf16 to float rounding.

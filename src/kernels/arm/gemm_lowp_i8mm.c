@@ -5,8 +5,8 @@
  * SMMLA multiplies a 2 x 8 block of A (two rows' 8-byte groups, which the
  * pair layout stores side by side) by an 8 x 2 block of the panel (two
  * columns' 8 k, one 16-byte group) into a 2 x 2 block of int32 sums.
- * Tile: 12 rows (6 pairs) x 8 columns = 24 accumulators; per 8 k: 4 panel
- * loads, 6 pair loads, 24 SMMLAs of 32 multiply-adds each. Same sums as
+ * Tile: 10 rows (5 pairs) x 8 columns = 20 accumulators; per 8 k: 4 panel
+ * loads, 5 pair loads, 20 SMMLAs of 32 multiply-adds each. Same sums as
  * the SDOT kernel, the same epilogue (gemm_lowp_neon.c): the same results.
  */
 #include <arm_neon.h>

@@ -2,11 +2,13 @@
  * and the vector GELU for AArch64's Advanced SIMD, every AArch64 CPU's
  * baseline (no flags needed).
  *
- * Register tile: MR = 6 rows x NR = 16 columns = 24 accumulators of four
+ * Register tile: MR = 4 rows x NR = 16 columns = 16 accumulators of four
  * floats. A is read four k at a time, one vector a row, and each k's FMAs
  * take their row's value from a lane of it (fmla by element), so per four
- * k: 16 loads of the packed panel, 6 of A, 96 FMAs. With the panel row's
- * vectors and A's 6 that is 31 of the 32 vector registers.
+ * k: 16 vectors of the packed panel (8 load pairs), 4 of A, 64 FMAs. Six
+ * rows (24 accumulators, with A's 6 and the panel's 4: 34 of the 32 vector
+ * registers) made the compiler spill accumulators inside the K loop: 168
+ * instructions for 96 FMAs, against 86 for 64 here (docs/benchmarks.md).
  *
  * Each output element is one fused multiply-add chain in k order from
  * zero, then beta * C fused onto it, then the bias: the same operations as
@@ -20,7 +22,7 @@
 #include "kernels/arm/vmath_neon.h"
 #include "kernels/gemm_fp32.h"
 
-#define MR 6
+#define MR 4
 #define NR HM_GEMM_NR_NEON
 
 void hm_gelu_vec_neon(float *x, size_t n) {
@@ -46,7 +48,7 @@ void hm_gelu_vec_neon(float *x, size_t n) {
         const float *p = P + (size_t)(k + (l)) * NR;                                                   \
         const float32x4_t b0 = vld1q_f32(p), b1 = vld1q_f32(p + 4), b2 = vld1q_f32(p + 8),             \
                           b3 = vld1q_f32(p + 12);                                                      \
-        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {                                         \
+        _Pragma("GCC unroll 4") for (int i = 0; i < mr; i++) {                                         \
             c[i][0] = vfmaq_laneq_f32(c[i][0], b0, a[i], l);                                           \
             c[i][1] = vfmaq_laneq_f32(c[i][1], b1, a[i], l);                                           \
             c[i][2] = vfmaq_laneq_f32(c[i][2], b2, a[i], l);                                           \
@@ -54,17 +56,39 @@ void hm_gelu_vec_neon(float *x, size_t n) {
         }                                                                                              \
     } while (0)
 
+/* The tile's epilogue on its sums (mr rows of NR floats at S): C joins
+ * after the block's own sum (gemm_fp32.h: two-level K sums), fused as
+ * beta * C + sum, then the bias; GELU on the stored, L1-hot rows. Out of
+ * line, on memory: indexing the accumulators here would make the compiler
+ * keep them in memory inside the K loop too. */
+static void hm_tile_epi(int mr, int nr, const float *S, float *C, size_t ldc, const hm_gemm_epi_args *e) {
+    const float32x4_t beta = vdupq_n_f32(e->beta);
+    for (int i = 0; i < mr; i++) {
+        float *ci = C + i * ldc, t[NR] = {0};
+        float *d = nr == NR ? ci : t;
+        if (d == t && e->load_c) memcpy(t, ci, (size_t)nr * sizeof(float));
+        for (int v = 0; v < NR; v += 4) {
+            float32x4_t x = vld1q_f32(S + (size_t)i * NR + v);
+            if (e->load_c) x = vfmaq_f32(x, beta, vld1q_f32(d + v));
+            if (e->bias) x = vaddq_f32(x, vld1q_f32(e->bias + v));
+            vst1q_f32(d + v, x);
+        }
+        if (d == t) memcpy(ci, t, (size_t)nr * sizeof(float));
+        if (e->gelu) hm_gelu_vec_neon(ci, (size_t)nr);
+    }
+}
+
 /* One mr x NR tile; mr is a compile-time constant at every call site, so
  * the accumulators stay in registers. */
 static inline __attribute__((always_inline)) void hm_tile_neon(const int mr, int nr, int kc, const float *A,
                                                                size_t lda, const float *P, float *C, size_t ldc,
                                                                const hm_gemm_epi_args *e) {
     float32x4_t c[MR][4], a[MR];
-#pragma GCC unroll 6
+#pragma GCC unroll 4
     for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = vdupq_n_f32(0.0f);
     int k = 0;
     for (; k + 4 <= kc; k += 4) {
-#pragma GCC unroll 6
+#pragma GCC unroll 4
         for (int i = 0; i < mr; i++) a[i] = vld1q_f32(A + i * lda + k);
         HM_K1(0);
         HM_K1(1);
@@ -72,44 +96,17 @@ static inline __attribute__((always_inline)) void hm_tile_neon(const int mr, int
         HM_K1(3);
     }
     for (; k < kc; k++) { /* K tail (a convolution's K of 27, ...): lane 0 */
-#pragma GCC unroll 6
+#pragma GCC unroll 4
         for (int i = 0; i < mr; i++) a[i] = vld1q_dup_f32(A + i * lda + k);
         HM_K1(0);
     }
-    /* C joins after the block's own sum (gemm_fp32.h: two-level K sums). */
-    const int full = nr == NR;
-    float t[NR];
-    if (e->load_c) {
-        const float32x4_t beta = vdupq_n_f32(e->beta);
-#pragma GCC unroll 6
-        for (int i = 0; i < mr; i++) {
-            const float *ci = C + i * ldc;
-            if (!full) {
-                memset(t, 0, sizeof t);
-                memcpy(t, ci, (size_t)nr * sizeof(float));
-                ci = t;
-            }
-            for (int v = 0; v < 4; v++) c[i][v] = vfmaq_f32(c[i][v], beta, vld1q_f32(ci + 4 * v));
-        }
-    }
-    if (e->bias) {
-        const float32x4_t b0 = vld1q_f32(e->bias), b1 = vld1q_f32(e->bias + 4), b2 = vld1q_f32(e->bias + 8),
-                          b3 = vld1q_f32(e->bias + 12);
-#pragma GCC unroll 6
-        for (int i = 0; i < mr; i++) {
-            c[i][0] = vaddq_f32(c[i][0], b0), c[i][1] = vaddq_f32(c[i][1], b1);
-            c[i][2] = vaddq_f32(c[i][2], b2), c[i][3] = vaddq_f32(c[i][3], b3);
-        }
-    }
-#pragma GCC unroll 6
+    _Alignas(16) float S[MR * NR];
+#pragma GCC unroll 4
     for (int i = 0; i < mr; i++) {
-        float *ci = full ? C + i * ldc : t;
-        vst1q_f32(ci, c[i][0]), vst1q_f32(ci + 4, c[i][1]), vst1q_f32(ci + 8, c[i][2]), vst1q_f32(ci + 12, c[i][3]);
-        if (!full) memcpy(C + i * ldc, t, (size_t)nr * sizeof(float));
+        vst1q_f32(S + i * NR, c[i][0]), vst1q_f32(S + i * NR + 4, c[i][1]);
+        vst1q_f32(S + i * NR + 8, c[i][2]), vst1q_f32(S + i * NR + 12, c[i][3]);
     }
-    /* GELU on the stored, L1-hot tile: one copy of the polynomial. */
-    if (e->gelu)
-        for (int i = 0; i < mr; i++) hm_gelu_vec_neon(C + i * ldc, (size_t)nr);
+    hm_tile_epi(mr, nr, S, C, ldc, e);
 }
 #undef HM_K1
 
@@ -128,8 +125,6 @@ void hm_gemm_block_neon(int m, int nr, int kc, const float *A, size_t lda, const
     case 1: hm_tile_neon(1, nr, kc, a, lda, P, c, ldc, e); break;
     case 2: hm_tile_neon(2, nr, kc, a, lda, P, c, ldc, e); break;
     case 3: hm_tile_neon(3, nr, kc, a, lda, P, c, ldc, e); break;
-    case 4: hm_tile_neon(4, nr, kc, a, lda, P, c, ldc, e); break;
-    case 5: hm_tile_neon(5, nr, kc, a, lda, P, c, ldc, e); break;
     default: break;
     }
 }

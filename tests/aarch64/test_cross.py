@@ -1,0 +1,55 @@
+"""The AArch64 build against this machine's own, end to end: `hamer run`
+on a shared photo (detector, crops, the small model), run under qemu-user
+(HAMER_RUNNER) from HAMER_BUILD and natively from HAMER_NATIVE_BUILD
+(default <repo>/build). Run by scripts/test_aarch64.sh; outside that stage
+the file is not collected (tests/CMakeLists.txt takes tests/test_*.py).
+
+The two builds run different kernels (NEON against AVX2 / AVX-512) with the
+same arithmetic up to the order of some fp32 sums (docs/internals.md), so
+they must find the same hands and agree to float rounding: boxes and 2D
+keypoints within 0.05 px, vertices and 3D keypoints within 1e-5 m (the
+float64 reference bound of tests/test_regress.py is 1e-4 m; the two builds
+measured 2e-8 m apart on a crop of this model), the same handedness.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from conftest import REPO, RUNNER, checkpoint_path, describe
+from detect.common import annotations, score_image, shared_images
+
+NATIVE = Path(os.environ.get("HAMER_NATIVE_BUILD") or REPO / "build").resolve()
+CROSS = Path(os.environ.get("HAMER_BUILD") or REPO / "build-arm64").resolve()
+
+
+def run(cmd, timeout=600):
+    return subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+
+
+def test_run_photo_matches_native(tmp_path):
+    assert RUNNER, "HAMER_RUNNER must name the emulator (scripts/test_aarch64.sh sets it)"
+    ver = run(RUNNER + [CROSS / "hamer", "--version"])
+    assert ver.returncode == 0 and "kernels: neon" in ver.stdout, describe(ver)
+    name = "hamer_example_5.jpg"
+    img, model = shared_images() / name, checkpoint_path("d1h1")
+    out = {}
+    for tag, cmd in (("arm", RUNNER + [CROSS / "hamer"]), ("native", [NATIVE / "hamer"])):
+        dst = tmp_path / f"{tag}.json"
+        p = run(cmd + ["run", "--model", model, "--image", img, "--output", dst, "--vertices", "--threads", "2"])
+        assert p.returncode == 0, f"{tag}: " + describe(p)
+        out[tag] = json.loads(dst.read_text())
+    a, n = out["arm"]["hands"], out["native"]["hands"]
+    r = score_image([h["bbox"] for h in a], [h["is_right"] for h in a], annotations()[name]["hands"])
+    assert r["pass"], r
+    assert len(a) == len(n) >= 2
+    for ha, hn in zip(a, n):
+        assert ha["is_right"] == hn["is_right"]
+        np.testing.assert_allclose(ha["bbox"], hn["bbox"], atol=0.05)
+        np.testing.assert_allclose(ha["keypoints_2d"], hn["keypoints_2d"], atol=0.05)
+        np.testing.assert_allclose(ha["vertices"], hn["vertices"], atol=1e-5)
+        np.testing.assert_allclose(ha["keypoints_3d"], hn["keypoints_3d"], atol=1e-5)
