@@ -35,3 +35,5 @@ find_program(HAMER_QEMU qemu-aarch64)
 if(HAMER_QEMU)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${HAMER_QEMU};-cpu;${HAMER_QEMU_CPU})
 endif()
+# The CUDA backend is built with the host's nvcc for the host: not here.
+set(HAMER_CUDA OFF CACHE BOOL "Build the CUDA backend (libhamer-cuda.so, loaded at run time)")
