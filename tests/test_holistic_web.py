@@ -104,7 +104,7 @@ def run_holistic(ph, script="holistic.mjs", package="holistic"):
     t.start()
     try:
         r = subprocess.run([node, str(HOLISTIC / script), f"http://127.0.0.1:{srv.server_address[1]}",
-                            *ph], capture_output=True, text=True, timeout=300, cwd=HOLISTIC)
+                            *ph], capture_output=True, text=True, timeout=max(300, 60 * len(ph)), cwd=HOLISTIC)
     finally:
         srv.shutdown()
         srv.server_close()
