@@ -951,3 +951,24 @@ def test_devices(ckpt, small):
         hamer.Model(ckpt("d1h1"), device="cpu:2")
     with pytest.raises(hamer.HamerError, match="device must be a string"):
         hamer.Model(ckpt("d1h1"), device=0)
+
+
+def test_detector_proposals_option():
+    """proposals=: the proposal pass's model (has_proposals) and the pass
+    per call; the cooking photo's tongs hand comes from it; a bad value and
+    on without the model are HamerError."""
+    img = hamer.read_image(shared_images() / "wilor_cooking.jpg")
+    with pytest.raises(hamer.HamerError):
+        hamer.Detector(models_dir(), proposals="yes")
+    with hamer.Detector(models_dir()) as d:
+        assert d.has_proposals and d.has_body
+        hands = d.detect(img)
+        assert len(hands) == 1 and hands[0]["source"] == "proposal", hands
+        assert d.detect(img, proposals="off") == []
+        with pytest.raises(hamer.HamerError):
+            d.detect(img, proposals="maybe")
+    with hamer.Detector(models_dir(), proposals="off") as d:
+        assert not d.has_proposals
+        with pytest.raises(hamer.HamerError) as e:
+            d.detect(img, proposals="on")
+        assert "proposal pass" in str(e.value)

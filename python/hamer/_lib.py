@@ -634,6 +634,7 @@ _PROTOTYPES.update({
     "hamer_detector_free": (None, [_P]),
     "hamer_detector_get_dir": (ctypes.c_char_p, [_P]),
     "hamer_detector_get_body": (ctypes.c_int, [_P]),
+    "hamer_detector_get_proposals": (ctypes.c_int, [_P]),
     "hamer_detect_default_params": (DetectParams, []),
     "hamer_detect_state_new": (_P, [_P, _INT]),
     "hamer_detect_state_free": (None, [_P]),

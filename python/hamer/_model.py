@@ -334,6 +334,12 @@ _SOURCE_NAMES = {_lib.SOURCE_PALM: "palm", _lib.SOURCE_BODY: "body", _lib.SOURCE
                  _lib.SOURCE_PROPOSAL: "proposal"}
 
 
+def _proposals_arg(proposals):
+    if proposals not in _BODY_MODES:
+        raise HamerError(f"proposals must be 'auto', 'on' or 'off', got {proposals!r}", E_ARG)
+    return _BODY_MODES[proposals]  # HAMER_PROPOSALS_* has the values of HAMER_BODY_*
+
+
 def _body_arg(body):
     if body not in _BODY_MODES:
         raise HamerError(f"body must be 'auto', 'on' or 'off', got {body!r}", E_ARG)
@@ -494,7 +500,7 @@ class Detector(_Handle):
     """The built-in hand detector: MediaPipe Hands' palm detector and hand
     landmark model, run by the library's own TFLite executor on the CPU.
 
-    Detector(dir=None, lite=False, threads=None, body="auto")
+    Detector(dir=None, lite=False, threads=None, body="auto", proposals="auto")
 
     dir      the models' directory; None: the library's search
              ($HAMER_DETECTOR_DIR, ${XDG_DATA_HOME:-~/.local/share}/hamer/detector,
@@ -508,6 +514,10 @@ class Detector(_Handle):
              re-crop models, installed by the same script): "auto" loads
              them when installed (``has_body`` says whether), "on"
              requires them, "off" does not load them
+    proposals the proposal pass's model (the hand-box detector of
+             @vladmandic/human, installed by the same script; it needs the
+             body models): "auto" loads it when installed
+             (``has_proposals``), "on" requires it, "off" does not load it
 
     ``detect(image)`` gives the hands, as ``hamer detect``. Thread-safe
     like Model (a pool of detection states, one per concurrent call). A
@@ -515,7 +525,7 @@ class Detector(_Handle):
     """
 
     def __init__(self, dir: Optional[PathLike] = None, lite: bool = False, threads: Optional[int] = None,
-                 body: str = "auto") -> None:
+                 body: str = "auto", proposals: str = "auto") -> None:
         self._handle = None
         self._closed = True
         threads = _threads_arg(threads)
@@ -525,6 +535,7 @@ class Detector(_Handle):
         params.dir = dir_b
         params.lite = bool(lite)
         params.body = _body_arg(body)
+        params.proposals = _proposals_arg(proposals)
         handle = lib.hamer_detector_load(ctypes.byref(params))
         if not handle:
             raise _library_error(fallback="cannot load the hand detector (run scripts/get_detector.sh)")
@@ -545,6 +556,12 @@ class Detector(_Handle):
         """True when the body pass's models are loaded."""
         self._check_open()
         return self._lib.hamer_detector_get_body(self._handle) == 1
+
+    @property
+    def has_proposals(self) -> bool:
+        """True when the proposal pass's model is loaded."""
+        self._check_open()
+        return self._lib.hamer_detector_get_proposals(self._handle) == 1
 
     @property
     def closed(self) -> bool:
@@ -575,7 +592,7 @@ class Detector(_Handle):
     def __repr__(self):
         return f"<hamer.Detector {'closed' if self._closed else self.dir!r}>"
 
-    def _params(self, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True):
+    def _params(self, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True, proposals="auto"):
         """hamer_detect_params from detect()'s arguments (checked)."""
         if not (isinstance(max_hands, int) and 1 <= max_hands <= MAX_HANDS):
             raise HamerError(f"max_hands must be an integer in 1..{MAX_HANDS}, got {max_hands!r}", E_ARG)
@@ -589,6 +606,7 @@ class Detector(_Handle):
         if not isinstance(body_boxes, bool):
             raise HamerError(f"body_boxes must be True or False, got {body_boxes!r}", E_ARG)
         params.body_boxes = body_boxes
+        params.proposals = _proposals_arg(proposals)
         return params
 
     @contextlib.contextmanager
@@ -612,9 +630,9 @@ class Detector(_Handle):
                 self._active -= 1
                 self._cond.notify_all()
 
-    def _raw(self, rgb, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True):
+    def _raw(self, rgb, max_hands, min_score, min_presence, tiles, body="auto", body_boxes=True, proposals="auto"):
         """hamer_detect on a C-contiguous RGB array: (Detection array, count)."""
-        params = self._params(max_hands, min_score, min_presence, tiles, body, body_boxes)
+        params = self._params(max_hands, min_score, min_presence, tiles, body, body_boxes, proposals)
         h, w = rgb.shape[:2]
         dets = (_lib.Detection * MAX_HANDS)()
         with self._lend() as st:
@@ -625,7 +643,8 @@ class Detector(_Handle):
         return dets, n
 
     def detect(self, image: ImageLike, max_hands: int = 8, min_score: float = 0.5, min_presence: float = 0.5,
-               tiles: bool = True, body: str = "auto", body_boxes: bool = True) -> List[Hand]:
+               tiles: bool = True, body: str = "auto", body_boxes: bool = True,
+               proposals: str = "auto") -> List[Hand]:
         """The hands of a photo, best palm score first, as the "hands" of
         ``hamer detect``'s document (which ``hamer run --boxes`` reads).
 
@@ -644,6 +663,11 @@ class Detector(_Handle):
                       rejected but the pose sees (wrist visibility >= 0.5):
                       source "body-keypoints", landmarks None, score the
                       wrist's visibility
+        proposals     the proposal pass (hand-box proposals, each checked by
+                      the hand landmark model): "auto" (with tiles, when its
+                      model is loaded and the other passes found fewer than
+                      2 hands), "on" (HamerError without it), "off"; its
+                      hands have source "proposal"
 
         One dict per hand: bbox float32[4] (the tight box of the
         landmarks), is_right bool, score, presence, handedness (P(right
@@ -653,7 +677,7 @@ class Detector(_Handle):
         it is) and person (its index, is_right then that person's side; -1
         where the landmark model confidently said the other side)."""
         rgb = _as_rgb(image)
-        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body, body_boxes)
+        dets, n = self._raw(rgb, max_hands, min_score, min_presence, tiles, body, body_boxes, proposals)
         return [_detection_dict(dets[i]) for i in range(n)]
 
 
@@ -915,17 +939,19 @@ class Model(_Handle):
             return self._detector
 
     def detect(self, image: ImageLike, max_hands: int = 8, min_score: float = 0.5, min_presence: float = 0.5,
-               tiles: bool = True, body: str = "auto", body_boxes: bool = True) -> List[Hand]:
+               tiles: bool = True, body: str = "auto", body_boxes: bool = True,
+               proposals: str = "auto") -> List[Hand]:
         """The hands of a photo found by the built-in detector, as ``hamer
         detect`` finds them: see Detector.detect (same arguments, same
         dicts: bbox, is_right, score, presence, handedness, pass,
         landmarks [21, 3])."""
-        return self.detector.detect(image, max_hands, min_score, min_presence, tiles, body, body_boxes)
+        return self.detector.detect(image, max_hands, min_score, min_presence, tiles, body, body_boxes, proposals)
 
     def predict(self, image: ImageLike, boxes: Optional[Sequence[Sequence[float]]] = None,
                 is_right: Union[bool, Sequence[bool]] = True, rescale: float = 2.0, crop_mode: str = "warp",
                 vertices: bool = False, max_hands: int = 8, min_score: float = 0.5, min_presence: float = 0.5,
-                tiles: bool = True, body: str = "auto", body_boxes: bool = True) -> List[Hand]:
+                tiles: bool = True, body: str = "auto", body_boxes: bool = True,
+                proposals: str = "auto") -> List[Hand]:
         """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
 
         image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
@@ -933,7 +959,7 @@ class Model(_Handle):
         boxes       sequence of [x1, y1, x2, y2] in pixels (at most 64),
                     rounded to float32 as the CLI does; None: the hands are
                     found by the detector first (``self.detector``; with
-                    max_hands, min_score, min_presence, tiles, body, body_boxes as in
+                    max_hands, min_score, min_presence, tiles, body, body_boxes, proposals as in
                     detect()), as ``hamer run`` without boxes does, and each
                     hand also has "detection": {score, presence,
                     handedness, pass, landmarks float32[21,3]}
@@ -966,7 +992,7 @@ class Model(_Handle):
         inp = _lib.JobInput(rgb=rgb.ctypes.data_as(_lib.c_uint8_p), width=w, height=h, params=ctypes.pointer(jp))
         if boxes is None:
             detector = self.detector
-            jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body, body_boxes)
+            jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body, body_boxes, proposals)
             inp.source = _lib.BOXES_DETECTED
             with detector._lend() as dst:
                 return self._job(inp, dst, vertices)
