@@ -132,3 +132,35 @@ def test_not_the_model(tool, tmp_path):
                        timeout=60)
     msg = r.stderr.strip()
     assert r.returncode == 1 and "not the hand-box detector" in msg and "\n" not in msg, msg
+
+
+# The default detection (hamer detect: palm passes, body pass, proposals,
+# the identity merge) on the annotated photos: at least what docs/detector.md's
+# table gives (found non-difficult hands, extra boxes at most), and no hand
+# on the hand-free photos.
+EXPECT = {"hamer_example_1.jpg": (3, 0), "hamer_example_5.jpg": (2, 0), "wilor_basketball.jpg": (2, 0),
+          "wilor_cooking.jpg": (1, 0), "wilor_garden.jpg": (2, 1), "wilor_typing.jpg": (1, 0)}
+
+
+def test_default_detection_photos(tmp_path):
+    import skimage.data
+    from conftest import HAMER_BIN
+    from detect.common import annotations, score_image
+    ann = annotations()
+    d = photos()[0].parent
+    sk = Path(skimage.data.__file__).parent
+    cases = [(d / n, ann[n]["hands"]) for n in EXPECT] + [(sk / n, []) for n in ("chelsea.png", "coffee.png",
+                                                                                   "astronaut.png")]
+    for path, hands in cases:
+        out = tmp_path / (path.name + ".json")
+        r = subprocess.run([str(HAMER_BIN), "detect", "--image", str(path), "--output", str(out), "--detector",
+                            str(detector_dir())], capture_output=True, text=True, timeout=600 * (4 if SANITIZE else 1))
+        assert r.returncode in (0, 4), r.stderr
+        got = json.loads(out.read_text())["hands"]
+        if not hands:
+            assert got == [], (path.name, got)
+            continue
+        s = score_image([h["bbox"] for h in got], [h["is_right"] for h in got], hands)
+        found = sum(not hands[j]["difficult"] for j in s["pairs"])
+        want_found, max_extra = EXPECT[path.name]
+        assert found >= want_found and len(s["extra"]) <= max_extra, (path.name, s)
