@@ -9,6 +9,7 @@ starts from deep inside its parser. Regenerate with
     /usr/bin/python3 fuzz/make_corpus.py          # Debian python3-torch etc.
     /usr/bin/python3 fuzz/make_corpus.py --regression   # hand-built
                                                   # tests/regression inputs
+    /usr/bin/python3 fuzz/make_corpus.py --exif   # the EXIF and query seeds alone
 
 Output is deterministic for a given torch / numpy / Pillow version; the
 committed seeds need not be regenerated when those change.
@@ -418,6 +419,63 @@ def server_requests(imgs):
 
 
 # ---------------------------------------------------------------------------
+# EXIF camera tags (a 4-byte header: the decoded image's width - 1 and
+# height - 1, little-endian 16-bit; then the file; see fuzz_exif.c)
+# ---------------------------------------------------------------------------
+
+def tiff_block(le, ifd0, exif_ifd):
+    """A TIFF-structured EXIF block written by hand: IFD0 (with the Exif IFD
+    pointer added) then the Exif IFD; entries (tag, type, values) with
+    RATIONAL values given as (num, den) pairs."""
+    e = "<" if le else ">"
+    sizes = {3: 2, 4: 4, 5: 8}
+
+    def ifd(entries, at, extra):
+        head = struct.pack(e + "H", len(entries))
+        data_at = at + 2 + 12 * len(entries) + 4
+        body, blob = b"", b""
+        for tag, typ, vals in entries:
+            raw = b"".join(struct.pack(e + "II", *v) if typ == 5 else struct.pack(e + ("H" if typ == 3 else "I"), v)
+                           for v in vals)
+            if len(raw) <= 4:
+                body += struct.pack(e + "HHI", tag, typ, len(vals)) + raw.ljust(4, b"\0")
+            else:
+                body += struct.pack(e + "HHII", tag, typ, len(vals), data_at + len(blob))
+                blob += raw
+        return head + body + struct.pack(e + "I", extra) + blob
+
+    first = ifd(ifd0 + [(0x8769, 4, [0])], 8, 0)  # the pointer's value, once the size is known
+    exif_at = 8 + len(first)
+    first = ifd(ifd0 + [(0x8769, 4, [exif_at])], 8, 0)
+    return (b"II*\0" if le else b"MM\0*") + struct.pack(e + "I", 8) + first + ifd(exif_ifd, exif_at, 0)
+
+
+def exifs():
+    out = {}
+    rgb = Image.fromarray(np.random.RandomState(5).randint(0, 256, (30, 40, 3), np.uint8))
+
+    def enc(fmt, block):
+        buf = io.BytesIO()
+        rgb.save(buf, fmt, exif=b"Exif\0\0" + block)
+        return buf.getvalue()
+
+    hdr = struct.pack("<HH", 40 - 1, 30 - 1)
+    camera = [(0x920A, 5, [(425, 100)]), (0xA20E, 5, [(4000, 6)]), (0xA20F, 5, [(4000, 6)]), (0xA210, 3, [4]),
+              (0xA002, 4, [4000]), (0xA003, 4, [3000])]
+    out["f35_le.jpg"] = hdr + enc("JPEG", tiff_block(True, [(0x0112, 3, [1])], [(0xA405, 3, [28])]))
+    out["plane_be.jpg"] = hdr + enc("JPEG", tiff_block(False, [], camera))
+    out["plane_le.png"] = hdr + enc("PNG", tiff_block(True, [], camera))
+    out["rotated.jpg"] = struct.pack("<HH", 30 - 1, 40 - 1) + enc("JPEG", tiff_block(True, [(0x0112, 3, [6])], camera))
+    loop = bytearray(tiff_block(True, [], [(0xA405, 3, [50])]))
+    loop[4:8] = struct.pack("<I", 8)  # fine; then point the Exif IFD back at IFD0
+    out["exif_is_ifd0.jpg"] = hdr + enc("JPEG", bytes(loop).replace(struct.pack("<HHII", 0x8769, 4, 1, 26),
+                                                                     struct.pack("<HHII", 0x8769, 4, 1, 8)))
+    out["truncated.jpg"] = hdr + enc("JPEG", tiff_block(False, [], camera))[:60]  # inside the APP1
+    out["huge_count.jpg"] = hdr + enc("JPEG", b"MM\0*\0\0\0\x08\xff\xff" + bytes(40))
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Server query strings (a request-shape byte, then what follows '?'; see
 # fuzz_query.c)
 # ---------------------------------------------------------------------------
@@ -437,12 +495,20 @@ def queries():
     out["repeated_key.txt"] = RENDER_IMAGE + b"boxes=1,2,30,40&boxes=1,2,30,40"
     out["valueless_key.txt"] = PREDICT_MULTIPART + b"vertices&rescale="
     out["bad_box.txt"] = PREDICT_IMAGE + b"boxes=1,2,30,40;;nan,1,2,3:up"
+    out["camera.txt"] = PREDICT_IMAGE + b"boxes=1,2,30,40&focal=1500.5&format=bvh"
+    out["fov.txt"] = PREDICT_MULTIPART + b"fov=65&focal=1e7"
     return out
 
 
 def main():
     if sys.argv[1:] == ["--regression"]:
         regression_inputs()
+        return
+    for k, v in exifs().items():
+        put("exif", k, v)
+    if sys.argv[1:] == ["--exif"]:  # these seeds alone
+        for k, v in queries().items():
+            put("query", k, v)
         return
     model = tiny_model_ckpt(mano=True)
     put("model", "tiny_mano.ckpt", model)

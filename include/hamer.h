@@ -234,11 +234,31 @@ typedef struct {
 
 typedef enum { HAMER_CROP_WARP = 0, HAMER_CROP_PAD = 1 } hamer_crop_mode;
 
+/* Largest focal length hamer_predict_params.focal_px may give, in pixels. */
+#define HAMER_MAX_FOCAL 1e7
+
 typedef struct {
     double rescale;         /* box scale factor, default 2.0 */
     hamer_crop_mode crop_mode;  /* default HAMER_CROP_WARP (the official demo's) */
-    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_predict_default_params) */
+    /* The camera the photo was taken with (from reserved), for the hands'
+     * metric place (hamer_hand.cam_t): its focal length in pixels of this
+     * image, (0, HAMER_MAX_FOCAL], or its field of view across the image's
+     * longer side in degrees, (0, 180), which gives focal = (max(W, H) / 2) /
+     * tan(fov / 2). focal_px wins over fov_deg. 0 (default): not given (a
+     * photo job then reads the focal length from the photo's EXIF, else
+     * takes the model's own: HAMER_FOCAL / HAMER_CROP_H * max(W, H)). */
+    float focal_px;
+    float fov_deg;
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 8]; /* zero (hamer_predict_default_params) */
 } hamer_predict_params;
+
+/* Where the focal length of a hand's camera came from (hamer_hand.focal_source). */
+typedef enum {
+    HAMER_FOCAL_NONE = 0,    /* not computed (a hand without a result, or an older library) */
+    HAMER_FOCAL_DEFAULT = 1, /* the model's own: HAMER_FOCAL / HAMER_CROP_H * max(W, H) */
+    HAMER_FOCAL_GIVEN = 2,   /* hamer_predict_params.focal_px or fov_deg */
+    HAMER_FOCAL_EXIF = 3     /* the photo's EXIF (a photo job; hamer_exif_focal) */
+} hamer_focal_source;
 
 /* One hand's result. Left hands are mirrored back as HaMeR's demo does:
  * vertex / keypoint x negated; rotations mirrored (M R M, M = diag(-1,1,1)). */
@@ -267,7 +287,43 @@ typedef struct {
         int pass;                /* 0 full frame, k > 0 tile level k */
         int source, body, person; /* as in hamer_detection */
     } detection;
-    uint8_t reserved[HAMER_HAND_RESERVED]; /* zero; later fields come from its front */
+    /* ---- The hand in the photo's camera (from reserved). The camera: the
+     * focal length focal_px (source focal_source), principal point at the
+     * image centre, x right, y down, z forward, metres. cam_t is solved so
+     * that keypoints_3d + cam_t projects onto keypoints_2d through it:
+     * linear least squares on the 21 keypoints, then Gauss-Newton steps on
+     * the pixel error (every keypoint weighed alike). With the model's own
+     * focal (HAMER_FOCAL_DEFAULT) it is cam_t_full; with the real one two
+     * hands of a photo stand at their true relative depth. The camera-frame
+     * vertices are vertices + cam_t. */
+    hamer_focal_source focal_source;
+    float focal_px;
+    float principal_point[2];           /* (W / 2, H / 2), pixels */
+    float cam_t[3];                     /* metres, camera frame */
+    float keypoints_3d_cam[HAMER_N_KP * 3]; /* keypoints_3d + cam_t */
+    float reproj_error;                 /* mean pixel distance, keypoints_3d_cam projected to keypoints_2d */
+    float reproj_error_max;             /* the largest of the 21 */
+    /* ---- The rotations in other conventions (from reserved), joint 0
+     * global_orient, then the 15 of hand_pose in MANO order, all as the
+     * rotation matrices above (a left hand's mirrored back). */
+    float axis_angle[16 * 3];           /* angle (radians, [0, pi]) times the unit axis */
+    float quaternion[16 * 4];           /* unit quaternions (w, x, y, z), w >= 0 */
+    /* MANO's PCA coefficients of hand_pose: the least-squares c with
+     * hand_mean + c . hand_components = hand_pose's 45 axis-angle values,
+     * over the n_pca rows of the model's mano.hand_components (6 in the
+     * released checkpoint, 45 in a full MANO file; 0: the model has none, and
+     * smplx_hand_pose is not computed either). A left hand's coefficients are
+     * its mirror image's (a right hand's) in the right hand's basis, which is
+     * MANO_LEFT's in its own, that basis being the mirror of the right one. */
+    int n_pca;
+    float pca[45];
+    /* SMPL-X's right_hand_pose (left_hand_pose for a left hand) for smplx's
+     * default flat_hand_mean=False: the 15 axis-angle rotations minus the
+     * hand mean (mano.hand_mean, mirrored as (x, -y, -z) for a left hand).
+     * With flat_hand_mean=True the pose is axis_angle[3..47] itself. A left
+     * hand's values are already mirrored the way SMPL-X's left hand wants. */
+    float smplx_hand_pose[45];
+    uint8_t reserved[HAMER_HAND_RESERVED - 1100]; /* zero; later fields come from its front */
 } hamer_hand;
 
 typedef struct {
@@ -537,16 +593,24 @@ HAMER_API int hamer_video_writer_close(hamer_video_writer *writer, int abort);
  *     fc     = min_cutoff + beta |dxs| / scale
  *     xs     = xs_prev + a(fc) (x - xs_prev)
  * (the first frame of a track passes through). Filtered: cam_t_full,
- * keypoints_3d, vertices (scale 0.1 m), keypoints_2d (scale: the hand's
- * crop size in pixels) and the 16 rotations as unit quaternions (scale 1;
- * sign aligned with the previous filtered one, filtered, normalised, back
- * to a rotation matrix: always a rotation). Each filtered scalar is a
- * convex combination of the track's raw values so far, so it lies within
- * their range. Betas: raw for a track's first betas_min - 1 frames, then
- * the per-component median of the betas of its frames so far, frozen once
- * betas_frames frames are in (one shape per hand). A track whose voted
- * side flips starts its filters again. The raw values stay available
- * (hamer_tracker_get_results, "raw" in the JSON).
+ * cam_t, keypoints_3d, vertices (scale 0.1 m), keypoints_2d (scale: the
+ * hand's crop size in pixels); each filtered scalar is a convex
+ * combination of the track's raw values so far, so it lies within their
+ * range. The 16 rotations are filtered on the rotation group: with qs the
+ * filtered rotation, d = log(qs^-1 q) is the rotation vector to the raw
+ * one, d / dt the angular velocity (filtered at d_cutoff; beta weighs its
+ * magnitude in rad/s), and qs becomes qs . exp(a(fc) d), the slerp from qs
+ * towards q by a(fc): always a rotation, the same for q and -q. The
+ * rotations' other forms (axis_angle, quaternion), keypoints_3d_cam and
+ * the reprojection errors follow from the filtered values; the PCA
+ * coefficients and SMPL-X pose need the model: hamer_tracker_frame computes
+ * them again, hamer_tracker_smooth leaves the raw hand's. Betas: raw for a
+ * track's first betas_min - 1 frames, then the per-component median of the
+ * betas of its frames so far, frozen once betas_frames frames are in (the
+ * betas reported; the mesh and keypoints keep each frame's own shape,
+ * filtered: hamer_anim fits one shape per track for the animation files).
+ * A track whose voted side flips starts its filters again. The raw values
+ * stay available (hamer_tracker_get_results, "raw" in the JSON).
  *
  * A tracker holds per-stream state only (tracks, filters, its own
  * detection state and buffers, all allocated by hamer_tracker_new; a frame
@@ -605,21 +669,58 @@ typedef struct {
     hamer_timings predict;  /* the regression of the frame's hands (hamer_tracker_frame) */
 } hamer_track_stats;
 
-/* An animated GLB of a video's tracked hands: hamer_glb_anim_add after each
+/* A video's tracked hands for animation tools: hamer_anim_add after each
  * frame with the tracker's results (the smoothed hands where there are),
- * hamer_glb_anim_write at the end. One skinned hand per track (its bind
- * shape from the track's first frame; no pose correctives), one animation
- * with each joint's rotation and each hand's place per frame at the
- * frames' times, the hand hidden (scale 0) before and after its track.
- * The samples wait in a temporary file, so memory stays flat while a long
- * video runs. On error NULL / a negative code with the message set. */
-typedef struct hamer_glb_anim hamer_glb_anim;
-HAMER_API hamer_glb_anim *hamer_glb_anim_new(const hamer_model *model);
-HAMER_API int hamer_glb_anim_add(hamer_glb_anim *anim, double time_s, const hamer_track *tracks,
-                                 const hamer_hand *hands, int n);
-/* The file written atomically (temporary file + rename). */
-HAMER_API int hamer_glb_anim_write(hamer_glb_anim *anim, const char *path);
-HAMER_API void hamer_glb_anim_free(hamer_glb_anim *anim);
+ * then hamer_anim_write_glb and / or hamer_anim_write_bvh at the end.
+ *
+ * One skeleton per track (MANO's 16 joints; its bone lengths from the
+ * track's shape, below), each joint's rotation and the hand's place in the
+ * camera (cam_t) at every frame. With fps (the clip's frame rate,
+ * hamer_video_info.fps) every sample lands on its whole frame, round(time
+ * * fps), and the files say the rate (GLB: "fps" in the scene's and the
+ * animation's extras, which Blender imports as the scene's custom
+ * properties and three.js as the scene's userData; BVH: Frame Time).
+ * shape TRACK fits one betas to each track (the median of its frames'),
+ * FIRST takes the track's first frame's; every frame keeps its own
+ * translation (docs/usage.md has the measurement that chose them). The
+ * samples wait in a temporary file, so memory stays flat while a long
+ * video runs.
+ *
+ * GLB: one skinned hand per track (bind shape from the track's betas, no
+ * pose correctives), one animation "video" with each joint's rotation and
+ * each hand's place, the hand hidden (scale 0) before and after its track.
+ * BVH: one ROOT per track (hand<K>_<side>_wrist with position and
+ * rotation channels, the 15 finger joints with rotations, Z X Y order,
+ * the fingertips as End Sites), metres, y up and the camera looking down
+ * -z (the GLB's and OBJ's axes), one motion line per frame from the first
+ * recorded frame to the last in steps of the smallest step between them;
+ * a skeleton holds its first pose before its track begins and its last
+ * after it ends (BVH has no visibility). On error NULL / a negative code
+ * with the message set. */
+typedef enum {
+    HAMER_ANIM_SHAPE_TRACK = 0, /* one betas per track, the median over the whole sequence (default) */
+    HAMER_ANIM_SHAPE_FIRST = 1  /* the track's first frame's betas */
+} hamer_anim_shape;
+
+typedef struct {
+    double fps;             /* the clip's frame rate, 0..10000; 0 (default): the times as given,
+                               30 fps assumed where a rate must be written */
+    hamer_anim_shape shape; /* default HAMER_ANIM_SHAPE_TRACK */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_anim_default_params) */
+} hamer_anim_params;
+
+typedef struct hamer_anim hamer_anim;
+HAMER_API hamer_anim_params hamer_anim_default_params(void);
+HAMER_API hamer_anim *hamer_anim_new(const hamer_model *model, const hamer_anim_params *params);
+/* One frame at time_s (seconds, increasing) with its n tracked hands (n 0:
+ * a frame without hands, which still counts for the BVH's frames). */
+HAMER_API int hamer_anim_add(hamer_anim *anim, double time_s, const hamer_track *tracks, const hamer_hand *hands,
+                             int n);
+/* The files, written atomically (temporary file + rename); both may be
+ * written from one recording. */
+HAMER_API int hamer_anim_write_glb(hamer_anim *anim, const char *path);
+HAMER_API int hamer_anim_write_bvh(hamer_anim *anim, const char *path);
+HAMER_API void hamer_anim_free(hamer_anim *anim);
 
 HAMER_API hamer_tracker_params hamer_tracker_default_params(void);
 /* NULL on bad parameters (the message names the field) or no memory. */
@@ -668,6 +769,22 @@ HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
 HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
 HAMER_API int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
+
+/* The focal length in pixels of a photo (JPEG APP1 or PNG eXIf) of width x
+ * height pixels as decoded (orientation applied), from its EXIF:
+ * FocalLengthIn35mmFilm (the 43.27 mm diagonal of a 36 x 24 mm frame
+ * mapped onto the image's diagonal), else FocalLength with
+ * FocalPlaneXResolution and its unit, scaled from PixelXDimension /
+ * PixelYDimension (the image the resolution refers to) to this one; a
+ * value outside 0.05 .. 100 times max(width, height) is not used. 1 with
+ * *focal_px set, 0 when the EXIF gives none (no EXIF, no such tags, a
+ * malformed block: never an error), HAMER_E_ARG for bad arguments. Reads
+ * at most the first HAMER_EXIF_SCAN bytes, each offset bounds-checked. */
+#define HAMER_EXIF_SCAN (1 << 20)
+HAMER_API int hamer_exif_focal(const void *data, size_t len, int width, int height, float *focal_px);
+/* The same from a file's first HAMER_EXIF_SCAN bytes; HAMER_E_IO when it
+ * cannot be read. */
+HAMER_API int hamer_exif_focal_file(const char *path, int width, int height, float *focal_px);
 
 /* Where the boxes of a request came from (RESULT.json's "boxes"). */
 typedef enum {
@@ -741,9 +858,17 @@ HAMER_API int hamer_hands_obj(const hamer_model *model, const hamer_hand *hands,
  * the predicted rotations, inverse bind matrices of the rest pose, the 4
  * largest LBS weights per vertex renormalised, the pose correctives as a
  * morph target at weight 1), the 21 keypoints as named nodes, placed in
- * the camera frame (the OBJ's axes). *glb is freed with hamer_free.
+ * the camera frame (the OBJ's axes) at cam_t (the translation through the
+ * photo's camera; cam_t_full for a hand without it). *glb is freed with
+ * hamer_free.
  * HAMER_E_NOMANO without MANO buffers, HAMER_E_ARG for bad arguments. */
 HAMER_API int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, uint8_t **glb, size_t *len);
+/* The hands (those with a result) as one BVH text: per hand a skeleton
+ * hand<I>_<side>_* (I its index in hands) as hamer_anim_write_bvh writes
+ * them, its bone lengths from its betas, one frame. *bvh is freed with
+ * hamer_free. HAMER_E_NOMANO without MANO buffers, HAMER_E_ARG for bad
+ * arguments. */
+HAMER_API int hamer_hands_bvh(const hamer_model *model, const hamer_hand *hands, int n, char **bvh, size_t *len);
 
 /* ---- The photo job: image in, RESULT.json / overlay / meshes out ----
  *
@@ -781,7 +906,11 @@ typedef enum {
 /* One photo. The image is exactly one of: path (a JPEG/PNG file; messages
  * name it), data/len (its bytes in memory), rgb/width/height (interleaved
  * 8-bit RGB, not copied: it must outlive the result; decode_ms is then
- * reported as the decode time, for a caller that decoded it). source HAMER_BOXES_GIVEN: boxes[0..n_boxes)
+ * reported as the decode time, for a caller that decoded it; a path given
+ * with it names the file the pixels came from, whose EXIF alone is read).
+ * Unless the predict params give a focal length, the one of the photo's
+ * EXIF (hamer_exif_focal) places the hands (focal_source
+ * HAMER_FOCAL_EXIF). source HAMER_BOXES_GIVEN: boxes[0..n_boxes)
  * (n_boxes 0: no hand, an empty result); HAMER_BOXES_DETECTED: the
  * detector finds them (boxes ignored). params NULL: the job's. */
 typedef struct {
@@ -844,6 +973,9 @@ HAMER_API int hamer_job_render_overlay_png(const hamer_job *job, const hamer_ren
 /* The last run's hands as a GLB (hamer_hands_glb). On error a negative code
  * is returned and *glb is not set. */
 HAMER_API int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len);
+/* The last run's hands as a BVH (hamer_hands_bvh). On error a negative
+ * code is returned and *bvh is not set. */
+HAMER_API int hamer_job_bvh(const hamer_job *job, char **bvh, size_t *len);
 /* The last run's hands as one OBJ (hamer_hands_obj). On error a negative
  * code is returned and *obj is not set. */
 HAMER_API int hamer_job_obj(const hamer_job *job, char **obj, size_t *len);
@@ -859,7 +991,7 @@ HAMER_API int hamer_job_hand_obj(const hamer_job *job, int hand, char **obj, siz
  * followed, each folder once, at most HAMER_FOLDER_MAX_DEPTH deep and
  * HAMER_FOLDER_MAX_ENTRIES names), the naming of the outputs (per image
  * NAME.EXT in OUT's mirror of its subfolder: NAME.json, NAME_all.png,
- * NAME_side.png, NAME_N.obj, NAME.glb), the skip rule (NAME.json records its input
+ * NAME_side.png, NAME_N.obj, NAME.glb, NAME.bvh), the skip rule (NAME.json records its input
  * by path, size and mtime; the first owner of a NAME keeps it), OUT's
  * errors.jsonl (one fsync'd line per failure) and the lock that keeps two
  * runs off one output folder. src/hamer_folder.c lists the rules.
@@ -891,7 +1023,8 @@ typedef struct {
     uint32_t render_draw;           /* (from reserved) NAME_all.png: the HAMER_DRAW_* bits to draw
                                        (hamer_folder_default_params: HAMER_DRAW_ALL); 0: the meshes alone,
                                        as before this field */
-    uint8_t reserved[HAMER_PARAMS_RESERVED - 4]; /* zero (hamer_folder_default_params) */
+    bool bvh;                       /* (from reserved) NAME.bvh: the hands as BVH skeletons (hamer_hands_bvh) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED - 5]; /* zero (hamer_folder_default_params) */
 } hamer_folder_params;
 
 typedef enum {

@@ -41,7 +41,7 @@ LAYERS = [
     ["src/tfjs"],
     ["src/pipeline", "src/render", "src/detect", "src/video"],
     ["src/hamer.c", "src/hamer_job.c", "src/hamer_folder.c", "src/hamer_folder_plan.c", "src/hamer_folder.h",
-     "src/hamer_render.c", "src/api.h"],
+     "src/hamer_render.c", "src/hamer_scene.c", "src/api.h"],
     ["tools/common"],
     ["tools/cli", "tools/serve", "tools/worker"],
     ["tools/hamer_main.c"],

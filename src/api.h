@@ -18,4 +18,8 @@ const hamer_model *hm_state_model(const hamer_state *st);
 /* The internal model behind a handle (tests: the backend seam). */
 const hm_model *hm_model_of(const hamer_model *model);
 
+/* The internal model of a public handle (NULL for NULL): what the public
+ * files beside hamer.c (hamer_scene.c) reach MANO through. */
+const hm_model *hm_model_of(const hamer_model *model);
+
 #endif

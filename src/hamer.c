@@ -22,6 +22,7 @@
 #include "load/load.h"
 #include "model/model.h"
 #include "pipeline/boxes.h"
+#include "pipeline/conventions.h"
 #include "pipeline/glb.h"
 #include "pipeline/predict.h"
 #include "pipeline/result_json.h"
@@ -472,61 +473,6 @@ int hamer_hands_glb(const hamer_model *model, const hamer_hand *hands, int n, ui
     return hm_glb_hands(&model->m->mano, hands, n, "hamer.c " HAMER_VERSION_STRING, glb, len);
 }
 
-struct hamer_glb_anim {
-    const hamer_model *model;
-    hm_glb_anim *a;
-};
-
-hamer_glb_anim *hamer_glb_anim_new(const hamer_model *model) {
-    if (!model) {
-        hm_err(HM_E_ARG, "%s: model is NULL", __func__);
-        return NULL;
-    }
-    if (!model->m->has_mano) {
-        hm_err(HM_E_NOMANO, "%s: the model has no MANO buffers", __func__);
-        return NULL;
-    }
-    hamer_glb_anim *g = calloc(1, sizeof *g);
-    if (!g) {
-        hm_err(HM_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    g->model = model;
-    if (!(g->a = hm_glb_anim_new())) {
-        free(g);
-        return NULL;
-    }
-    return g;
-}
-
-int hamer_glb_anim_add(hamer_glb_anim *anim, double time_s, const hamer_track *tracks, const hamer_hand *hands,
-                       int n) {
-    if (!anim || n < 0 || (n > 0 && (!tracks || !hands)) || !isfinite(time_s))
-        return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
-    for (int i = 0; i < n; i++) {
-        int rc = hm_glb_anim_add(anim->a, time_s, tracks[i].track_id, &hands[i]);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-int hamer_glb_anim_write(hamer_glb_anim *anim, const char *path) {
-    if (!anim || !path) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
-    uint8_t *glb;
-    size_t len;
-    int rc = hm_glb_anim_write(anim->a, &anim->model->m->mano, "hamer.c " HAMER_VERSION_STRING, &glb, &len);
-    if (rc) return rc;
-    rc = hm_file_write_atomic(path, glb, len);
-    free(glb);
-    return rc;
-}
-
-void hamer_glb_anim_free(hamer_glb_anim *anim) {
-    if (!anim) return;
-    hm_glb_anim_free(anim->a);
-    free(anim);
-}
-
 int hamer_boxes_parse(const char *json, size_t len, hamer_box *boxes, int max) {
     if (!json || (max > 0 && !boxes) || max < 0) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
     return hm_boxes_parse_json(json, len, boxes, max);
@@ -883,6 +829,10 @@ int hamer_tracker_frame(hamer_tracker *t, hamer_state *st, const uint8_t *rgb, i
     if ((rc = hamer_predict_detections(st, rgb, w, h, f->dets, n, params, f->raw, &f->stats.predict))) return rc;
     const double t0 = hm_now();
     if ((rc = hm_tracker_smooth(t, f->tracks, n, f->raw, f->smoothed))) return rc;
+    /* the smoothed rotations' PCA coefficients and SMPL-X pose (the smoother has no model) */
+    if (hm_tracker_smoothing(t) != HAMER_SMOOTH_NONE)
+        for (int i = 0; i < n; i++)
+            if (f->smoothed[i].ok) hm_hand_pca(&st->model->m->mano, &f->smoothed[i]);
     f->stats.smooth_ms = 1e3 * (hm_now() - t0);
     f->regressed = 1;
     return n;

@@ -41,7 +41,7 @@
  *    NAME.json written all the same.
  *
  * Files: per image NAME.json (RESULT.json with the "input" record first),
- * NAME_all.png, NAME_side.png, NAME_N.obj, NAME.glb, each written to a temporary
+ * NAME_all.png, NAME_side.png, NAME_N.obj, NAME.glb, NAME.bvh, each written to a temporary
  * file, fsync'd and renamed (core/fileio.h), NAME.json last: an image is
  * complete exactly when its NAME.json is there. OUT/errors.jsonl: one line
  * {"path","stage","reason","size","mtime_ns"} per failure, appended with
@@ -352,6 +352,22 @@ static int write_outputs(hamer_folder *f, item *it, hamer_job *job, const hamer_
             return -1;
         }
     }
+    if (f->p.bvh) {
+        char *bvh;
+        size_t len;
+        if (hamer_job_bvh(job, &bvh, &len)) {
+            hm_folder_record_error(f, it, "write", hamer_last_error());
+            return -1;
+        }
+        char *path = hm_folder_printf("%s.bvh", it->stem);
+        int bad = write_out(path, bvh, len, err, sizeof err);
+        hamer_free(bvh);
+        free(path);
+        if (bad) {
+            hm_folder_record_error(f, it, "write", err);
+            return -1;
+        }
+    }
     if (write_out(it->json, doc, strlen(doc), err, sizeof err)) {
         hm_folder_record_error(f, it, "write", err);
         return -1;
@@ -395,8 +411,8 @@ int hamer_folder_process(hamer_folder *f, int i, hamer_job *job, const hamer_fol
         hm_folder_record_error(f, it, "boxes", err);
         goto account;
     }
-    hamer_job_input in = {.rgb = pre ? pre->rgb : rgb, .width = pre ? pre->width : w, .height = pre ? pre->height : h,
-                          .decode_ms = decode_ms, .boxes = boxes, .n_boxes = n,
+    hamer_job_input in = {.path = it->path, .rgb = pre ? pre->rgb : rgb, .width = pre ? pre->width : w,
+                          .height = pre ? pre->height : h, .decode_ms = decode_ms, .boxes = boxes, .n_boxes = n,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
     int jrc = hamer_job_run(job, &in);
     hamer_job_get_result(job, &r);

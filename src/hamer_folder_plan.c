@@ -260,6 +260,7 @@ static int complete(const hamer_folder *f, const item *it, json_t *doc) {
     if (ok && f->p.side_view)
         ok = (pic = hm_folder_printf("%s_side.png", it->stem)) && fresh(pic, it->mtime, also), free(pic);
     if (ok && f->p.glb) ok = (pic = hm_folder_printf("%s.glb", it->stem)) && fresh(pic, it->mtime, also), free(pic);
+    if (ok && f->p.bvh) ok = (pic = hm_folder_printf("%s.bvh", it->stem)) && fresh(pic, it->mtime, also), free(pic);
     json_t *hands = json_object_get(doc, "hands");
     if (ok) ok = json_is_array(hands);
     for (size_t i = 0; ok && i < json_array_size(hands); i++) {

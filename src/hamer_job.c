@@ -83,9 +83,25 @@ static int failed(hamer_job *job, hamer_job_stage stage, int rc) {
     return rc;
 }
 
+/* The predict params of a run, with the photo's EXIF focal length when
+ * none is given: *exif set when it was used. */
+static hamer_predict_params camera_params(const hamer_job_params *p, const hamer_job_input *in, int w, int h,
+                                          int *exif) {
+    hamer_predict_params pp = p->predict;
+    float f = 0;
+    *exif = 0;
+    if (pp.focal_px > 0 || pp.fov_deg > 0) return pp;
+    int found = in->path ? hamer_exif_focal_file(in->path, w, h, &f)
+                : in->data ? hamer_exif_focal(in->data, in->len, w, h, &f) : 0;
+    if (found == 1) pp.focal_px = f, *exif = 1;
+    hm_errclear();  /* a file that cannot be read again just has no EXIF here */
+    return pp;
+}
+
 int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
     if (!job || !in) return hm_err(HM_E_ARG, "%s: job or input is NULL", __func__);
-    int nsrc = (in->path != NULL) + (in->data != NULL) + (in->rgb != NULL);
+    /* a path beside RGB pixels names the file they were decoded from */
+    int nsrc = (in->path != NULL && !in->rgb) + (in->data != NULL) + (in->rgb != NULL);
     if (nsrc != 1)
         return failed(job, HAMER_JOB_STAGE_DECODE,
                       hm_err(HM_E_ARG, "%s: give exactly one image (path, data or rgb), got %d", __func__, nsrc));
@@ -121,6 +137,10 @@ int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
     }
     r->width = w, r->height = h, r->rgb = rgb;
 
+    /* The camera: the focal length given, else the photo's EXIF. */
+    int exif;
+    const hamer_predict_params pp = camera_params(p, in, w, h, &exif);
+
     /* The boxes: the detector's, or the caller's. */
     double detect_ms = 0;
     int n;
@@ -130,17 +150,20 @@ int hamer_job_run(hamer_job *job, const hamer_job_input *in) {
                           hm_err(HM_E_ARG, "%s: no boxes given and the job has no detection state", __func__));
         n = hamer_detect(job->dstate, rgb, w, h, &p->detect, job->dets, HAMER_MAX_HANDS, &detect_ms);
         if (n < 0) return failed(job, HAMER_JOB_STAGE_DETECT, n);
-        rc = hamer_predict_detections(job->state, rgb, w, h, job->dets, n, &p->predict, job->hands, &r->timings);
+        rc = hamer_predict_detections(job->state, rgb, w, h, job->dets, n, &pp, job->hands, &r->timings);
         r->detections = job->dets;
     } else {
         n = in->n_boxes;
-        rc = hamer_predict(job->state, rgb, w, h, in->boxes, n, &p->predict, job->hands, &r->timings);
+        rc = hamer_predict(job->state, rgb, w, h, in->boxes, n, &pp, job->hands, &r->timings);
     }
     if (rc) return failed(job, HAMER_JOB_STAGE_PREDICT, rc);
     r->timings.detect_ms = detect_ms;
     r->n_hands = n;
     r->hands = job->hands;
-    for (int i = 0; i < n; i++) r->n_failed += !job->hands[i].ok;
+    for (int i = 0; i < n; i++) {
+        r->n_failed += !job->hands[i].ok;
+        if (exif && job->hands[i].ok) job->hands[i].focal_source = HAMER_FOCAL_EXIF;
+    }
     r->failed_stage = HAMER_JOB_STAGE_NONE;
     job->have_result = 1;
     return HAMER_OK;
@@ -189,6 +212,13 @@ int hamer_job_glb(const hamer_job *job, uint8_t **glb, size_t *len) {
     if (rc) return rc;
     if (!glb || !len) return hm_err(HM_E_ARG, "%s: glb or len is NULL", __func__);
     return hamer_hands_glb(hm_state_model(job->state), job->hands, job->res.n_hands, glb, len);
+}
+
+int hamer_job_bvh(const hamer_job *job, char **bvh, size_t *len) {
+    int rc = check_result(job, __func__);
+    if (rc) return rc;
+    if (!bvh || !len) return hm_err(HM_E_ARG, "%s: bvh or len is NULL", __func__);
+    return hamer_hands_bvh(hm_state_model(job->state), job->hands, job->res.n_hands, bvh, len);
 }
 
 int hamer_job_obj(const hamer_job *job, char **obj, size_t *len) {

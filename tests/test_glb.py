@@ -11,8 +11,15 @@ with glTF-Transform and applies glTF's skinning), reproduces the hands:
   the truncation to 4 weights (0.9 mm at most on the fixture's MANO; the
   largest weights hold nearly all of each vertex's mass);
 - the 21 keypoint nodes at RESULT.json's keypoints_3d (1e-6 m);
-- in the camera frame: C (cam_t_full + v), C = diag(1, -1, -1), so the two
-  hands stand where they are in the photo; left hands mirrored.
+- in the camera frame: C (cam_t + v), C = diag(1, -1, -1), so the two
+  hands stand where they are in the photo's camera (cam_t: the translation
+  solved through it; cam_t_full kept in the hand node's extras); left hands
+  mirrored.
+
+The animated GLB of a video (hamer video --glb): keys on the clip's whole
+frames (its rate in the scene's and animation's extras), at each key the
+skin on the track's shape (--shape track, the default: the median betas;
+first: the first frame's) at the frame's own place.
 """
 
 import json
@@ -67,7 +74,7 @@ def top4_lbs(mano, hand, betas=None, correctives=True):
     if not correctives:
         m4["posedirs"] = torch.zeros_like(mano["posedirs"])
     b = hand["betas"] if betas is None else betas
-    v, _ = ref.mano_lbs(m4, torch.from_numpy(R)[None], torch.tensor([b], dtype=torch.float64))
+    v, _ = ref.mano_lbs(m4, torch.from_numpy(R)[None], torch.tensor(np.array([b], np.float64)))
     return v[0].numpy() * np.diag(M)
 
 
@@ -92,7 +99,7 @@ def test_valid_and_the_skin_reproduces_the_hands(scene):
     assert [h["name"] for h in got["hands"]] == ["hand_0_mesh", "hand_1_mesh"] and len(hands) == 2
     worst = 0.0
     for g, h in zip(got["hands"], hands):
-        t = np.array(h["cam_t_full"])
+        t = np.array(h["cam_t"])
         skinned = np.array(g["vertices"])
         exact = C * (np.array(h["vertices"]) + t)
         four = C * (top4_lbs(scene["mano"], h) + t)
@@ -173,36 +180,63 @@ def test_batch_glb_per_image_and_resume(scene, tmp_path):
     assert json.loads(proc.stdout)["computed"] == 1 and (out / "p.glb").is_file(), describe(proc)
 
 
-def test_video_animation(scene, tmp_path):
-    """hamer video --glb: valid; at each frame's time the animated skin is
-    that frame's hand (its rotations, its place) on the track's first-frame
-    shape, without pose correctives (float precision against the reference
-    with the same skin); hands are hidden outside their track."""
+@pytest.mark.parametrize("shape", ["first", "track"])
+def test_video_animation(scene, tmp_path, shape):
+    """hamer video --glb: valid; keys on whole frames at the clip's rate (in
+    the extras); at each frame the animated skin is that frame's hand (its
+    rotations) on the track's shape, without pose correctives, at its place
+    (float precision against the reference with the same skin); hands are
+    hidden outside their track."""
     V.need_ffmpeg()
     frames_in = V.pan_zoom(V.photo("hamer_example_5.jpg", 320), 6, (240, 320))
-    vid = V.encode(frames_in, tmp_path / "pan.mkv", codec="png")
+    vid = V.encode(frames_in, tmp_path / "pan.mkv", codec="png", fps=30)
     out, glb = tmp_path / "v.jsonl", tmp_path / "anim.glb"
     proc = run_hamer(["video", "--model", scene["model"], "--video", vid, "--output", out, "--glb", glb,
-                      "--detector", models_dir(), "--smooth", "none"])
+                      "--detector", models_dir(), "--smooth", "none", "--shape", shape])
     assert proc.returncode == 0, describe(proc)
     _, frames, _ = V.read_lines(out)
-    first = {}
+    doc = glb_json(glb)
+    extras = {"fps": 30.0, "frame_start": frames[0]["frame"], "frame_end": frames[-1]["frame"]}
+    assert doc["scenes"][0]["extras"] == extras and doc["animations"][0]["extras"] == extras
+    times = {round(float(t) * 30, 6) for a in doc["animations"] for s in a["samplers"]
+             for t in accessor(glb, doc, s["input"])}
+    assert all(abs(k - round(k)) < 1e-4 for k in times), sorted(times)
+    by_track = {}
     for f in frames:
         for h in f["hands"]:
-            first.setdefault(h["track_id"], h)
-    assert len(first) >= 1
+            by_track.setdefault(h["track_id"], []).append(h)
+    assert len(by_track) >= 1
+    betas = {t: np.median([h["betas"] for h in hs], axis=0) if shape == "track" else hs[0]["betas"]
+             for t, hs in by_track.items()}
     for f in frames:
-        got = evaluate_at(glb, f["time_s"])
+        got = evaluate_at(glb, f["frame"] / 30)
         assert got["validator"]["errors"] == 0 and got["validator"]["warnings"] == 0, got["validator"]
-        by_track = {int(g["root"].split("_")[1]): g for g in got["hands"]}
-        assert sorted(by_track) == sorted(h["track_id"] for h in f["hands"]), f["frame"]
+        by_root = {int(g["root"].split("_")[1]): g for g in got["hands"]}
+        assert sorted(by_root) == sorted(h["track_id"] for h in f["hands"]), f["frame"]
         for h in f["hands"]:
-            g = by_track[h["track_id"]]
-            want = C * (top4_lbs(scene["mano"], h, betas=first[h["track_id"]]["betas"], correctives=False)
-                        + np.array(h["cam_t_full"]))
+            g = by_root[h["track_id"]]
+            verts = top4_lbs(scene["mano"], h, betas=betas[h["track_id"]], correctives=False)
+            want = C * (verts + np.array(h["cam_t"]))  # each frame's own place
             assert np.abs(np.array(g["vertices"]) - want).max() < 1e-5, (f["frame"], h["track_id"])
-    # after the last frame every hand is hidden
-    assert evaluate_at(glb, frames[-1]["time_s"] + 1.0)["hands"] == []
+    # a frame after the last every hand is hidden
+    assert evaluate_at(glb, (frames[-1]["frame"] + 1) / 30)["hands"] == []
+
+
+def glb_json(path):
+    data = path.read_bytes()
+    n = int.from_bytes(data[12:16], "little")
+    return json.loads(data[20:20 + n])
+
+
+def accessor(path, doc, i):
+    """A float accessor's values (the BIN chunk)."""
+    data = path.read_bytes()
+    n = int.from_bytes(data[12:16], "little")
+    binary = data[20 + n + 8:]
+    a = doc["accessors"][i]
+    v = doc["bufferViews"][a["bufferView"]]
+    return np.frombuffer(binary, np.float32, a["count"] * {"SCALAR": 1, "VEC3": 3, "VEC4": 4}[a["type"]],
+                         v.get("byteOffset", 0))
 
 
 def evaluate_at(path, t):

@@ -100,6 +100,15 @@ def assert_hands_equal_json(got, want):
                 assert type(g[k]) is float and g[k] == float(np.float32(v)), where
             elif k == "detection":
                 assert_detection_equal_json(g[k], v, where)
+            elif k in ("camera", "reprojection_error", "smplx"):
+                assert list(g[k]) == list(v), where
+                for kk, vv in v.items():
+                    if isinstance(vv, str):
+                        assert g[k][kk] == vv, where
+                    elif isinstance(vv, list):
+                        assert np.array_equal(bits(g[k][kk]), bits(np.array(vv, np.float32))), where
+                    else:
+                        assert type(g[k][kk]) is float and g[k][kk] == float(np.float32(vv)), where
             else:
                 ref = np.array(v, np.float32)
                 assert isinstance(g[k], np.ndarray) and g[k].shape == ref.shape, where
@@ -180,7 +189,7 @@ def layout_structs():
             "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded,
             "hamer_tracker_params": _lib.TrackerParams, "hamer_video_params": _lib.VideoParams,
             "hamer_video_info": _lib.VideoInfo, "hamer_video_frame": _lib.VideoFrame,
-            "hamer_render_params": _lib.RenderParams}
+            "hamer_render_params": _lib.RenderParams, "hamer_anim_params": _lib.AnimParams}
 
 
 def layout_fields(cls, prefix="", base=0):
@@ -235,10 +244,10 @@ def test_struct_layouts_match_the_header(tmp_path):
     bad = [f"{k}: ctypes {want[k]}, C {got[k]}" for k in want if got[k] != want[k]]
     assert not bad, "\n".join(bad)
     # fields grown from the front of the reserved space: body_boxes (and 3 bytes of
-    # alignment) and proposals; render_draw; device with the alignment before it;
-    # proposals
-    taken = {"hamer_detect_params": 8, "hamer_folder_params": 4, "hamer_model_params": 15,
-             "hamer_detector_params": 4, "hamer_tracker_params": 4}
+    # alignment) and proposals; render_draw and bvh; device with the alignment before it;
+    # proposals; focal_px and fov_deg
+    taken = {"hamer_detect_params": 8, "hamer_folder_params": 5, "hamer_model_params": 15,
+             "hamer_detector_params": 4, "hamer_tracker_params": 4, "hamer_predict_params": 8}
     for cname in params:  # each ends with its reserved bytes
         fields = structs[cname]._fields_
         assert fields[-1][0] == "reserved" and ctypes.sizeof(fields[-1][1]) == 64 - taken.get(cname, 0), cname
@@ -259,11 +268,11 @@ def test_reserved_bytes_refused_through_the_binding():
                                         "hamer_video_default_params; reserved[63] is 0x01")
     for fn in ["hamer_model_default_params", "hamer_predict_default_params", "hamer_detector_default_params",
                "hamer_detect_default_params", "hamer_tracker_default_params", "hamer_job_default_params",
-               "hamer_folder_default_params", "hamer_state_default_params"]:
+               "hamer_folder_default_params", "hamer_state_default_params", "hamer_anim_default_params"]:
         p = getattr(lib, fn)()
-        # 56: body_boxes and proposals took eight, 60: render_draw or proposals four,
-        # 49: device fifteen
-        assert any(p.reserved) is False and len(bytes(p.reserved)) in (49, 56, 60, 64), fn
+        # 56: body_boxes and proposals took eight (or focal_px and fov_deg), 60: proposals four,
+        # 59: render_draw and bvh five, 49: device fifteen
+        assert any(p.reserved) is False and len(bytes(p.reserved)) in (49, 56, 59, 60, 64), fn
 
 
 # ---------------------------------------------------------------------------
@@ -339,7 +348,7 @@ def test_predict_equals_cli_json(model, scene):
         assert_hands_equal_json(got, want)
     # without vertices: the same minus "vertices"
     got = model.predict(scene["img"], np.array(BOXES), is_right=np.array(SIDES))
-    assert_hands_equal_json(got, [{k: v for k, v in h.items() if k != "vertices"} for h in want])
+    assert_hands_equal_json(got, [{k: v for k, v in h.items() if k not in ("vertices", "vertices_cam")} for h in want])
 
 
 def test_predict_pad_rescale_equals_cli(model, scene, ckpt):

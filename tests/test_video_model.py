@@ -5,8 +5,9 @@ regressed, how it is smoothed, the overlay video, memory.
   the tracker reports>` on that frame, bit for bit;
 - smoothing on: "raw" equals the unsmoothed run bit for bit; the smoothed
   values are the documented One Euro filter of the raw ones (recomputed
-  here), lie within the range of the track's raw values, rotations stay
-  rotations, betas are the running median; on a still video the smoothed
+  here; the rotations' on the rotation group), lie within the range of the
+  track's raw values, rotations stay rotations, betas are the running
+  median; on a still video the smoothed
   keypoints jitter far less than the raw ones;
 - --render / --render-dir: frame count, size and timestamps of the input,
   each PNG equal to `hamer run --render` (meshes, boxes, keypoints), each
@@ -82,6 +83,53 @@ def one_euro(xs, ts, scales, min_cutoff=1.0, beta=1.0, d_cutoff=1.0):
     return np.array(out)
 
 
+def _qmul(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
+def _quat(R):
+    """Unit quaternion of R: the eigenvector of Bar-Itzhack's matrix."""
+    (xx, xy, xz), (yx, yy, yz), (zx, zy, zz) = R
+    K = np.array([[xx - yy - zz, yx + xy, zx + xz, zy - yz], [yx + xy, yy - xx - zz, zy + yz, xz - zx],
+                  [zx + xz, zy + yz, zz - xx - yy, yx - xy], [zy - yz, xz - zx, yx - xy, xx + yy + zz]]) / 3
+    w, v = np.linalg.eigh(K)
+    x, y, z, q0 = v[:, np.argmax(w)]
+    return np.array([q0, x, y, z])
+
+
+def _rot(q):
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def one_euro_rot(Rs, ts, min_cutoff=1.0, beta=1.0, d_cutoff=1.0):
+    """include/hamer.h's One Euro filter on the rotation group, in float64:
+    d = log(qs^-1 q), the angular velocity d / dt filtered, the cutoff from
+    its magnitude (rad/s), qs <- qs exp(a d)."""
+    def alpha(fc, dt):
+        return 1.0 / (1.0 + 1.0 / (2 * np.pi * fc * dt))
+    qs, ws, out = _quat(Rs[0]), np.zeros(3), [np.array(Rs[0], np.float64)]
+    for i in range(1, len(Rs)):
+        dt = ts[i] - ts[i - 1]
+        r = _qmul(qs * [1, -1, -1, -1], _quat(Rs[i]))
+        r = r if r[0] >= 0 else -r
+        s = np.linalg.norm(r[1:])
+        d = r[1:] / s * 2 * np.arctan2(s, r[0]) if s > 1e-12 else 2 * r[1:]
+        ws = ws + alpha(d_cutoff, dt) * (d / dt - ws)
+        step = alpha(min_cutoff + beta * np.linalg.norm(ws), dt) * d
+        th = np.linalg.norm(step)
+        e = np.concatenate([[np.cos(th / 2)], step / th * np.sin(th / 2)]) if th > 0 else np.array([1.0, 0, 0, 0])
+        qs = _qmul(qs, e)
+        qs /= np.linalg.norm(qs)
+        out.append(_rot(qs))
+    return out
+
+
 def geodesic(a, b):
     c = (np.trace(a.T @ b) - 1) / 2
     return float(np.arccos(np.clip(c, -1, 1)))
@@ -118,6 +166,11 @@ def test_smoothing_is_the_documented_filter(tmp_path, ckpt, e5):
                 assert np.all(sm[i] >= lo - slack) and np.all(sm[i] <= hi + slack), (key, i)
             if key == "keypoints_2d":  # frame-to-frame movement of a still hand, px RMS, once settled
                 jitter[tid] = tuple(float(np.sqrt((np.diff(x[6:], axis=0) ** 2).mean())) for x in (raw, sm))
+        for j in range(16):  # the rotations: the filter on the rotation group, recomputed
+            pick = (lambda h: h["global_orient"]) if j == 0 else (lambda h: h["hand_pose"][j - 1])
+            want = one_euro_rot([np.array(pick(h["raw"]), np.float64) for h in hs], ts)
+            got = [np.array(pick(h), np.float64) for h in hs]
+            assert max(np.abs(g - w).max() for g, w in zip(got, want)) < 2e-5, j
         for i, h in enumerate(hs):  # rotations stay rotations, near the raw ones
             for R, R0 in [(h["global_orient"], h["raw"]["global_orient"])] + list(zip(h["hand_pose"],
                                                                                       h["raw"]["hand_pose"])):

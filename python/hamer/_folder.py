@@ -54,7 +54,8 @@ def _load_result(path):
 def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, boxes_dir=None, vertices=False,
                    render=False, side_view=False, save_mesh=False, glb=False, force=False, retry_failed=False,
                    detector=None,
-                   lite=False, max_hands=8, min_score=0.5, tiles=True, rescale=2.0, crop_mode="warp", draw="all"):
+                   lite=False, max_hands=8, min_score=0.5, tiles=True, rescale=2.0, crop_mode="warp", draw="all",
+                   bvh=False, focal=None, fov=None):
     """Every image of a folder, as ``hamer batch``: a generator of one dict
     per image, in the command's order (sorted by name, subfolders where
     they come):
@@ -71,7 +72,8 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
                 the files of ``hamer batch --out-dir``: NAME.json,
                 NAME_all.png (render; what it shows: draw, as Model.render's),
                 NAME_side.png (side_view),
-                NAME_N.obj (save_mesh), NAME.glb (glb), OUT/errors.jsonl;
+                NAME_N.obj (save_mesh), NAME.glb (glb), NAME.bvh (bvh),
+                OUT/errors.jsonl;
                 an image whose
                 NAME.json records it as it is now and whose outputs are
                 complete and newer than it is "skipped" (its result read
@@ -82,7 +84,9 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
                 first by name) keeps it, the other fails (stage "name").
     recursive, glob (a pattern or a list of them), boxes_dir (NAME.json
     boxes documents; else the detector: detector, lite, max_hands,
-    min_score, tiles), rescale, crop_mode, vertices: as ``hamer batch``.
+    min_score, tiles), rescale, crop_mode, vertices, focal, fov: as
+    ``hamer batch`` (focal / fov: every photo's camera; None: each
+    photo's EXIF, else the model's own).
     The rules (names, scan, stems, skips) are the library's folder mode,
     listed at the top of src/hamer_folder.c.
 
@@ -102,7 +106,8 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     complete in the output folder, not yielded: the next call yields it as
     "skipped" with its result. The output folder is the record; the
     generator shows it as it is made."""
-    from ._model import HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg, _draw_hide  # circular
+    from ._model import (HamerError, _library_error, _CROP_MODES, E_ARG, _int_arg, _num_arg, _draw_hide,  # circular
+                         _predict_params)
 
     # checked at the call: ctypes would keep the low 32 bits of max_hands
     max_hands, min_score, rescale = _int_arg("max_hands", max_hands), _num_arg("min_score", min_score), \
@@ -124,13 +129,13 @@ def predict_folder(self, input_dir, out_dir=None, recursive=False, glob=None, bo
     fp.render_draw = _lib.DRAW_ALL & ~_draw_hide(draw)
     if not fp.render_draw:
         raise HamerError(f"draw={draw!r} draws nothing (leave render=False)", E_ARG)
-    fp.save_mesh, fp.vertices, fp.glb = bool(save_mesh), bool(vertices), bool(glb)
+    fp.save_mesh, fp.vertices, fp.glb, fp.bvh = bool(save_mesh), bool(vertices), bool(glb), bool(bvh)
+    params = _predict_params(rescale, _CROP_MODES[crop_mode], focal, fov)  # checked before the folder opens
     folder = ctypes.c_void_p()
     rc = lib.hamer_folder_open(ctypes.byref(fp), ctypes.byref(folder))
     if rc < 0:
         raise _library_error(rc)
     try:
-        params = _lib.PredictParams(rescale=rescale, crop_mode=_CROP_MODES[crop_mode])
         dparams = lib.hamer_detect_default_params()
         dparams.max_hands, dparams.min_score, dparams.tiles = max_hands, min_score, bool(tiles)
         yield from _run(self, lib, folder, boxes_dir is None, params, dparams, detector, lite, _library_error)

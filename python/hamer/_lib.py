@@ -74,6 +74,11 @@ TIMINGS_RESERVED = 64
 CROP_WARP = 0
 CROP_PAD = 1
 
+# hamer_focal_source, hamer_anim_shape
+FOCAL_NONE, FOCAL_DEFAULT, FOCAL_GIVEN, FOCAL_EXIF = 0, 1, 2, 3
+ANIM_SHAPE_TRACK, ANIM_SHAPE_FIRST = 0, 1
+MAX_FOCAL = 1e7
+
 # ---- Structures (same field order and types as hamer.h; ctypes applies the
 # platform's C alignment rules, so the layouts match the compiler's) --------
 
@@ -220,7 +225,9 @@ class PredictParams(_Struct):
     _fields_ = [
         ("rescale", ctypes.c_double),
         ("crop_mode", ctypes.c_int),  # a C enum: int-sized with gcc/clang
-        ("reserved", _Reserved),
+        ("focal_px", ctypes.c_float),
+        ("fov_deg", ctypes.c_float),
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 8)),  # focal_px and fov_deg took 8 bytes
     ]
 
 
@@ -255,7 +262,20 @@ class Hand(_Struct):
         ("box_center", ctypes.c_double * 2),
         ("box_size", ctypes.c_double),
         ("detection", HandDetection),
-        ("reserved", ctypes.c_uint8 * HAND_RESERVED),
+        # from the reserved space: the hand in the photo's camera, the rotations' conventions
+        ("focal_source", ctypes.c_int),  # hamer_focal_source
+        ("focal_px", ctypes.c_float),
+        ("principal_point", ctypes.c_float * 2),
+        ("cam_t", ctypes.c_float * 3),
+        ("keypoints_3d_cam", ctypes.c_float * (N_KP * 3)),
+        ("reproj_error", ctypes.c_float),
+        ("reproj_error_max", ctypes.c_float),
+        ("axis_angle", ctypes.c_float * (16 * 3)),
+        ("quaternion", ctypes.c_float * (16 * 4)),
+        ("n_pca", ctypes.c_int),
+        ("pca", ctypes.c_float * 45),
+        ("smplx_hand_pose", ctypes.c_float * 45),
+        ("reserved", ctypes.c_uint8 * (HAND_RESERVED - 1100)),
     ]
 
 
@@ -351,6 +371,14 @@ class JobResult(_Struct):
     ]
 
 
+class AnimParams(_Struct):
+    _fields_ = [
+        ("fps", ctypes.c_double),
+        ("shape", ctypes.c_int),  # hamer_anim_shape
+        ("reserved", _Reserved),
+    ]
+
+
 class FolderParams(_Struct):
     _fields_ = [
         ("input_dir", ctypes.c_char_p),
@@ -369,7 +397,8 @@ class FolderParams(_Struct):
         ("cancel", ctypes.c_void_p),
         ("cancel_user", ctypes.c_void_p),
         ("render_draw", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 4)),
+        ("bvh", ctypes.c_bool),
+        ("reserved", ctypes.c_uint8 * (PARAMS_RESERVED - 5)),  # render_draw and bvh took 5 bytes
     ]
 
 
@@ -457,6 +486,19 @@ _PROTOTYPES = {
                                         ctypes.POINTER(ctypes.c_size_t)]),
     "hamer_hands_glb": (_INT, [_P, ctypes.POINTER(Hand), _INT, ctypes.POINTER(c_uint8_p),
                                ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_hands_bvh": (_INT, [_P, ctypes.POINTER(Hand), _INT, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.POINTER(ctypes.c_size_t)]),
+    "hamer_exif_focal": (_INT, [ctypes.c_void_p, ctypes.c_size_t, _INT, _INT, ctypes.POINTER(ctypes.c_float)]),
+    "hamer_exif_focal_file": (_INT, [ctypes.c_char_p, _INT, _INT, ctypes.POINTER(ctypes.c_float)]),
+    "hamer_anim_default_params": (AnimParams, []),
+    "hamer_anim_new": (_P, [_P, ctypes.POINTER(AnimParams)]),
+    "hamer_anim_add": (_INT, [_P, ctypes.c_double, _P, _P, _INT]),
+    "hamer_anim_write_glb": (_INT, [_P, ctypes.c_char_p]),
+    "hamer_anim_write_bvh": (_INT, [_P, ctypes.c_char_p]),
+    "hamer_anim_free": (None, [_P]),
+    # tracks / raw / smoothed as opaque pointers (handed on to hamer_anim_add); stats NULL
+    "hamer_tracker_get_results": (_INT, [_P, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                                         ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
     "hamer_job_default_params": (JobParams, []),
     "hamer_job_new": (_P, [_P, _P, ctypes.POINTER(JobParams)]),
     "hamer_job_free": (None, [_P]),

@@ -228,6 +228,41 @@ def _as_rgb(image):
     return np.ascontiguousarray(arr)
 
 
+def _job_image(inp, image):
+    """The photo into a job input: a path or file bytes as they are (the
+    library decodes them and reads their EXIF focal length), an array as
+    RGB pixels. Returns what the input points into (keep it alive)."""
+    if isinstance(image, (str, os.PathLike)):
+        inp.path = os.fsencode(image)
+        return inp.path
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(image, dtype=np.uint8)
+        if data.size == 0:
+            raise HamerError("image: empty bytes", E_ARG)
+        inp.data, inp.len = data.ctypes.data, data.size
+        return data
+    rgb = _as_rgb(image)
+    inp.rgb, inp.height, inp.width = rgb.ctypes.data_as(_lib.c_uint8_p), rgb.shape[0], rgb.shape[1]
+    return rgb
+
+
+def _predict_params(rescale, crop_mode, focal, fov):
+    """hamer_predict_params: the box scale, crop mode and camera (focal in
+    pixels or fov in degrees; None: not given)."""
+    pp = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=crop_mode)
+    if focal is not None:
+        f = _num_arg("focal", focal)
+        if not 0 < f <= _lib.MAX_FOCAL:
+            raise HamerError(f"focal must be a focal length in pixels in (0, 1e7], got {focal!r}", E_ARG)
+        pp.focal_px = f
+    if fov is not None:
+        v = _num_arg("fov", fov)
+        if not 0 < v < 180:
+            raise HamerError(f"fov must be a field of view in degrees in (0, 180), got {fov!r}", E_ARG)
+        pp.fov_deg = v
+    return pp
+
+
 def _as_boxes(boxes):
     """float32 [n, 4] boxes. float64 first, then one rounding to float32,
     as the CLI's parser does (strtod, then a cast to float)."""
@@ -288,9 +323,23 @@ def _hand_dicts(ptr, boxes):
             elif key == "detection":
                 d[key] = _detection_fields(value)
             else:
-                d[key] = np.array(value, np.float32)
+                d[key] = _json_value(key, value)
         out.append(d)
     return out
+
+
+def _json_value(key, value):
+    """A hand's field from the library's JSON: the camera, reprojection
+    error and SMPL-X objects as dicts (floats of float32 values, float32
+    arrays, strings), every other number as a float32 array."""
+    if key == "camera":
+        return {"focal_length": float(np.float32(value["focal_length"])), "source": str(value["source"]),
+                "principal_point": np.array(value["principal_point"], np.float32)}
+    if key == "reprojection_error":
+        return {k: float(np.float32(v)) for k, v in value.items()}
+    if key == "smplx":
+        return {k: (str(v) if k == "param" else np.array(v, np.float32)) for k, v in value.items()}
+    return np.array(value, np.float32)
 
 
 def _detection_fields(value):
@@ -390,6 +439,12 @@ def _hand_structs(hands, needs=_RENDER_NEEDS, what="rendering"):
                 raise HamerError(f"hand {i}: '{key}' must have shape {list(shape)}, got {list(v.shape)}", E_ARG)
             ctypes.memmove(ctypes.addressof(c) + getattr(_lib.Hand, key).offset, v.ctypes.data, v.nbytes)
         c.focal_length = float(d.get("focal_length", 0.0))
+        if "camera" in d and "cam_t" in d:  # the hand in the photo's camera (GLB, BVH place it there)
+            c.focal_source = {"default": _lib.FOCAL_DEFAULT, "given": _lib.FOCAL_GIVEN,
+                              "exif": _lib.FOCAL_EXIF}.get(d["camera"].get("source"), _lib.FOCAL_DEFAULT)
+            c.focal_px = float(d["camera"]["focal_length"])
+            c.principal_point[:] = [float(v) for v in np.asarray(d["camera"]["principal_point"]).reshape(2)]
+            c.cam_t[:] = [float(v) for v in np.asarray(d["cam_t"], np.float32).reshape(3)]
         det = d.get("detection")
         if isinstance(det, dict) and "score" in det:  # the labels show the detector's score
             c.detection.detected, c.detection.score = 1, float(det["score"])
@@ -951,7 +1006,8 @@ class Model(_Handle):
                 is_right: Union[bool, Sequence[bool]] = True, rescale: float = 2.0, crop_mode: str = "warp",
                 vertices: bool = False, max_hands: int = 8, min_score: float = 0.5, min_presence: float = 0.5,
                 tiles: bool = True, body: str = "auto", body_boxes: bool = True,
-                proposals: str = "auto") -> List[Hand]:
+                proposals: str = "auto", focal: Optional[float] = None,
+                fov: Optional[float] = None) -> List[Hand]:
         """Hands in a photo; the "hands" of ``hamer run``'s RESULT.json.
 
         image       HxWx3 uint8 RGB array; or a JPEG/PNG path (str or
@@ -967,7 +1023,15 @@ class Model(_Handle):
                     the boxes are detected: handedness decides)
         rescale     box scale factor in (0, 16] (MAX_RESCALE)
         crop_mode   "warp" (the official demo's affine warp) or "pad"
-        vertices    include each hand's 778 vertices
+        vertices    include each hand's 778 vertices (and "vertices_cam")
+        focal       the camera's focal length in pixels of this image, or
+        fov         its field of view in degrees across the longer side;
+                    None (default): the photo's EXIF when a path or bytes
+                    carry one, else the model's own camera. Places each
+                    hand in that camera: "camera" {focal_length, source
+                    ("given", "exif", "default"), principal_point}, "cam_t",
+                    "keypoints_3d_cam" (metres), "reprojection_error"
+                    {mean, max} (pixels)
 
         Returns one dict per box, in order. A hand whose box the library
         rejects (NaN, empty, outside the image, ...) is
@@ -980,22 +1044,26 @@ class Model(_Handle):
           betas float32[10], pred_cam float32[3], cam_t_full float32[3],
           focal_length float, crop {"center": float64[2], "size": float},
           keypoints_3d float32[21,3] (metres), keypoints_2d float32[21,2] (pixels),
-          vertices float32[778,3] (with vertices=True).
+          vertices float32[778,3] (with vertices=True),
+          the camera fields above, global_orient_quaternion float32[4] and
+          hand_pose_quaternion float32[15,4] (w, x, y, z), hand_pose_pca
+          float32[n] (MANO's PCA coefficients, when the model has its PCA
+          space) and "smplx" {param, flat_hand_mean_false float32[45],
+          flat_hand_mean_true float32[45]} (SMPL-X's hand pose).
         Left hands are mirrored back as HaMeR's demo does.
         """
-        rgb = _as_rgb(image)
-        h, w = rgb.shape[:2]
         if crop_mode not in _CROP_MODES:
             raise HamerError(f"crop_mode must be 'warp' or 'pad', got {crop_mode!r}", E_ARG)
         jp = self._lib.hamer_job_default_params()
-        jp.predict = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_CROP_MODES[crop_mode])
-        inp = _lib.JobInput(rgb=rgb.ctypes.data_as(_lib.c_uint8_p), width=w, height=h, params=ctypes.pointer(jp))
+        jp.predict = _predict_params(rescale, _CROP_MODES[crop_mode], focal, fov)
+        inp = _lib.JobInput(params=ctypes.pointer(jp))
+        keep = _job_image(inp, image)  # the array or bytes the input points into
         if boxes is None:
             detector = self.detector
             jp.detect = detector._params(max_hands, min_score, min_presence, tiles, body, body_boxes, proposals)
             inp.source = _lib.BOXES_DETECTED
             with detector._lend() as dst:
-                return self._job(inp, dst, vertices)
+                return self._job(inp, dst, vertices, keep)
         bx = _as_boxes(boxes)
         n = len(bx)
         if n > MAX_HANDS:  # before the hand structures are allocated (10 kB each)
@@ -1006,9 +1074,9 @@ class Model(_Handle):
             cboxes[i].bbox[:] = [float(v) for v in bx[i]]  # float32 -> double -> float: exact
             cboxes[i].is_right = int(sides[i])
         inp.boxes, inp.n_boxes, inp.source = cboxes, n, _lib.BOXES_GIVEN
-        return self._job(inp, None, vertices)
+        return self._job(inp, None, vertices, keep)
 
-    def _job(self, inp, detect_state, vertices):
+    def _job(self, inp, detect_state, vertices, keep=None):
         """The library's photo job (hamer_job_run, as ``hamer run``) on a
         state of this model: the "hands" of its RESULT.json as dicts."""
         with self._use() as st:
@@ -1113,6 +1181,25 @@ class Model(_Handle):
                               crop_mode=crop_mode, draw=draw)
 
 
+    def bvh(self, hands):
+        """The hands (predict()'s result; hands with an "error" are left out)
+        as BVH motion text (str), as ``hamer run --bvh`` writes it: per hand
+        a skeleton of MANO's 16 joints (bone lengths from its betas,
+        fingertips as End Sites) in one frame, the wrist at its place in the
+        camera (metres, y up, the camera looking down -z)."""
+        hands = list(hands)
+        chands = _hand_structs(hands, _GLB_NEEDS, "bvh")
+        buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+        with self._use(need_state=False):
+            rc = self._lib.hamer_hands_bvh(self._handle, chands, len(hands), ctypes.byref(buf), ctypes.byref(size))
+            if rc < 0:
+                raise _library_error(rc)
+        try:
+            return ctypes.string_at(buf, size.value).decode("ascii")
+        finally:
+            self._lib.hamer_free(buf)
+
+
 # ---- Video: hands tracked through frames --------------------------------------
 
 # Fields of a tracked frame's hands that are numbers (float32 arrays here).
@@ -1200,6 +1287,22 @@ def read_video(path: PathLike, start: float = 0.0, duration: float = 0.0,
     return _read_video(lib, path_b, _video_params(lib, start, duration, stride))
 
 
+def _video_fps(path):
+    """The frame rate a video file's container states (0: unknown)."""
+    lib = _lib.load()
+    vp = lib.hamer_video_default_params()
+    v = lib.hamer_video_open(os.fsencode(path), ctypes.byref(vp))
+    if not v:
+        raise _library_error(fallback="cannot open the video")
+    try:
+        info = _lib.VideoInfo()
+        if lib.hamer_video_get_info(v, ctypes.byref(info)) < 0:
+            raise _library_error()
+        return float(info.fps) if 0 < info.fps <= 1e4 else 0.0
+    finally:
+        lib.hamer_video_close(v)
+
+
 def _read_video(lib, path_b, vp):
     v = lib.hamer_video_open(path_b, ctypes.byref(vp))
     if not v:
@@ -1219,8 +1322,12 @@ def _read_video(lib, path_b, vp):
         lib.hamer_video_close(v)
 
 
+_ANIM_SHAPES = {"track": _lib.ANIM_SHAPE_TRACK, "first": _lib.ANIM_SHAPE_FIRST}
+
+
 def _model_track(self, frames, times=None, fps=30.0, detector=None, lite=False, max_hands=2, tiles=False,
-                 smooth="one-euro", min_cutoff=1.0, beta=1.0, d_cutoff=1.0, vertices=False, rescale=2.0):
+                 smooth="one-euro", min_cutoff=1.0, beta=1.0, d_cutoff=1.0, vertices=False, rescale=2.0,
+                 focal=None, fov=None, glb=None, bvh=None, shape="track", _anim_fps=None):
     """Hands tracked, regressed and smoothed through a sequence of frames.
 
     frames      iterable of HxWx3 uint8 RGB arrays (one stream: same size)
@@ -1229,6 +1336,12 @@ def _model_track(self, frames, times=None, fps=30.0, detector=None, lite=False, 
     max_hands   hands tracked at once; smooth "one-euro" (default) or "none"
                 with the One Euro min_cutoff (Hz), beta and d_cutoff (Hz)
                 as ``hamer video`` documents them
+    focal, fov  the camera (as predict(); default the model's own)
+    glb, bvh    paths: the tracks as an animated GLB and / or BVH, written
+                when the last frame is done (as ``hamer video --glb / --bvh``;
+                keys on whole frames of fps when times are not given, else
+                at the times given); shape "track" (one MANO shape per
+                track, default) or "first"
 
     Yields one dict per frame, as a line of ``hamer video``: "frame",
     "time_s", "detected", "cut", "hands" (each with the predict() fields,
@@ -1249,14 +1362,21 @@ def _model_track(self, frames, times=None, fps=30.0, detector=None, lite=False, 
         raise HamerError(f"fps must be a finite number > 0, got {fps!r}", E_ARG)
     opts = dict(max_hands=_int_arg("max_hands", max_hands), min_cutoff=_num_arg("min_cutoff", min_cutoff),
                 beta=_num_arg("beta", beta), d_cutoff=_num_arg("d_cutoff", d_cutoff), tiles=tiles, smooth=smooth)
-    params = _lib.PredictParams(rescale=_num_arg("rescale", rescale), crop_mode=_lib.CROP_WARP)
-    return _track(self, frames, times, fps, detector, lite, opts, bool(vertices), params)
+    params = _predict_params(rescale, _lib.CROP_WARP, focal, fov)
+    if shape not in _ANIM_SHAPES:
+        raise HamerError(f"shape must be 'track' or 'first', got {shape!r}", E_ARG)
+    anim = None
+    if glb is not None or bvh is not None:
+        anim = dict(glb=None if glb is None else os.fsencode(glb), bvh=None if bvh is None else os.fsencode(bvh),
+                    shape=_ANIM_SHAPES[shape],
+                    fps=_anim_fps if _anim_fps is not None else fps if times is None else 0.0)
+    return _track(self, frames, times, fps, detector, lite, opts, bool(vertices), params, anim)
 
 
-def _track(self, frames, times, fps, detector, lite, opts, vertices, params):
+def _track(self, frames, times, fps, detector, lite, opts, vertices, params, anim=None):
     it_times = iter(times) if times is not None else None
     with _tracking(detector, lite, self._threads, opts["max_hands"], opts["tiles"], opts["smooth"],
-                   opts["min_cutoff"], opts["beta"], opts["d_cutoff"]) as (lib, tr):
+                   opts["min_cutoff"], opts["beta"], opts["d_cutoff"]) as (lib, tr), _recording(self, anim) as rec_anim:
         for i, frame in enumerate(frames):
             rgb = _as_rgb(frame)
             h, w = rgb.shape[:2]
@@ -1270,16 +1390,50 @@ def _track(self, frames, times, fps, detector, lite, opts, vertices, params):
                 if rc < 0:
                     raise _library_error(rc)
                 rec = _track_record(lib.hamer_tracker_frame_json(tr, i, int(vertices), -1.0), lib)
+                if rec_anim:
+                    tracks, raw, smoothed = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+                    n = lib.hamer_tracker_get_results(tr, ctypes.byref(tracks), ctypes.byref(raw),
+                                                      ctypes.byref(smoothed), None)
+                    if lib.hamer_anim_add(rec_anim, t, tracks, smoothed or raw, n) < 0:
+                        raise _library_error()
             yield rec
+        if rec_anim:  # every frame done: the files
+            for key, write in (("glb", lib.hamer_anim_write_glb), ("bvh", lib.hamer_anim_write_bvh)):
+                if anim[key] is not None and write(rec_anim, anim[key]) < 0:
+                    raise _library_error()
+
+
+@contextlib.contextmanager
+def _recording(model, anim):
+    """The animation recorder of a track() call (None without glb / bvh)."""
+    if not anim:
+        yield None
+        return
+    lib = _lib.load()
+    ap = lib.hamer_anim_default_params()
+    ap.fps, ap.shape = anim["fps"], anim["shape"]
+    with model._use(need_state=False):
+        a = lib.hamer_anim_new(model._handle, ctypes.byref(ap))
+    if not a:
+        raise _library_error(fallback="cannot create the animation recorder")
+    try:
+        yield a
+    finally:
+        lib.hamer_anim_free(a)
 
 
 def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
     """Model.track on the frames of a video file (read_video: start,
     duration in seconds, every stride-th frame); "frame" is the frame's
-    number in the file and "time_s" its presentation time. Bad arguments
-    raise HamerArgumentError at the call (read_video's and track's checks);
-    a damaged file raises HamerFormatError after the frames before it."""
+    number in the file and "time_s" its presentation time; glb= / bvh=
+    write the tracks' animation with its keys on the clip's frames (the
+    container's frame rate), as ``hamer video --glb / --bvh``. Bad
+    arguments raise HamerArgumentError at the call (read_video's and
+    track's checks); a damaged file raises HamerFormatError after the
+    frames before it."""
     frames = read_video(path, start, duration, stride)
+    if kw.get("glb") is not None or kw.get("bvh") is not None:
+        kw.setdefault("fps", _video_fps(path))  # the animation's keys on the clip's frames
     times, index = [], []
 
     def pictures():
@@ -1292,7 +1446,8 @@ def _model_video(self, path, start=0.0, duration=0.0, stride=1, **kw):
         while True:
             yield times[-1]
 
-    records = _model_track(self, pictures(), times=clock(), **kw)
+    anim_fps = kw.pop("fps", 30.0)
+    records = _model_track(self, pictures(), times=clock(), fps=anim_fps, _anim_fps=anim_fps, **kw)
 
     def numbered():
         for rec in records:

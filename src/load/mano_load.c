@@ -107,6 +107,35 @@ static int mano_ints(mano_src *ms, const char *name, int ndim, const int64_t *sh
  * which every index check refuses. */
 static int as_index(int64_t v) { return v >= -1 && v <= INT_MAX ? (int)v : -2; }
 
+/* The PCA pose space, optional: hand_components [k, 45] (smplx keeps the
+ * first num_pca_comps rows: 6 in the released checkpoint) and hand_mean
+ * [45], both or neither (then n_pca 0). */
+static int load_pca(mano_src *ms, hm_mano *mn) {
+    mn->n_pca = 0;
+    int k = 0;
+    if (!ms->npz) {
+        const hm_tensor *t = hm_ckpt_find(ms->ck, "mano.hand_components");
+        if (t && t->ndim == 2) k = (int)(t->shape[0] >= 1 && t->shape[0] <= 45 ? t->shape[0] : -1);
+        else if (t) k = -1;
+    } else if (hm_npz_has(ms->npz, "hand_components")) {
+        hm_array a;
+        if (hm_npz_get(ms->npz, "hand_components", &a)) return HM_E_FORMAT;
+        k = a.ndim == 2 && a.shape[0] >= 1 && a.shape[0] <= 45 ? (int)a.shape[0] : -1;
+        hm_array_free(&a);
+    }
+    if (k < 0) return hm_err(HM_E_SHAPE, "%s: MANO array 'hand_components' must be [1..45, 45]", ms->src);
+    if (k == 0) return HM_OK;
+    float *c = mano_floats(ms, "hand_components", 2, S2(k, 45));
+    float *mean = c ? mano_floats(ms, "hand_mean", 1, S1(45)) : NULL;
+    if (mean) {
+        memcpy(mn->hand_components, c, sizeof(float) * 45 * (size_t)k);
+        memcpy(mn->hand_mean, mean, sizeof mn->hand_mean);
+        mn->n_pca = k;
+    }
+    hm_free(c), hm_free(mean);
+    return mean ? HM_OK : hm_errcode() ? hm_errcode() : HM_E_SHAPE;
+}
+
 static int load_mano(mano_src *ms, hm_mano *mn) {
     static const int tips[5] = {744, 320, 443, 554, 671};
     static const int jmap[HM_NKP] = {0, 13, 14, 15, 16, 1, 2, 3, 17, 4, 5, 6, 18, 10, 11, 12, 19, 7, 8, 9, 20};
@@ -131,6 +160,7 @@ static int load_mano(mano_src *ms, hm_mano *mn) {
     r = mano_ints(ms, "joint_map", 1, S1(HM_NKP), iv, 1);
     if (r < 0) return HM_E_SHAPE;
     for (int i = 0; r == 1 && i < HM_NKP; i++) mn->joint_map[i] = as_index(iv[i]);
+    if ((r = load_pca(ms, mn))) return r;
     return hm_mano_check(mn, ms->src);
 }
 

@@ -47,5 +47,10 @@ int hm_mano_check(const hm_mano *mn, const char *src) {
     for (int i = 0; i < HM_NKP; i++)
         if (mn->joint_map[i] < 0 || mn->joint_map[i] >= HM_NKP)
             return hm_err(HM_E_FORMAT, "%s: MANO joint_map[%d] = %d out of range", src, i, mn->joint_map[i]);
+    if (mn->n_pca < 0 || mn->n_pca > 45)
+        return hm_err(HM_E_FORMAT, "%s: MANO hand_components has %d rows, not 0..45", src, mn->n_pca);
+    for (int i = 0; i < 45 * (mn->n_pca + 1); i++)
+        if (!isfinite(i < 45 * mn->n_pca ? mn->hand_components[i] : mn->hand_mean[i - 45 * mn->n_pca]))
+            return hm_err(HM_E_FORMAT, "%s: MANO hand_components / hand_mean has a non-finite value", src);
     return HM_OK;
 }

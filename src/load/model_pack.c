@@ -65,6 +65,9 @@ int hm_pack_visit_model(hm_model *m, hm_visitor *v) {
         EMB(mn->parents, "mano.parents");
         EMB(mn->tips, "mano.tips");
         EMB(mn->joint_map, "mano.joint_map");
+        if ((rc = v->embedded(v, "mano.n_pca", &mn->n_pca, sizeof mn->n_pca))) return rc;
+        EMB(mn->hand_components, "mano.hand_components");
+        EMB(mn->hand_mean, "mano.hand_mean");
     }
     return HM_OK;
 #undef NAME

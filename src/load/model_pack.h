@@ -16,7 +16,8 @@
 #include "model/model.h"
 
 #define PACK_MAGIC "HAMERPK"     /* + NUL: 8 bytes */
-#define PACK_VERSION 3u   /* 2: the head's kv_all in the model's precision; 3: the backend's name */
+#define PACK_VERSION 4u   /* 2: the head's kv_all in the model's precision; 3: the backend's name; 4: MANO's PCA
+                             pose space */
 #define PACK_ALIGN 64
 
 typedef struct {

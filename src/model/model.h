@@ -126,6 +126,12 @@ typedef struct {                 /* mano.* buffers (or --mano npz) */
     int32_t *faces;              /* [1538, 3] */
     int tips[5];                 /* extra_joints_idxs: fingertip vertices */
     int joint_map[HM_NKP];       /* 21 output joints in OpenPose order */
+    /* The PCA pose space (hand_components [n_pca, 45], hand_mean [45]; not
+     * used by the forward): the pose's PCA coefficients and SMPL-X's
+     * mean-relative pose. n_pca 0: the file has none. */
+    int n_pca;
+    float hand_components[45 * 45];
+    float hand_mean[45];
 } hm_mano;
 
 /* ---- the model ------------------------------------------------------------ */

@@ -36,6 +36,7 @@
 
 #include "core/util.h"
 #include "format/mesh_io.h"
+#include "pipeline/anim.h"
 #include "pipeline/glb.h"
 
 typedef struct {
@@ -213,10 +214,12 @@ static int add_hand(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *fac
     int base = (int)json_array_size(nodes);  /* hand root, then the 16 joints, the 21 keypoints, the mesh */
     char name[64];
     snprintf(name, sizeof name, "hand_%d_%s", k, right ? "right" : "left");
-    const float *t = h->cam_t_full;
-    json_t *root = json_pack("{s:s,s:[f,f,f],s:[i,i,i,i],s:[i],s:{s:b,s:[f,f,f]}}", "name", name, "translation",
-                             (double)t[0], -(double)t[1], -(double)t[2], "rotation", 1, 0, 0, 0, "children", base + 1,
-                             "extras", "is_right", right, "cam_t_full", (double)t[0], (double)t[1], (double)t[2]);
+    /* the place in the photo's camera; the demo's for a hand without it */
+    const float *t = h->focal_source != HAMER_FOCAL_NONE ? h->cam_t : h->cam_t_full, *tf = h->cam_t_full;
+    json_t *root = json_pack("{s:s,s:[f,f,f],s:[i,i,i,i],s:[i],s:{s:b,s:[f,f,f],s:[f,f,f]}}", "name", name,
+                             "translation", (double)t[0], -(double)t[1], -(double)t[2], "rotation", 1, 0, 0, 0,
+                             "children", base + 1, "extras", "is_right", right, "cam_t", (double)t[0], (double)t[1],
+                             (double)t[2], "cam_t_full", (double)tf[0], (double)tf[1], (double)tf[2]);
     json_array_append_new(nodes, root);
     /* joints: the global transforms (as the quaternions give them) for the keypoints */
     double G[HM_NJ][12];
@@ -364,77 +367,25 @@ int hm_glb_hands(const hm_mano *mn, const hamer_hand *hands, int n, const char *
     return pack(doc, &b, k == 0, out, out_len);
 }
 
-/* ---- animation: one skinned hand per track, its joints' rotations and its
- * place over the frames it was tracked ----
- *
- * Samples go to a temporary file as they come (one record per hand and
- * frame), so that a long video holds no more than one frame's hands in
- * memory while it runs; hm_glb_anim_write reads them back track by track. */
+/* ---- animation: one skinned hand per track (recorded by anim.c), its
+ * joints' rotations and its place over the frames it was tracked ---- */
 
-typedef struct {
-    int32_t track, is_right;
-    double time;
-    float R[HM_NJ * 9];          /* as hamer_hand: global orient, then hand pose */
-    float betas[HM_NB];
-    float cam_t[3];
-    float kp[HM_NKP * 3];
-} anim_rec;
-
-struct hm_glb_anim {
-    FILE *tmp;
-    long n;
-    int tracks;                  /* largest track id + 1 */
-};
-
-hm_glb_anim *hm_glb_anim_new(void) {
-    hm_glb_anim *a = calloc(1, sizeof *a);
-    if (a && !(a->tmp = tmpfile())) {
-        hm_err(HM_E_IO, "cannot create a temporary file for the animation: %s", strerror(errno));
-        free(a);
-        return NULL;
-    }
-    if (!a) hm_err(HM_E_NOMEM, "out of memory");
-    return a;
-}
-
-void hm_glb_anim_free(hm_glb_anim *a) {
-    if (!a) return;
-    if (a->tmp) fclose(a->tmp);
-    free(a);
-}
-
-int hm_glb_anim_add(hm_glb_anim *a, double time_s, int track, const hamer_hand *h) {
-    if (!h->ok || track < 0) return 0;
-    anim_rec r;
-    memset(&r, 0, sizeof r);
-    r.track = track, r.is_right = h->box.is_right != 0, r.time = time_s;
-    memcpy(r.R, h->global_orient, sizeof h->global_orient);
-    memcpy(r.R + 9, h->hand_pose, sizeof h->hand_pose);
-    memcpy(r.betas, h->betas, sizeof r.betas);
-    memcpy(r.cam_t, h->cam_t_full, sizeof r.cam_t);
-    memcpy(r.kp, h->keypoints_3d, sizeof r.kp);
-    if (fwrite(&r, sizeof r, 1, a->tmp) != 1)
-        return hm_err(HM_E_IO, "cannot write the animation's temporary file: %s", strerror(errno));
-    a->n++;
-    if (track + 1 > a->tracks) a->tracks = track + 1;
-    return 0;
-}
-
-/* Track k's channels (its nodes named hand_K_...): a hand built from its first sample (its betas give
- * the bind shape), then a LINEAR sampler per joint rotation and for the
- * hand node's translation over the track's times, and a STEP sampler of
- * the hand node's scale (1 while tracked, 0 before and after). */
-static int add_track(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *faces, int nf, const anim_rec *s,
-                     int n, int k, json_t *samplers, json_t *channels, double t_end) {
-    hamer_hand h;
-    memset(&h, 0, sizeof h);
-    h.ok = 1, h.box.is_right = s[0].is_right;
-    memcpy(h.global_orient, s[0].R, sizeof h.global_orient);
-    memcpy(h.hand_pose, s[0].R + 9, sizeof h.hand_pose);
-    memcpy(h.betas, s[0].betas, sizeof h.betas);
-    memcpy(h.cam_t_full, s[0].cam_t, sizeof h.cam_t_full);
-    memcpy(h.keypoints_3d, s[0].kp, sizeof h.keypoints_3d);
-    int root, rc = add_hand(doc, b, mn, faces, nf, &h, k, 0, &root);
+/* Track k's channels (its nodes named hand_K_...): a hand built from its
+ * first sample with the track's betas (the bind shape), then a LINEAR
+ * sampler per joint rotation and for the hand node's translation over the
+ * track's times, and a STEP sampler of the hand node's scale (1 while
+ * tracked, 0 before and from a frame (frame_dt) after its last sample). */
+static int add_track(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *faces, int nf, const hm_anim_rec *s,
+                     int n, const float *betas, int k, json_t *samplers, json_t *channels, double frame_dt) {
+    hamer_hand hh;  /* the track's first frame, as add_hand takes it */
+    memset(&hh, 0, sizeof hh);
+    hh.ok = 1, hh.box.is_right = s[0].is_right;
+    memcpy(hh.global_orient, s[0].R, sizeof hh.global_orient);
+    memcpy(hh.hand_pose, s[0].R + 9, sizeof hh.hand_pose);
+    memcpy(hh.betas, betas, sizeof hh.betas);
+    memcpy(hh.cam_t_full, s[0].cam_t, sizeof hh.cam_t_full);
+    memcpy(hh.keypoints_3d, s[0].kp3d, sizeof hh.keypoints_3d);
+    int root, rc = add_hand(doc, b, mn, faces, nf, &hh, k, 0, &root);
     if (rc) return rc;
     float *t = malloc(sizeof(float) * (size_t)n), *q = malloc(sizeof(float) * 4 * (size_t)n);
     float *tr = malloc(sizeof(float) * 3 * (size_t)n);
@@ -477,13 +428,13 @@ static int add_track(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *fa
     }
     int a_tr = accessor(doc, b, tr, sizeof(float) * 3 * (size_t)n, 5126, "VEC3", n, 0, NULL, NULL);
     CHANNEL(a_tr, root, "translation", "LINEAR");
-    /* visibility: scale 0 outside [tmin, tmax] (STEP keys at 0, tmin, just after tmax) */
+    /* visibility: scale 0 outside the track (STEP keys at 0, tmin, a frame after tmax) */
     float vt[3], vs[9] = {0, 0, 0, 1, 1, 1, 0, 0, 0};
     int nv = 0, off = 0;
     if (tmin > 0) vt[nv++] = 0;
     else off = 3;
     vt[nv++] = tmin;
-    if (t_end > tmax) vt[nv++] = (float)t_end;
+    vt[nv++] = (float)(s[n - 1].time + frame_dt);
     int a_vt = accessor(doc, b, vt, sizeof(float) * (size_t)nv, 5126, "SCALAR", nv, 0, NULL, NULL);
     json_t *va = json_array_get(accs, (size_t)a_vt);
     json_object_set_new(va, "min", json_pack("[f]", (double)vt[0]));
@@ -497,38 +448,46 @@ static int add_track(json_t *doc, bytes *b, const hm_mano *mn, const int32_t *fa
     return b->oom ? hm_err(HM_E_NOMEM, "out of memory writing a GLB") : 0;
 }
 
-int hm_glb_anim_write(hm_glb_anim *a, const hm_mano *mn, const char *generator, uint8_t **out, size_t *out_len) {
+int hm_glb_anim_write(hm_anim *a, const hm_mano *mn, const char *generator, uint8_t **out, size_t *out_len) {
     *out = NULL, *out_len = 0;
     int32_t faces[(HM_NF + HM_MESH_EXTRA_FACES) * 3];
     int nf = hm_mesh_close_hand(mn->faces, HM_NF, HM_NV, faces);
     if (nf < 0) return nf;
     json_t *doc = doc_new(generator);
     json_t *samplers = json_array(), *channels = json_array();
-    anim_rec *s = a->n ? malloc(sizeof *s * (size_t)a->n) : NULL;
+    hm_anim_rec *s = NULL;
+    size_t cap = 0;
     bytes b = {0};
     int rc = 0, k = 0;
-    if (!doc || !samplers || !channels || (a->n && !s)) rc = hm_err(HM_E_NOMEM, "out of memory writing a GLB");
-    /* the end, where every hand goes: a frame (1/30 s) after the last sample */
-    double t_end = 0;
-    anim_rec r;
-    if (!rc && fseek(a->tmp, 0, SEEK_SET) != 0) rc = hm_err(HM_E_IO, "cannot read the animation's temporary file");
-    while (!rc && fread(&r, sizeof r, 1, a->tmp) == 1)
-        if (r.time > t_end) t_end = r.time;
-    t_end += 1.0 / 30;
-    /* one track at a time: its samples in time order, one pass over the file each */
-    for (int tr = 0; tr < a->tracks && !rc; tr++) {
+    if (!doc || !samplers || !channels) rc = hm_err(HM_E_NOMEM, "out of memory writing a GLB");
+    /* a frame's duration: where a hand hides after its last sample */
+    const double fps = hm_anim_fps(a);
+    int64_t first = 0, last = 0, step = 1;
+    hm_anim_frames(a, &first, &last, &step);
+    const double frame_dt = fps > 0 ? (double)step / fps : 1.0 / 30;
+    /* one track at a time: its samples in time order */
+    for (int tr = 0; tr < hm_anim_tracks(a) && !rc; tr++) {
         int n = 0;
-        if (fseek(a->tmp, 0, SEEK_SET) != 0) rc = hm_err(HM_E_IO, "cannot read the animation's temporary file");
-        while (!rc && fread(&r, sizeof r, 1, a->tmp) == 1)
-            if (r.track == tr && (n == 0 || r.time > s[n - 1].time)) s[n++] = r;
-        if (!rc && n) rc = add_track(doc, &b, mn, faces, nf, s, n, tr, samplers, channels, t_end), k++;
+        float betas[HM_NB];
+        rc = hm_anim_track(a, mn, tr, &s, &cap, &n, betas);
+        if (!rc && n) rc = add_track(doc, &b, mn, faces, nf, s, n, betas, tr, samplers, channels, frame_dt), k++;
     }
     free(s);
-    if (!rc && k)
-        json_object_set_new(doc, "animations",
-                            json_pack("[{s:s,s:o,s:o}]", "name", "video", "channels", channels, "samplers", samplers));
-    else
+    if (!rc && k) {
+        json_t *anim = json_pack("{s:s,s:o,s:o}", "name", "video", "channels", channels, "samplers", samplers);
+        if (fps > 0) {
+            /* the clip's rate where importers keep it: Blender makes the scene's extras its custom
+             * properties, three.js the scene's userData */
+            json_object_set_new(anim, "extras", json_pack("{s:f,s:I,s:I}", "fps", fps, "frame_start",
+                                                          (json_int_t)first, "frame_end", (json_int_t)last));
+            json_object_set_new(json_array_get(json_object_get(doc, "scenes"), 0), "extras",
+                                json_pack("{s:f,s:I,s:I}", "fps", fps, "frame_start", (json_int_t)first, "frame_end",
+                                          (json_int_t)last));
+        }
+        json_object_set_new(doc, "animations", json_pack("[o]", anim));
+    } else {
         json_decref(samplers), json_decref(channels);
+    }
     if (rc) {
         json_decref(doc);
         free(b.p);

@@ -3,7 +3,9 @@
  * For each box: validate, crop (preprocess.c: the official affine warp or the
  * padded resize), then one batched regression of the valid crops, then per
  * hand: the full-image camera, left hands mirrored back, 2D keypoints in
- * image pixels. A bad box fails only its own hand.
+ * image pixels, then the hand in the photo's camera (camera_fit.c) and its
+ * rotations in other conventions (conventions.c). A bad box fails only its
+ * own hand.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,8 @@
 #include "format/image.h"
 #include "backend/backend.h"
 #include "model/model.h"
+#include "pipeline/camera_fit.h"
+#include "pipeline/conventions.h"
 #include "pipeline/predict.h"
 #include "pipeline/preprocess.h"
 #include "core/util.h"
@@ -33,6 +37,9 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
     if (!(p.rescale > 0 && p.rescale <= HAMER_MAX_RESCALE))
         return hm_err(HM_E_ARG, "predict: rescale %g out of range (0, %g]", p.rescale, HAMER_MAX_RESCALE);
     if (p.crop_mode != HAMER_CROP_WARP && p.crop_mode != HAMER_CROP_PAD) return hm_err(HM_E_ARG, "predict: unknown crop mode");
+    double focal;
+    hamer_focal_source fsrc;
+    if (hm_focal_resolve(&p, w, h, &focal, &fsrc)) return HM_E_ARG;
     if (!m->has_mano) return hm_err(HM_E_NOMANO, "predict: the model has no MANO buffers (its checkpoint lacks mano.*, "
                                               "which the released hamer.ckpt has; or load a MANO .npz: docs/models.md)");
     if (ws->cap < n && hm_predict_ws_reserve(ws, n)) return HM_E_NOMEM;
@@ -90,6 +97,9 @@ int hm_predict(hm_predict_ws *ws, hm_state *st, const uint8_t *rgb, int w, int h
         hm_camera_full(H->pred_cam, right, (float)H->box_center[0], (float)H->box_center[1], (float)H->box_size, w, h,
                        H->cam_t_full, &H->focal_length);
         hm_camera_project_full(H->keypoints_3d, HM_NKP, H->cam_t_full, H->focal_length, w, h, H->keypoints_2d);
+        hm_hand_camera(H, w, h, focal, fsrc);
+        hm_hand_rotations(H);
+        hm_hand_pca(&m->mano, H);
         H->ok = 1;
     }
     double t3 = hm_now();

@@ -22,6 +22,46 @@ static json_t *matrix(const float *v, int rows, int cols) {
     return a;
 }
 
+static const char *focal_source_name(hamer_focal_source s) {
+    return s == HAMER_FOCAL_GIVEN ? "given" : s == HAMER_FOCAL_EXIF ? "exif" : "default";
+}
+
+/* The hand in the photo's camera: the camera, the translation, the
+ * camera-frame keypoints (and vertices) and the reprojection error. */
+static void add_camera(json_t *o, const hamer_hand *H, int with_vertices) {
+    json_t *cam = json_object();
+    json_object_set_new(cam, "focal_length", json_real(H->focal_px));
+    json_object_set_new(cam, "source", json_string(focal_source_name(H->focal_source)));
+    json_object_set_new(cam, "principal_point", floats(H->principal_point, 2));
+    json_object_set_new(o, "camera", cam);
+    json_object_set_new(o, "cam_t", floats(H->cam_t, 3));
+    json_object_set_new(o, "keypoints_3d_cam", matrix(H->keypoints_3d_cam, 21, 3));
+    if (with_vertices) {
+        json_t *a = json_array();
+        for (int v = 0; v < HAMER_N_VERTS; v++) {
+            float p[3];
+            for (int k = 0; k < 3; k++) p[k] = H->vertices[3 * v + k] + H->cam_t[k];
+            json_array_append_new(a, floats(p, 3));
+        }
+        json_object_set_new(o, "vertices_cam", a);
+    }
+    json_object_set_new(o, "reprojection_error", json_pack("{s:f,s:f}", "mean", (double)H->reproj_error, "max",
+                                                           (double)H->reproj_error_max));
+}
+
+/* Quaternions, PCA coefficients and SMPL-X's hand pose. */
+static void add_conventions(json_t *o, const hamer_hand *H) {
+    json_object_set_new(o, "global_orient_quaternion", floats(H->quaternion, 4));
+    json_object_set_new(o, "hand_pose_quaternion", matrix(H->quaternion + 4, 15, 4));
+    if (H->n_pca < 1 || H->n_pca > 45) return;
+    json_object_set_new(o, "hand_pose_pca", floats(H->pca, H->n_pca));
+    json_t *sx = json_object();
+    json_object_set_new(sx, "param", json_string(H->box.is_right ? "right_hand_pose" : "left_hand_pose"));
+    json_object_set_new(sx, "flat_hand_mean_false", floats(H->smplx_hand_pose, 45));
+    json_object_set_new(sx, "flat_hand_mean_true", floats(H->axis_angle + 3, 45));
+    json_object_set_new(o, "smplx", sx);
+}
+
 json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
     json_t *o = json_object();
     json_object_set_new(o, "bbox", floats(H->box.bbox, 4));
@@ -54,6 +94,8 @@ json_t *hm_result_hand_json(const hamer_hand *H, int with_vertices) {
     json_object_set_new(o, "keypoints_3d", matrix(H->keypoints_3d, 21, 3));
     json_object_set_new(o, "keypoints_2d", matrix(H->keypoints_2d, 21, 2));
     if (with_vertices) json_object_set_new(o, "vertices", matrix(H->vertices, 778, 3));
+    if (H->focal_source != HAMER_FOCAL_NONE) add_camera(o, H, with_vertices);
+    add_conventions(o, H);
     return o;
 }
 

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rotation.h"
+#include "pipeline/camera_fit.h"
+#include "pipeline/conventions.h"
 #include "video/smooth.h"
 
 void hm_smooth_reset(hm_smooth_state *s) {
@@ -23,67 +26,52 @@ double hm_one_euro(double x, double *xs, double *dxs, double dt, double scale, c
     return *xs;
 }
 
-void hm_rotmat_to_quat(const float R[9], double q[4]) {
-    const double m00 = R[0], m01 = R[1], m02 = R[2], m10 = R[3], m11 = R[4], m12 = R[5], m20 = R[6], m21 = R[7],
-                 m22 = R[8];
-    const double tr = m00 + m11 + m22;
-    /* the largest of 4w^2, 4x^2, 4y^2, 4z^2 as the divisor: no cancellation */
-    if (tr > 0) {
-        const double s = 2.0 * sqrt(1.0 + tr);
-        q[0] = 0.25 * s, q[1] = (m21 - m12) / s, q[2] = (m02 - m20) / s, q[3] = (m10 - m01) / s;
-    } else if (m00 > m11 && m00 > m22) {
-        const double s = 2.0 * sqrt(fmax(1.0 + m00 - m11 - m22, 1e-30));
-        q[0] = (m21 - m12) / s, q[1] = 0.25 * s, q[2] = (m01 + m10) / s, q[3] = (m02 + m20) / s;
-    } else if (m11 > m22) {
-        const double s = 2.0 * sqrt(fmax(1.0 + m11 - m00 - m22, 1e-30));
-        q[0] = (m02 - m20) / s, q[1] = (m01 + m10) / s, q[2] = 0.25 * s, q[3] = (m12 + m21) / s;
-    } else {
-        const double s = 2.0 * sqrt(fmax(1.0 + m22 - m00 - m11, 1e-30));
-        q[0] = (m10 - m01) / s, q[1] = (m02 + m20) / s, q[2] = (m12 + m21) / s, q[3] = 0.25 * s;
-    }
-    const double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-    for (int k = 0; k < 4; k++) q[k] /= n;
+void hm_one_euro_rot(const double q[4], double qs[4], double ws[3], double dt, const hm_smooth_opts *o) {
+    /* d: the rotation from the filtered one to the raw one, in the filtered one's frame */
+    double inv[4] = {qs[0], -qs[1], -qs[2], -qs[3]}, r[4], d[3];
+    hm_quat_mul(inv, q, r);
+    hm_quat_log(r, d);
+    const double ad = alpha(o->d_cutoff, dt);
+    for (int k = 0; k < 3; k++) ws[k] += ad * (d[k] / dt - ws[k]);
+    const double fc = o->min_cutoff + o->beta * sqrt(ws[0] * ws[0] + ws[1] * ws[1] + ws[2] * ws[2]);
+    const double a = alpha(fc, dt);
+    double step[3] = {a * d[0], a * d[1], a * d[2]}, e[4], out[4];
+    hm_quat_exp(step, e);
+    hm_quat_mul(qs, e, out);
+    const double n = sqrt(out[0] * out[0] + out[1] * out[1] + out[2] * out[2] + out[3] * out[3]);
+    for (int k = 0; k < 4; k++) qs[k] = out[k] / n;
 }
 
-void hm_quat_to_rotmat(const double q[4], float R[9]) {
-    const double w = q[0], x = q[1], y = q[2], z = q[3];
-    R[0] = (float)(1 - 2 * (y * y + z * z)), R[1] = (float)(2 * (x * y - w * z)), R[2] = (float)(2 * (x * z + w * y));
-    R[3] = (float)(2 * (x * y + w * z)), R[4] = (float)(1 - 2 * (x * x + z * z)), R[5] = (float)(2 * (y * z - w * x));
-    R[6] = (float)(2 * (x * z - w * y)), R[7] = (float)(2 * (y * z + w * x)), R[8] = (float)(1 - 2 * (x * x + y * y));
-}
-
-/* The filtered scalars' raw values in HM_SMOOTH_N order; quaternions are
- * sign-aligned with the filter's previous ones (q and -q are the same
- * rotation; the filter must not average across the two). */
-static void gather(const hm_smooth_state *s, const hamer_hand *h, double *v) {
+/* The filtered scalars' raw values in HM_SMOOTH_N order. */
+static void gather(const hamer_hand *h, double *v) {
     int k = 0;
-    for (int i = 0; i < HM_SMOOTH_N_CAM; i++) v[k++] = h->cam_t_full[i];
+    for (int i = 0; i < 3; i++) v[k++] = h->cam_t_full[i];
+    for (int i = 0; i < 3; i++) v[k++] = h->cam_t[i];
     for (int i = 0; i < HM_SMOOTH_N_KP3; i++) v[k++] = h->keypoints_3d[i];
     for (int i = 0; i < HM_SMOOTH_N_VERT; i++) v[k++] = h->vertices[i];
     for (int i = 0; i < HM_SMOOTH_N_KP2; i++) v[k++] = h->keypoints_2d[i];
-    for (int j = 0; j < 16; j++, k += 4) {
-        hm_rotmat_to_quat(j == 0 ? h->global_orient : h->hand_pose + 9 * (j - 1), v + k);
-        if (s->started) {
-            const double *p = s->x + k;
-            if (v[k] * p[0] + v[k + 1] * p[1] + v[k + 2] * p[2] + v[k + 3] * p[3] < 0)
-                for (int c = 0; c < 4; c++) v[k + c] = -v[k + c];
-        }
-    }
 }
 
-static void scatter(const double *v, hamer_hand *h) {
+static float *rotation_of(hamer_hand *h, int j) { return j == 0 ? h->global_orient : h->hand_pose + 9 * (j - 1); }
+
+/* The filter's values into h, and what derives from them: the rotations'
+ * other forms, the camera-frame keypoints and the reprojection error. */
+static void scatter(const hm_smooth_state *s, hamer_hand *h, int rotations) {
+    const double *v = s->x;
     int k = 0;
-    for (int i = 0; i < HM_SMOOTH_N_CAM; i++) h->cam_t_full[i] = (float)v[k++];
+    for (int i = 0; i < 3; i++) h->cam_t_full[i] = (float)v[k++];
+    for (int i = 0; i < 3; i++) h->cam_t[i] = (float)v[k++];
     for (int i = 0; i < HM_SMOOTH_N_KP3; i++) h->keypoints_3d[i] = (float)v[k++];
     for (int i = 0; i < HM_SMOOTH_N_VERT; i++) h->vertices[i] = (float)v[k++];
     for (int i = 0; i < HM_SMOOTH_N_KP2; i++) h->keypoints_2d[i] = (float)v[k++];
-    for (int j = 0; j < 16; j++, k += 4) {
-        double q[4], n = 0;
-        for (int c = 0; c < 4; c++) n += v[k + c] * v[k + c];
-        n = sqrt(n);
-        for (int c = 0; c < 4; c++) q[c] = n > 0 ? v[k + c] / n : (c == 0);
-        hm_quat_to_rotmat(q, j == 0 ? h->global_orient : h->hand_pose + 9 * (j - 1));
+    for (int j = 0; rotations && j < 16; j++) {
+        double R[9];
+        hm_quat_to_rot(s->q[j], R);
+        float *Rf = rotation_of(h, j);
+        for (int e = 0; e < 9; e++) Rf[e] = (float)R[e];
     }
+    hm_hand_rotations(h);
+    if (h->focal_source != HAMER_FOCAL_NONE) hm_hand_camera_refresh(h);
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -103,26 +91,35 @@ static void betas_median(const hm_smooth_state *s, float out[10]) {
 }
 
 void hm_smooth_hand(hm_smooth_state *s, const hm_smooth_opts *o, double t, const hamer_hand *raw, hamer_hand *out) {
-    double val[HM_SMOOTH_N];
+    double val[HM_SMOOTH_N], q[16][4];
     if (out != raw) *out = *raw;
-    gather(s, raw, val);
-    if (!s->started || !(t > s->t_prev)) {
+    gather(raw, val);
+    for (int j = 0; j < 16; j++) {
+        const float *Rf = j == 0 ? raw->global_orient : raw->hand_pose + 9 * (j - 1);
+        double R[9];
+        for (int e = 0; e < 9; e++) R[e] = Rf[e];
+        hm_rot_to_quat(R, q[j]);
+    }
+    const int fresh = !s->started || !(t > s->t_prev);  /* the raw hand passes */
+    if (fresh) {
         memcpy(s->x, val, sizeof s->x);
         memset(s->dx, 0, sizeof s->dx);
+        memcpy(s->q, q, sizeof s->q);
+        memset(s->w, 0, sizeof s->w);
         s->started = 1;
     } else {
         const double dt = t - s->t_prev;
         /* beta weighs speeds in hand-relative units: metres over 0.1 m,
-         * pixels over the hand's crop size, quaternion components as they are */
+         * pixels over the hand's crop size, rotations in rad/s */
         const double px = raw->box_size > 0 ? raw->box_size : 1.0;
         int k = 0;
         for (; k < HM_SMOOTH_N_CAM + HM_SMOOTH_N_KP3 + HM_SMOOTH_N_VERT; k++)
             hm_one_euro(val[k], &s->x[k], &s->dx[k], dt, HM_SMOOTH_METRE_SCALE, o);
         for (int i = 0; i < HM_SMOOTH_N_KP2; i++, k++) hm_one_euro(val[k], &s->x[k], &s->dx[k], dt, px, o);
-        for (; k < HM_SMOOTH_N; k++) hm_one_euro(val[k], &s->x[k], &s->dx[k], dt, 1.0, o);
+        for (int j = 0; j < 16; j++) hm_one_euro_rot(q[j], s->q[j], s->w[j], dt, o);
     }
     s->t_prev = t;
-    scatter(s->x, out);
+    scatter(s, out, !fresh);
     if (s->nbetas < o->betas_frames) memcpy(s->betas[s->nbetas++], raw->betas, sizeof raw->betas);
     if (s->nbetas >= o->betas_min) betas_median(s, out->betas);
 }

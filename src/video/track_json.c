@@ -11,7 +11,8 @@
 /* The fields smoothing changes; "raw" keeps them as regressed. */
 static const char *const filtered[] = {"global_orient", "hand_pose", "global_orient_axis_angle",
                                        "hand_pose_axis_angle", "betas", "cam_t_full", "keypoints_3d", "keypoints_2d",
-                                       "vertices"};
+                                       "vertices", "cam_t", "keypoints_3d_cam", "vertices_cam", "reprojection_error",
+                                       "global_orient_quaternion", "hand_pose_quaternion", "hand_pose_pca", "smplx"};
 
 static json_t *hand_record(const hm_tracker_frame *f, int i, int smoothing, int with_vertices) {
     const hamer_track *tk = &f->tracks[i];

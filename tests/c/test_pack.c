@@ -178,10 +178,12 @@ static void test_fp32(void) {
     CHECK(fc1 > 1 && faces > 1 && parents > 1);
     CHECK(edited(b, set_magic, 'X', 0, 0, "bad magic"));
     /* the format before the head's kv_all followed the model's precision,
-     * the one before the header named the backend, and one from the future */
+     * the one before the header named the backend, the one before MANO's PCA
+     * space, and one from the future */
     CHECK(edited(b, set_version, 1, 0, 0, "version 1 is not supported"));
     CHECK(edited(b, set_version, 2, 0, 0, "version 2 is not supported"));
-    CHECK(edited(b, set_version, 4, 0, 0, "version 4 is not supported"));
+    CHECK(edited(b, set_version, 3, 0, 0, "version 3 is not supported"));
+    CHECK(edited(b, set_version, 5, 0, 0, "version 5 is not supported"));
     CHECK(edited(b, set_precision, 7, 0, 0, "precision 7"));
     CHECK(edited(b, set_isa, 4, 0, 0, "layout ISA 4"));
     CHECK(edited(b, set_scheme, 0, 0, 0, "scheme"));

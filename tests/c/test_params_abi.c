@@ -56,22 +56,27 @@ static int all_zero(const uint8_t *b, size_t n) {
  * (the destination filled with another byte first). */
 static void layouts_and_defaults(void) {
     /* hamer_model_params grew device (7 bytes of alignment and a pointer) */
-    CHECK(RESERVED_LAST_N(hamer_model_params, 15) && RESERVED_LAST(hamer_predict_params));
+    CHECK(RESERVED_LAST_N(hamer_model_params, 15));
+    /* hamer_predict_params grew focal_px and fov_deg from its reserved space */
+    CHECK(RESERVED_LAST_N(hamer_predict_params, 8) && RESERVED_LAST(hamer_anim_params));
     CHECK(RESERVED_LAST(hamer_state_params));
     /* hamer_detect_params grew body_boxes and proposals from its reserved
      * space (8 bytes with the alignment of the enum), hamer_detector_params
      * and hamer_tracker_params proposals */
     CHECK(RESERVED_LAST_N(hamer_detector_params, 4) && RESERVED_LAST_N(hamer_detect_params, 8));
     CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST_N(hamer_tracker_params, 4));
-    /* hamer_folder_params grew render_draw from its reserved space */
-    CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 4));
+    /* hamer_folder_params grew render_draw and bvh from its reserved space */
+    CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 5));
     CHECK(RESERVED_LAST(hamer_render_params));
 #if defined(__x86_64__) && defined(__LP64__)
     /* the size and every older offset as before device took bytes 17..31 */
     CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, no_cache) == 16 &&
           offsetof(hamer_model_params, device) == 24 && offsetof(hamer_model_params, reserved) == 32);
     CHECK(sizeof(hamer_state_params) == 80 && offsetof(hamer_state_params, reserved) == 16);
-    CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, reserved) == 12);
+    /* the size and every older offset as before focal_px and fov_deg took bytes 12..19 */
+    CHECK(sizeof(hamer_predict_params) == 80 && offsetof(hamer_predict_params, focal_px) == 12 &&
+          offsetof(hamer_predict_params, fov_deg) == 16 && offsetof(hamer_predict_params, reserved) == 20);
+    CHECK(sizeof(hamer_anim_params) == 80 && offsetof(hamer_anim_params, reserved) == 12);
     CHECK(sizeof(hamer_detector_params) == 80 && offsetof(hamer_detector_params, proposals) == 16 &&
           offsetof(hamer_detector_params, reserved) == 20);
     /* the size and every older offset as before body_boxes took byte 20
@@ -83,7 +88,7 @@ static void layouts_and_defaults(void) {
           offsetof(hamer_tracker_params, reserved) == 72);
     CHECK(sizeof(hamer_job_params) == 232 && offsetof(hamer_job_params, reserved) == 164);
     CHECK(sizeof(hamer_folder_params) == 128 && offsetof(hamer_folder_params, render_draw) == 64 &&
-          offsetof(hamer_folder_params, reserved) == 68);
+          offsetof(hamer_folder_params, bvh) == 68 && offsetof(hamer_folder_params, reserved) == 69);
     CHECK(sizeof(hamer_render_params) == 68 && offsetof(hamer_render_params, reserved) == 4);
 #endif
     /* bool fields are one byte; enums an int (what the bindings assume) */
@@ -105,8 +110,11 @@ static void layouts_and_defaults(void) {
     DEFAULT_ZERO(hamer_job_params, hamer_job_default_params);
     DEFAULT_ZERO(hamer_folder_params, hamer_folder_default_params);
     DEFAULT_ZERO(hamer_render_params, hamer_render_default_params);
+    DEFAULT_ZERO(hamer_anim_params, hamer_anim_default_params);
     hamer_job_params jp = hamer_job_default_params();
-    CHECK(all_zero(jp.predict.reserved, HAMER_PARAMS_RESERVED) && all_zero(jp.detect.reserved, HAMER_PARAMS_RESERVED));
+    CHECK(all_zero(jp.predict.reserved, sizeof jp.predict.reserved) && all_zero(jp.detect.reserved, sizeof jp.detect.reserved));
+    hamer_predict_params pp = hamer_predict_default_params();
+    CHECK(pp.focal_px == 0 && pp.fov_deg == 0);
 }
 
 /* hamer_model_load: the defaults load; a reserved byte is refused before
@@ -214,6 +222,22 @@ static void job_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
     hamer_job_free(job);
 }
 
+/* hamer_anim_new: the defaults make a recorder; a reserved byte is refused
+ * before the model is looked at (NULL would be HAMER_E_ARG too, so a model
+ * without MANO, HAMER_E_NOMANO, is not the check here: the message is). */
+static void anim_params(const hamer_model *m) {
+    hamer_anim_params ap = hamer_anim_default_params();
+    hamer_anim *a = hamer_anim_new(m, &ap);
+    CHECK(a != NULL);
+    hamer_anim_free(a);
+    for (int k = 0; k < 2; k++) {
+        hamer_anim_params bad = ap;
+        bad.reserved[PROBE(bad.reserved, k)] = 4;
+        CHECK(hamer_anim_new(m, &bad) == NULL && refused(hamer_last_error_code(), "hamer_anim_params"));
+        CHECK(hamer_anim_new(NULL, &bad) == NULL && refused(hamer_last_error_code(), "hamer_anim_params"));
+    }
+}
+
 /* hamer_folder_open: the defaults open an empty folder; a reserved byte is
  * refused with *out NULL, the missing input folder not looked at (that
  * would be HAMER_E_IO) and the output folder not created. */
@@ -302,11 +326,15 @@ static void detector_params(hamer_state *st, const uint8_t *rgb, int w, int h) {
  * library writing it as zero: hamer_predict into hands and timings filled
  * with another byte first, and the job's result. */
 static void results(hamer_state *st, const uint8_t *rgb, int w, int h) {
-    CHECK(RESERVED_TAIL(hamer_hand, HAMER_HAND_RESERVED) && RESERVED_TAIL(hamer_timings, HAMER_TIMINGS_RESERVED));
+    /* hamer_hand's camera and rotation fields took 1100 bytes from its front */
+    CHECK(RESERVED_TAIL(hamer_hand, HAMER_HAND_RESERVED - 1100) && RESERVED_TAIL(hamer_timings, HAMER_TIMINGS_RESERVED));
 #if defined(__x86_64__) && defined(__LP64__)
-    /* the fields before the rule at their offsets; its space where the tail padding began */
+    /* the fields before the rule at their offsets; its space where the tail padding began, the
+     * fields taken from it in order from its front */
     CHECK(offsetof(hamer_hand, vertices) == 1344 && offsetof(hamer_hand, detection) == 10704);
-    CHECK(sizeof(hamer_hand) == 15088 && offsetof(hamer_hand, reserved) == 10988);
+    CHECK(sizeof(hamer_hand) == 15088 && offsetof(hamer_hand, focal_source) == 10988 &&
+          offsetof(hamer_hand, reserved) == 10988 + 1100 &&
+          offsetof(hamer_hand, smplx_hand_pose) + sizeof(((hamer_hand *)0)->smplx_hand_pose) == 10988 + 1100);
     CHECK(sizeof(hamer_timings) == 40 + HAMER_TIMINGS_RESERVED && offsetof(hamer_timings, reserved) == 40);
     CHECK(sizeof(hamer_model_info) == 144 && offsetof(hamer_model_info, reserved) == 80);
     CHECK(sizeof(hamer_backend_info) == 96 && offsetof(hamer_backend_info, reserved) == 32);
@@ -345,6 +373,7 @@ int main(void) {
         predict_params(st, rgb, w, h);
         job_params(st, rgb, w, h);
         results(st, rgb, w, h);
+        anim_params(m);
         detector_params(st, rgb, w, h);
     }
     free(rgb);

@@ -24,8 +24,8 @@
 /* The fuzz targets' entry points, compiled from fuzz/fuzz_<name>.c with
  * LLVMFuzzerTestOneInput renamed (tests/CMakeLists.txt). */
 #define FUZZ_TARGETS(X) \
-    X(zip) X(pickle) X(ckpt) X(model) X(packed) X(npy) X(boxes) X(image) X(tflite) X(tfjs) X(folder) X(server) X(query) \
-    X(worker)
+    X(zip) X(pickle) X(ckpt) X(model) X(packed) X(npy) X(boxes) X(image) X(exif) X(tflite) X(tfjs) X(folder) \
+    X(server) X(query) X(worker)
 #define DECLARE(name) int fuzz_##name##_one(const uint8_t *data, size_t size);
 FUZZ_TARGETS(DECLARE)
 #undef DECLARE

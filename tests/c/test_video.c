@@ -16,6 +16,7 @@
 #include "detect/stages.h"
 #include "format/image.h"
 #include "hamer.h"
+#include "core/rotation.h"
 #include "video/smooth.h"
 #include "video/tracker.h"
 #include "video/video.h"
@@ -53,21 +54,56 @@ static void random_quat(unsigned *seed, double q[4]) {
 
 static void test_quaternions(void) {
     unsigned seed = 7;
-    double worst = 0;
+    double worst = 0, worst_log = 0;
     for (int i = 0; i < 1000; i++) {
-        double q[4], p[4];
-        float R[9], S[9];
+        double q[4], p[4], R[9], S[9], v[3], e[4];
         random_quat(&seed, q);
         if (i == 0) q[0] = -1, q[1] = q[2] = q[3] = 0;                 /* 180 degrees about nothing: identity */
         if (i == 1) q[0] = 0, q[1] = 1, q[2] = q[3] = 0;               /* a half turn */
-        hm_quat_to_rotmat(q, R);
-        hm_rotmat_to_quat(R, p);
-        hm_quat_to_rotmat(p, S);
-        for (int k = 0; k < 9; k++) worst = fmax(worst, fabs((double)R[k] - S[k]));
+        if (i == 2) q[0] = 1, q[1] = 1e-9, q[2] = q[3] = 0;            /* nearly nothing */
+        hm_quat_to_rot(q, R);
+        hm_rot_to_quat(R, p);
+        hm_quat_to_rot(p, S);
+        for (int k = 0; k < 9; k++) worst = fmax(worst, fabs(R[k] - S[k]));
         const double dot = fabs(q[0] * p[0] + q[1] * p[1] + q[2] * p[2] + q[3] * p[3]);
         worst = fmax(worst, 1 - dot);
+        /* exp(log(q)) is q or -q; the angle is in [0, pi] */
+        hm_quat_log(q, v);
+        hm_quat_exp(v, e);
+        worst_log = fmax(worst_log, 1 - fabs(e[0] * q[0] + e[1] * q[1] + e[2] * q[2] + e[3] * q[3]));
+        CHECK(sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) <= M_PI + 1e-12);
     }
-    CHECKF(worst < 1e-6, "quaternion round trip error %g", worst);
+    CHECKF(worst < 1e-12, "quaternion round trip error %g", worst);
+    CHECKF(worst_log < 1e-14, "exp(log(q)) error %g", worst_log);
+}
+
+/* The One Euro step on rotations: a constant stays; with beta 0 a step
+ * is the slerp by a towards the target, the same for q and -q; the
+ * filtered rotation reaches a target along the geodesic (its angle to the
+ * target falls every frame) and the result is a unit quaternion. */
+static void test_one_euro_rot(void) {
+    hm_smooth_opts o = {1.0, 0.0, 1.0, 30, 5};
+    const double dt = 1.0 / 30, a = 1.0 / (1.0 + 1.0 / (2 * M_PI * 1.0 * dt));
+    double qs[4] = {1, 0, 0, 0}, ws[3] = {0, 0, 0};
+    const double id[4] = {1, 0, 0, 0};
+    hm_one_euro_rot(id, qs, ws, dt, &o);
+    CHECK(qs[0] == 1 && qs[1] == 0 && ws[0] == 0);
+    /* a 120 degree turn about z, given as -q: the step is a * 120 degrees about z */
+    const double th = 2 * M_PI / 3, target[4] = {-cos(th / 2), 0, 0, -sin(th / 2)};
+    hm_one_euro_rot(target, qs, ws, dt, &o);
+    const double got = 2 * atan2(qs[3], qs[0]);
+    CHECKF(fabs(got - a * th) < 1e-12 && fabs(qs[1]) < 1e-15 && fabs(qs[2]) < 1e-15, "step %g, want %g", got,
+           a * th);
+    double prev = th - got;
+    int closer = 1;
+    for (int i = 0; i < 100; i++) {
+        hm_one_euro_rot(target, qs, ws, dt, &o);
+        const double left = th - 2 * atan2(qs[3], qs[0]);
+        closer &= left < prev && left > -1e-12;
+        prev = left;
+        closer &= fabs(qs[0] * qs[0] + qs[1] * qs[1] + qs[2] * qs[2] + qs[3] * qs[3] - 1) < 1e-12;
+    }
+    CHECK(closer && prev < 1e-3);
 }
 
 static void fill_hand(hamer_hand *h, float v) {
@@ -416,6 +452,7 @@ static void test_video_params(void) {
 int main(void) {
     test_one_euro();
     test_quaternions();
+    test_one_euro_rot();
     test_smooth_hand();
     test_rotate();
     test_landmark_roi();

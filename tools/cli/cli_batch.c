@@ -20,6 +20,7 @@
  *   NAME_N.obj       --save-mesh: hand N of NAME.json (0-based; not for a
  *                    hand that failed)
  *   NAME.glb         --glb: its hands as a skinned binary glTF
+ *   NAME.bvh         --bvh: its hands as BVH skeletons
  * Every file is written to a temporary file, fsync'd and renamed
  * (core/fileio.h), NAME.json last: an image is complete exactly when its
  * NAME.json is there, so an interrupted run leaves no partial file and the
@@ -52,7 +53,7 @@ static const char *USAGE_BATCH =
     "usage: hamer batch --model M --input-dir DIR --out-dir OUT\n"
     "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N] [--prefetch N]\n"
     "                   [--force] [--retry-failed] [--save-mesh] [--render [--draw LIST]] [--side-view] [--glb]\n"
-    "                   [--vertices]\n"
+    "                   [--bvh] [--vertices] [--focal PX | --fov DEG]\n"
     "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
     "                   [--precision fp32|fast] [--device D] [--json]\n"
@@ -60,7 +61,7 @@ static const char *USAGE_BATCH =
     "Every image of DIR through `hamer run` with one model load: per image NAME\n"
     "OUT/NAME.json (RESULT.json), and NAME_all.png (--render), NAME_side.png\n"
     "(--side-view), NAME_N.obj per hand (--save-mesh), NAME.glb (--glb: the hands as\n"
-    "a skinned binary glTF). Boxes from D/NAME.json\n"
+    "a skinned binary glTF), NAME.bvh (--bvh: BVH skeletons). Boxes from D/NAME.json\n"
     "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
     "\n"
     "  --draw LIST     what NAME_all.png shows: " HM_TOOL_DRAW_HELP "\n"
@@ -74,6 +75,9 @@ static const char *USAGE_BATCH =
     "  --force         redo images whose outputs are already there\n"
     "  --retry-failed  retry images an earlier run recorded as bad\n"
     "  --json          the summary as one JSON object on stdout\n"
+    "  --focal PX      every photo's focal length in pixels, or --fov DEG its field of\n"
+    "                  view across the longer side (default: each photo's EXIF, else the\n"
+    "                  model's own camera): the hands' metric place (cam_t)\n"
     "\n"
     "Resumable: an image whose NAME.json records it (path, size, mtime) and whose\n"
     "outputs are all present and newer than it (and than its boxes file) is\n"
@@ -96,7 +100,7 @@ typedef struct {
     const char *model, *input_dir, *out_dir, *boxes_dir, *mano, *device;
     const char *globs[MAX_GLOBS];
     int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
-    int save_mesh, render, side, glb, with_vertices, precision;
+    int save_mesh, render, side, glb, bvh, with_vertices, precision;
     unsigned hide;                  /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;
     hamer_predict_params pp;
@@ -125,6 +129,7 @@ static int parse(int argc, char **argv, batch_args *a) {
                     : !strcmp(o, "--render")       ? &a->render
                     : !strcmp(o, "--side-view")    ? &a->side
                     : !strcmp(o, "--glb")          ? &a->glb
+                    : !strcmp(o, "--bvh")          ? &a->bvh
                     : !strcmp(o, "--vertices")     ? &a->with_vertices
                     : !strcmp(o, "--json")         ? &a->json
                                                    : NULL;
@@ -143,6 +148,8 @@ static int parse(int argc, char **argv, batch_args *a) {
         else if (!strcmp(o, "--draw")) {
             if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "batch: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
             if (a->hide == HAMER_DRAW_ALL) return hm_tool_fail(2, "batch: --draw %s draws nothing (leave --render out)", v);
+        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
+            if (hm_tool_camera_option(o + 2, v, &a->pp, "batch")) return 2;
         } else if (!strcmp(o, "--glob")) {
             if (a->nglob == MAX_GLOBS) return hm_tool_fail(2, "batch: more than 16 --glob options%s", "");
             a->globs[a->nglob++] = v;
@@ -458,6 +465,7 @@ static int batch_main(batch_args *a) {
     fp.render = a->render, fp.side_view = a->side, fp.save_mesh = a->save_mesh, fp.vertices = a->with_vertices;
     fp.glb = a->glb;
     fp.render_draw = HAMER_DRAW_ALL & ~a->hide;
+    fp.bvh = a->bvh;
     fp.cancel = cancel_cb;
     batch b = {.a = a};
     int rc = hamer_folder_open(&fp, &b.folder);

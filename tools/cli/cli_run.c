@@ -24,8 +24,8 @@ static const char *USAGE_RUN =
     "                 [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off]\n"
     "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
     "                 [--render OVERLAY.png [--draw LIST]] [--side-view SIDE.png] [--obj-dir DIR]\n"
-    "                 [--glb HANDS.glb]\n"
-    "                 [--vertices]\n"
+    "                 [--glb HANDS.glb] [--bvh HANDS.bvh]\n"
+    "                 [--vertices] [--focal PX | --fov DEG]\n"
     "                 [--mano FILE.npz] [--precision fp32|fast] [--device D]\n"
     "\n"
     "Finds the hands of a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF) with\n"
@@ -34,8 +34,14 @@ static const char *USAGE_RUN =
     "  {\"image\": {\"width\", \"height\"}, \"hands\": [{bbox, is_right, global_orient\n"
     "   (3x3), hand_pose (15x3x3), *_axis_angle, betas, pred_cam, cam_t_full,\n"
     "   focal_length, crop, keypoints_3d (21x3 m), keypoints_2d (21x2 px),\n"
-    "   vertices (778x3, with --vertices)} ...], \"timings_ms\": {...}}\n"
+    "   vertices (778x3, with --vertices), camera {focal_length, source,\n"
+    "   principal_point}, cam_t, keypoints_3d_cam (and vertices_cam), the\n"
+    "   reprojection_error, *_quaternion, hand_pose_pca, smplx} ...],\n"
+    "   \"timings_ms\": {...}}\n"
     "Left hands are mirrored back (x negated) as HaMeR's demo does.\n"
+    "The camera: --focal, else --fov, else the photo's EXIF focal length, else\n"
+    "the model's own (5000/256 x the longer side); cam_t places each hand in it\n"
+    "(metres; the old cam_t_full and focal_length are kept as they were).\n"
     "\n"
     "  --box B         x1,y1,x2,y2 in pixels, ':left' or ':right' (default right); repeatable\n"
     "  --boxes FILE    JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...], or a\n"
@@ -51,6 +57,10 @@ static const char *USAGE_RUN =
     "  --draw LIST     what --render shows: " HM_TOOL_DRAW_HELP "\n"
     "  --glb FILE      every hand as a skinned MANO mesh with its skeleton and keypoints,\n"
     "                  in the camera frame (binary glTF 2.0: Blender, three.js, Unity import it)\n"
+    "  --bvh FILE      every hand as a BVH skeleton (MANO's 16 joints, fingertips as end\n"
+    "                  sites; metres, y up) at its place in the camera, one frame\n"
+    "  --focal PX      the camera's focal length in pixels of this photo\n"
+    "  --fov DEG       or its field of view across the longer side, in degrees\n"
     "  --side-view PNG the meshes turned 90 degrees about the vertical axis\n"
     "  --obj-dir DIR   one .obj per hand, as the official demo writes them\n"
     "  --vertices      include the 778 vertices per hand in RESULT.json\n"
@@ -63,7 +73,7 @@ static const char *USAGE_RUN =
     "but the detector found no hand.\n";
 
 typedef struct {
-    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *mano, *device;
+    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *bvh, *mano, *device;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, threads, with_vertices, precision;
     unsigned hide;                 /* --draw: HAMER_DRAW_* bits not drawn */
@@ -99,9 +109,12 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
         else if (!strcmp(o, "--glb")) a->glb = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--bvh")) a->bvh = v;
         else if (!strcmp(o, "--device")) a->device = v;
         else if (!strcmp(o, "--draw")) {
             if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "run: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
+        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
+            if (hm_tool_camera_option(o + 2, v, &a->pp, "run")) return 2;
         } else if (!strcmp(o, "--box")) {
             if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "run: more than 64 --box options%s", "");
             if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "run: %s", hamer_last_error());
@@ -130,7 +143,7 @@ static int parse(int argc, char **argv, run_args *a) {
  * finished before any is renamed into place (RESULT.json last); the exit
  * status of a failure (message printed), else 0. */
 static int write_outputs(const run_args *a, const hamer_job *job, const hamer_job_result *r, const char *json) {
-    enum { MAXOUT = HAMER_MAX_HANDS + 4 };
+    enum { MAXOUT = HAMER_MAX_HANDS + 5 };
     hm_cli_output outs[MAXOUT];
     static char obj_paths[HAMER_MAX_HANDS][4096];
     void *owned[MAXOUT];
@@ -175,6 +188,16 @@ static int write_outputs(const run_args *a, const hamer_job *job, const hamer_jo
         owned[nowned++] = glb;
         outs[n++] = (hm_cli_output){a->glb, glb, len};
     }
+    if (a->bvh) {
+        char *bvh;
+        size_t len;
+        if (hamer_job_bvh(job, &bvh, &len)) {
+            fprintf(stderr, "hamer: %s (nothing written)\n", hamer_last_error());
+            goto done;
+        }
+        owned[nowned++] = bvh;
+        outs[n++] = (hm_cli_output){a->bvh, bvh, len};
+    }
     outs[n++] = (hm_cli_output){a->output, json, strlen(json)};
 
     /* The mesh names are known only now: check them against the inputs
@@ -205,9 +228,9 @@ static int run(run_args *a) {
     char err[1024];
     /* Before any work: no output may overwrite an input or another output,
      * and each must be creatable. */
-    const char *outs[4] = {a->output, a->render, a->side, a->glb};
+    const char *outs[5] = {a->output, a->render, a->side, a->glb, a->bvh};
     const char *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
-    int bad = hm_cli_check_outputs("run", outs, 4, ins, 4);
+    int bad = hm_cli_check_outputs("run", outs, 5, ins, 4);
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
@@ -253,7 +276,8 @@ static int run(run_args *a) {
         goto done;
     }
     if (hm_tool_require_mano(hm, a->model)) goto done;
-    hamer_job_input in = {.rgb = rgb, .width = w, .height = h, .decode_ms = decode_ms, .boxes = a->boxes, .n_boxes = a->nbox,
+    hamer_job_input in = {.path = a->image, .rgb = rgb, .width = w, .height = h, .decode_ms = decode_ms,
+                          .boxes = a->boxes, .n_boxes = a->nbox,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
     hamer_job_result r;
     if (hamer_job_run(job, &in) || hamer_job_get_result(job, &r)) {

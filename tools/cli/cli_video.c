@@ -28,7 +28,8 @@
 
 static const char *USAGE_VIDEO =
     "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
-    "                   [--draw LIST] [--glb ANIM.glb]\n"
+    "                   [--draw LIST] [--glb ANIM.glb] [--bvh ANIM.bvh] [--shape track|first]\n"
+    "                   [--focal PX | --fov DEG]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles] [--body auto|on|off]\n"
     "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
     "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast] [--device D]\n"
@@ -56,7 +57,17 @@ static const char *USAGE_VIDEO =
     "  --draw LIST       what the overlays show: " HM_TOOL_DRAW_HELP "\n"
     "  --glb FILE        one skinned hand per track, animated over the frames it was\n"
     "                    tracked (its joints, its place; the frames' times): binary glTF\n"
-    "                    2.0 for Blender, three.js, Unity; needs --model\n"
+    "                    2.0 for Blender, three.js, Unity; needs --model); keys on the\n"
+    "                    clip's whole frames, its frame rate in the scene's extras \"fps\"\n"
+    "  --bvh FILE        one skeleton per track as BVH motion (16 MANO joints, fingertips\n"
+    "                    as end sites, metres, y up), one line per processed frame at\n"
+    "                    the clip's frame rate; needs --model\n"
+    "  --shape MODE      the animation files' skeleton: track (default: one MANO shape\n"
+    "                    per track fitted over the whole clip, each frame's place solved\n"
+    "                    again for it) or first (the track's first frame's shape)\n"
+    "  --focal PX        the camera's focal length in pixels of the frames, or\n"
+    "  --fov DEG         its field of view across the longer side: the hands' metric\n"
+    "                    place (cam_t) through it; default the model's own camera\n"
     "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
     "  --tiles           palm detection also on tiles (small hands; slower)\n"
     "  --body MODE       the body pass on detection frames (auto: with --tiles, when its\n"
@@ -137,7 +148,15 @@ static int parse(int argc, char **argv, hm_video_args *a) {
             if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "video: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
         }
         else if (!strcmp(o, "--glb")) a->glb = v;
+        else if (!strcmp(o, "--bvh")) a->bvh = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
+            if (hm_tool_camera_option(o + 2, v, &a->pp, "video")) return 2;
+        } else if (!strcmp(o, "--shape")) {
+            if (!strcmp(v, "track")) a->shape = HAMER_ANIM_SHAPE_TRACK;
+            else if (!strcmp(v, "first")) a->shape = HAMER_ANIM_SHAPE_FIRST;
+            else return hm_tool_fail(2, "video: --shape must be track or first, got '%s'", v);
+        }
         else if (!strcmp(o, "--smooth")) {
             if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
             else if (!strcmp(v, "none")) a->tp.smooth = HAMER_SMOOTH_NONE;
@@ -177,7 +196,8 @@ static int parse(int argc, char **argv, hm_video_args *a) {
         }
     }
     if (!a->video || !a->output) return hm_tool_fail(2, "video: --video and --output are required%s", "");
-    if (a->glb && !a->model) return hm_tool_fail(2, "video: --glb animates the meshes: it needs --model%s", "");
+    if ((a->glb || a->bvh) && !a->model)
+        return hm_tool_fail(2, "video: --glb and --bvh animate the hands: they need --model%s", "");
     if ((a->render || a->render_dir) && !a->model)
         return hm_tool_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
     a->tp.max_hands = a->det.params.max_hands;
@@ -345,7 +365,7 @@ static int loop(hm_video_run *r, FILE *out, long long total) {
             status = 1;
             break;
         }
-        if (r->anim && hamer_glb_anim_add(r->anim, f.time_s, tracks, smoothed ? smoothed : raw, smoothed || raw ? n : 0)) {
+        if (r->anim && hamer_anim_add(r->anim, f.time_s, tracks, smoothed ? smoothed : raw, smoothed || raw ? n : 0)) {
             snprintf(error, sizeof error, "frame %lld: %s", f.index, hamer_last_error());
             status = 1;
             break;
@@ -428,8 +448,8 @@ static int run(hm_video_args *a) {
     FILE *out = NULL;
     hm_outfile of = {0};
     hamer_video_info vi;
-    const char *outs[3] = {a->output, a->render, a->glb}, *ins[3] = {a->video, a->model, a->mano};
-    if ((status = hm_cli_check_outputs("video", outs, 3, ins, 3))) return status;
+    const char *outs[4] = {a->output, a->render, a->glb, a->bvh}, *ins[3] = {a->video, a->model, a->mano};
+    if ((status = hm_cli_check_outputs("video", outs, 4, ins, 3))) return status;
     status = 1;
     if (!(r.video = hamer_video_open(a->video, &a->vp)) || hamer_video_get_info(r.video, &vi)) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
@@ -448,7 +468,10 @@ static int run(hm_video_args *a) {
         goto done;
     }
     if (r.model && hm_tool_require_mano(r.model, a->model)) goto done;
-    if (a->glb && !(r.anim = hamer_glb_anim_new(r.model))) {
+    hamer_anim_params ap = hamer_anim_default_params();
+    ap.fps = vi.fps > 0 && vi.fps <= 1e4 ? vi.fps : 0;  /* keys on the clip's frames */
+    ap.shape = a->shape;
+    if ((a->glb || a->bvh) && !(r.anim = hamer_anim_new(r.model, &ap))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
@@ -496,11 +519,12 @@ done:
         }
     }
     /* The animation of the frames done (also after an interrupt), as the lines. */
-    if (r.anim && (status == 0 || status == 130) && hamer_glb_anim_write(r.anim, a->glb)) {
+    if (r.anim && (status == 0 || status == 130) &&
+        ((a->glb && hamer_anim_write_glb(r.anim, a->glb)) || (a->bvh && hamer_anim_write_bvh(r.anim, a->bvh)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         status = 1;
     }
-    hamer_glb_anim_free(r.anim);
+    hamer_anim_free(r.anim);
     hm_outfile_abort(&of);
     free(r.overlay);
     hamer_state_free(r.state);

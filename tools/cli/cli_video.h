@@ -6,9 +6,10 @@
 #include "cli/cli.h"
 
 typedef struct {
-    const char *model, *video, *output, *render, *render_dir, *glb, *mano, *device;
+    const char *model, *video, *output, *render, *render_dir, *glb, *bvh, *mano, *device;
     int threads, precision, with_vertices;
     unsigned hide;              /* --draw: HAMER_DRAW_* bits not drawn */
+    hamer_anim_shape shape;     /* --shape track|first: the animation files' skeleton */
     hm_tool_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */
     hamer_video_params vp;      /* --start, --duration, --stride, --queue */
     hamer_tracker_params tp;    /* --smooth and its parameters, --redetect-every, ... */
@@ -29,7 +30,7 @@ typedef struct {
     hamer_model *model;
     hamer_state *state;
     hamer_video_writer *writer;
-    hamer_glb_anim *anim;       /* --glb: the tracks' animation, written at the end */
+    hamer_anim *anim;           /* --glb, --bvh: the tracks' animation, written at the end */
     const char *writer_codec;
     uint8_t *overlay;           /* the overlay frame for --render */
     int render_failed;          /* a frame could not be rendered, or the overlay video finished */

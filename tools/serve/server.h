@@ -179,7 +179,7 @@ int hm_srv_target_check(const char *target, char *msg, size_t msglen);
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 9
+#define HM_SRV_QUERY_NKEYS 11
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -193,7 +193,7 @@ typedef struct {
 /* The values, checked. */
 /* What /v1/predict answers: RESULT.json, the hands as one GLB
  * (hamer_job_glb) or as one OBJ (hamer_job_obj). */
-enum { HM_SRV_FMT_JSON, HM_SRV_FMT_GLB, HM_SRV_FMT_OBJ };
+enum { HM_SRV_FMT_JSON, HM_SRV_FMT_GLB, HM_SRV_FMT_OBJ, HM_SRV_FMT_BVH };
 
 typedef struct {
     hamer_predict_params pp;

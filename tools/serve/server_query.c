@@ -1,6 +1,7 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
- * crop_mode, vertices, side_view, timeout_s, format, body).
+ * crop_mode, vertices, side_view, timeout_s, format, body, body_boxes,
+ * focal, fov).
  *
  * Separate from server_http.c so that it takes plain strings and can be
  * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
@@ -20,10 +21,10 @@
 #include "core/util.h"
 
 enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY,
-       QUERY_BODY_BOXES };
+       QUERY_BODY_BOXES, QUERY_FOCAL, QUERY_FOV };
 const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale", "crop_mode",
                                                            "side_view", "timeout_s", "format",    "body",
-                                                           "body_boxes"};
+                                                           "body_boxes", "focal",    "fov"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -35,7 +36,10 @@ int hm_srv_query_add(hm_srv_query_args *a, const char *key, const char *value) {
     for (int i = 0; i < HM_SRV_QUERY_NKEYS; i++)
         if (!strcmp(key, hm_srv_query_keys[i])) k = i;
     /* vertices and format only make sense for /v1/predict, side_view only for pictures */
-    if ((k == QUERY_VERTICES || k == QUERY_FORMAT) && a->endpoint != HM_SRV_EP_PREDICT) k = -1;
+    /* the camera places the hands of the answer's 3D data: not a picture's */
+    if ((k == QUERY_VERTICES || k == QUERY_FORMAT || k == QUERY_FOCAL || k == QUERY_FOV) &&
+        a->endpoint != HM_SRV_EP_PREDICT)
+        k = -1;
     if (k == QUERY_SIDE_VIEW && a->endpoint != HM_SRV_EP_RENDER) k = -1;
     if (k < 0 || a->value[k] || !value) {
         if (!a->bad) a->bad = key;
@@ -115,6 +119,7 @@ static int query_real(const char *v, double max, double *out) {
  * request with several faults keeps getting the same answer. */
 static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen) {
     const char *v;
+    double d = 0;
     if ((v = a->value[QUERY_RESCALE])) {
         double r;
         if (query_real(v, HAMER_MAX_RESCALE, &r)) {
@@ -142,16 +147,29 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
     if ((v = a->value[QUERY_FORMAT])) {
         if (!strcmp(v, "glb")) q->format = HM_SRV_FMT_GLB;
         else if (!strcmp(v, "obj")) q->format = HM_SRV_FMT_OBJ;
+        else if (!strcmp(v, "bvh")) q->format = HM_SRV_FMT_BVH;
         else if (strcmp(v, "json")) {
-            snprintf(msg, msglen, "format must be json, glb or obj, got '%.40s'", v);
+            snprintf(msg, msglen, "format must be json, glb, obj or bvh, got '%.40s'", v);
             return 400;
         }
         if (q->format != HM_SRV_FMT_JSON && q->with_vertices) {
-            snprintf(msg, msglen, "vertices=1 is for format=json (a %s holds the meshes)",
-                     q->format == HM_SRV_FMT_GLB ? "GLB" : "OBJ");
+            snprintf(msg, msglen, "vertices=1 is for format=json (a %s holds the %s)",
+                     q->format == HM_SRV_FMT_GLB ? "GLB" : q->format == HM_SRV_FMT_OBJ ? "OBJ" : "BVH",
+                     q->format == HM_SRV_FMT_BVH ? "skeletons" : "meshes");
             return 400;
         }
     }
+    /* focal=PX / fov=DEG: the photo's camera (else its EXIF, else the model's) */
+    if ((v = a->value[QUERY_FOCAL]) && query_real(v, HAMER_MAX_FOCAL, &d)) {
+        snprintf(msg, msglen, "focal must be a focal length in pixels in (0, %g], got '%.40s'", HAMER_MAX_FOCAL, v);
+        return 400;
+    }
+    if (v) q->pp.focal_px = (float)d;
+    if ((v = a->value[QUERY_FOV]) && (query_real(v, 180, &d) || d >= 180)) {
+        snprintf(msg, msglen, "fov must be a field of view in degrees in (0, 180), got '%.40s'", v);
+        return 400;
+    }
+    if (v) q->pp.fov_deg = (float)d;
     /* The server's --timeout-s still bounds it (hm_srv_work_submit): a
      * client may shorten its deadline, not lengthen it. */
     if ((v = a->value[QUERY_TIMEOUT]) && query_real(v, 86400, &q->timeout_s)) {

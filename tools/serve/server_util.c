@@ -77,11 +77,16 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h) {
     return -1;
 }
 
-/* Bytes of one hand in RESULT.json at most: ~390 numbers (%.9g: at most 16
- * bytes with the comma), keys and brackets, or an escaped error message
- * (measured: ~5.3 KB), and its 2334 vertex coordinates (~33 KB). */
-#define HAND_JSON_MAX (12u << 10)
-#define VERTICES_JSON_MAX (48u << 10)
+/* Bytes of one hand in RESULT.json at most: ~670 numbers (%.9g: at most 16
+ * bytes with the comma; the demo's fields, the camera's, the quaternions,
+ * up to 45 PCA coefficients and the SMPL-X pose), keys and brackets, or an
+ * escaped error message (measured: ~9 KB), and its 2 x 2334 vertex
+ * coordinates (vertices, vertices_cam: ~63 KB). */
+#define HAND_JSON_MAX (16u << 10)
+#define VERTICES_JSON_MAX (96u << 10)
+/* A hand of a BVH: 16 joints and 5 end sites of ~90 bytes, 51 values of
+ * at most 16 bytes (measured: ~3.3 KB). */
+#define HAND_BVH_MAX (8u << 10)
 
 /* A hand of a GLB: its vertex data (60 KB), its nodes and accessors in the JSON chunk (~12 KB). */
 #define HAND_GLB_MAX (96u << 10)
@@ -99,5 +104,6 @@ size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_verti
     }
     if (format == HM_SRV_FMT_GLB) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_GLB_MAX;
     if (format == HM_SRV_FMT_OBJ) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_OBJ_MAX;
+    if (format == HM_SRV_FMT_BVH) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_BVH_MAX;
     return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * (HAND_JSON_MAX + (with_vertices ? VERTICES_JSON_MAX : 0));
 }

@@ -173,6 +173,9 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_OBJ) {
         what = "obj: ", *out_type = "model/obj";
         rc = hamer_job_obj(pj, &txt, &len);
+    } else if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_BVH) {
+        what = "bvh: ", *out_type = "application/x-bvh";
+        rc = hamer_job_bvh(pj, &txt, &len);
     } else if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_GLB) {
         what = "glb: ", *out_type = "model/gltf-binary";
         rc = hamer_job_glb(pj, &bin, &len);

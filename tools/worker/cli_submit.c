@@ -15,9 +15,11 @@
 static const char *USAGE_SUBMIT =
     "usage: hamer submit --redis URL --image IMG [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
     "                    [--id ID] [--vertices] [--rescale S] [--crop-mode warp|pad] [--stream hamer:jobs]\n"
+    "                    [--focal PX | --fov DEG]\n"
     "\n"
     "Adds one job to the jobs stream for 'hamer worker': XADD <stream> * [id ID]\n"
-    "image <bytes> [boxes JSON] [vertices 1] [rescale S] [crop_mode M]. Without\n"
+    "image <bytes> [boxes JSON] [vertices 1] [rescale S] [crop_mode M] [focal PX]\n"
+    "[fov DEG]. Without\n"
     "boxes the worker's detector finds the hands. Prints the job id (--id, else\n"
     "the entry ID); its result appears on the results stream ('hamer results').\n"
     "\n"
@@ -26,7 +28,7 @@ static const char *USAGE_SUBMIT =
     "                answered (within the workers' --result-ttl-s) is not computed again\n";
 
 typedef struct {
-    const char *url, *image, *boxes_file, *id, *stream, *rescale, *crop_mode;
+    const char *url, *image, *boxes_file, *id, *stream, *rescale, *crop_mode, *focal, *fov;
     hamer_box boxes[HAMER_MAX_HANDS];
     int nbox, vertices;
 } submit_args;
@@ -83,6 +85,10 @@ static int parse(int argc, char **argv, submit_args *a) {
         } else if (!strcmp(o, "--rescale")) {
             if (hm_tool_parse_rescale(v, &rescale)) return hm_tool_fail(2, "submit: --rescale must be a number in (0, 16], got '%s'", v);
             a->rescale = v;
+        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
+            hamer_predict_params pp = hamer_predict_default_params();
+            if (hm_tool_camera_option(o + 2, v, &pp, "submit")) return 2;
+            *(o[4] == 'c' ? &a->focal : &a->fov) = v;
         } else if (!strcmp(o, "--crop-mode")) {
             if (strcmp(v, "warp") && strcmp(v, "pad")) return hm_tool_fail(2, "submit: --crop-mode must be warp or pad, got '%s'", v);
             a->crop_mode = v;
@@ -140,6 +146,8 @@ int hm_submit_main(int argc, char **argv) {
         if (a.vertices) hm_wk_arg(&c, "vertices"), hm_wk_arg(&c, "1");
         if (a.rescale) hm_wk_arg(&c, "rescale"), hm_wk_arg(&c, a.rescale);
         if (a.crop_mode) hm_wk_arg(&c, "crop_mode"), hm_wk_arg(&c, a.crop_mode);
+        if (a.focal) hm_wk_arg(&c, "focal"), hm_wk_arg(&c, a.focal);
+        if (a.fov) hm_wk_arg(&c, "fov"), hm_wk_arg(&c, a.fov);
         int e = hm_wk_redis_connect(&r);
         if (!e) e = hm_wk_call(&r, &c, &rep, "XADD");
         if (e) rc = hm_tool_fail(1, "%s", r.err);

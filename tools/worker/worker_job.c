@@ -88,8 +88,10 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
         }
     }
     size_t total = 0;
-    int seen[7] = {0};
-    static const char *names[7] = {"image", "boxes", "vertices", "rescale", "crop_mode", "body", "body_boxes"};
+    enum { NFIELDS = 9 };
+    int seen[NFIELDS] = {0};
+    static const char *names[NFIELDS] = {"image", "boxes", "vertices", "rescale", "crop_mode", "body", "body_boxes",
+                                         "focal", "fov"};
     for (size_t i = 0; i + 1 < f->elements; i += 2) {
         const redisReply *k = f->element[i], *v = f->element[i + 1];
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
@@ -99,12 +101,13 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
         total += k->len + v->len;
         if (k->len == 2 && !memcmp(k->str, "id", 2)) continue;
         int which = -1;
-        for (int n = 0; n < 7; n++)
+        for (int n = 0; n < NFIELDS; n++)
             if (k->len == strlen(names[n]) && !memcmp(k->str, names[n], k->len)) which = n;
         if (which < 0) {
             char name[40];
             snprintf(name, sizeof name, "%.*s", (int)(k->len < 32 ? k->len : 32), k->str);
-            set_bad(job, "unknown field '%s' (fields: image, id, boxes, vertices, rescale, crop_mode, body, body_boxes)", name);
+            set_bad(job, "unknown field '%s' (fields: image, id, boxes, vertices, rescale, crop_mode, body, body_boxes, "
+                    "focal, fov)", name);
             continue;
         }
         if (seen[which]++) {
@@ -135,6 +138,16 @@ void hm_wk_job_parse(const redisReply *entry, size_t payload_max, hm_wk_job *job
             if (t && (!strcmp(t, "0") || !strcmp(t, "1"))) job->body_boxes_given = 1, job->body_boxes = t[0] == '1';
             else set_bad(job, "'body_boxes' must be 0 or 1%s", "");
             break;
+        case 7:
+        case 8: {
+            /* the photo's camera (else its EXIF, else the model's) */
+            hamer_predict_params pp = job->pp;
+            if (!t || hm_tool_camera_value(names[which], t, &pp))
+                set_bad(job, "%s", which == 7 ? "'focal' must be a focal length in pixels in (0, 1e7]"
+                                              : "'fov' must be a field of view in degrees in (0, 180)");
+            else job->pp = pp;
+            break;
+        }
         default:
             if (t && !strcmp(t, "warp")) job->pp.crop_mode = HAMER_CROP_WARP;
             else if (t && !strcmp(t, "pad")) job->pp.crop_mode = HAMER_CROP_PAD;
