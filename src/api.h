@@ -15,11 +15,9 @@ hamer_model *hm_model_handle(hm_model *m);
 /* The model handle a state was made from (NULL for NULL): what the photo
  * job (src/hamer_job.c) renders and writes meshes with. */
 const hamer_model *hm_state_model(const hamer_state *st);
-/* The internal model behind a handle (tests: the backend seam). */
-const hm_model *hm_model_of(const hamer_model *model);
-
-/* The internal model of a public handle (NULL for NULL): what the public
- * files beside hamer.c (hamer_scene.c) reach MANO through. */
+/* The internal model behind a handle (NULL for NULL): the tests of the
+ * backend seam, and what the public files beside hamer.c (hamer_scene.c)
+ * reach MANO through. */
 const hm_model *hm_model_of(const hamer_model *model);
 
 #endif
