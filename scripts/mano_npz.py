@@ -24,6 +24,8 @@ HaMeR's checkpoint stores as its mano.* buffers):
     parents       (16,)         int64    (kintree_table[0], the root's -1)
     lbs_weights   (778, 16)     float32  (the pickle's "weights")
     faces_tensor  (1538, 3)     int64    (the pickle's "f")
+    hand_components (k, 45)     float32  (the pickle's "hands_components": the PCA pose space, kept
+    hand_mean     (45,)         float32   when present, for the PCA coefficients and SMPL-X's pose)
 
 The output is written to a temporary file beside it and renamed. Errors:
 one line on stderr, exit 1.
@@ -146,6 +148,11 @@ def convert(data):
     for k, shape in shapes.items():
         if out[k].shape != shape:
             raise ValueError(f"{k} has shape {out[k].shape}, expected {shape} (not MANO's right hand?)")
+    if "hands_components" in data and "hands_mean" in data:
+        comps, mean = _array(data["hands_components"], "hands_components"), _array(data["hands_mean"], "hands_mean")
+        if comps.ndim != 2 or not 1 <= comps.shape[0] <= 45 or comps.shape[1] != 45 or mean.shape != (45,):
+            raise ValueError(f"hands_components {comps.shape} / hands_mean {mean.shape}: expected (k, 45) / (45,)")
+        out["hand_components"], out["hand_mean"] = comps.astype(np.float32), mean.astype(np.float32)
     return out
 
 

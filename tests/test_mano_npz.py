@@ -8,7 +8,7 @@ shapedirs is a chumpy ``Ch`` (its array in the state's "x"), J_regressor a
 scipy.sparse ``csc_matrix`` (data / indices / indptr / _shape in its
 state), posedirs ``(778, 3, 135)``, kintree_table ``(2, 16)`` uint32 with
 the root's parent 2**32 - 1, weights, f uint32 and the hand-pose PCA
-arrays the converter ignores. Its arrays are the fixture's MANO buffers
+arrays (the checkpoint's 6 rows; the converter keeps what there is). Its arrays are the fixture's MANO buffers
 (the ones embedded in the d2h2 checkpoint), so the converted file must
 equal the fixture's npz, and `hamer run` with it must give the results of
 the checkpoint that embeds them.
@@ -22,6 +22,8 @@ import types
 
 import numpy as np
 import pytest
+
+import hamer_fixture
 
 from conftest import REPO, describe, run_hamer
 from detect.common import shared_images
@@ -63,7 +65,11 @@ def write_mano_pkl(path, bufs):
         parents = bufs["parents"].astype(np.int64)
         kintree = np.stack([np.where(parents < 0, 2**32 - 1, parents), np.arange(16)]).astype(np.uint32)
         posedirs = bufs["posedirs"].astype(np.float64).T.reshape(778, 3, 135)
-        data = {"hands_components": np.eye(45), "hands_coeffs": np.zeros((10, 45)), "hands_mean": np.zeros(45),
+        # the hand-pose PCA: the checkpoint's rows (the real file has 45, the checkpoint keeps 6)
+        pca = hamer_fixture.mano_buffers(0)
+        data = {"hands_components": bufs.get("hand_components", pca["hand_components"]).astype(np.float64),
+                "hands_coeffs": np.zeros((10, 45)),
+                "hands_mean": bufs.get("hand_mean", pca["hand_mean"]).astype(np.float64),
                 "f": bufs["faces_tensor"].astype(np.uint32), "J_regressor": jreg, "kintree_table": kintree,
                 "J": np.zeros((16, 3)), "bs_style": "lbs", "bs_type": "lrotmin",
                 "weights": bufs["lbs_weights"].astype(np.float64), "posedirs": posedirs,
@@ -89,6 +95,8 @@ def test_converted_file_equals_the_buffers(tmp_path, mano_npz):
     write_mano_pkl(pkl, bufs)
     proc = convert(pkl, out)
     assert proc.returncode == 0, describe(proc)
+    pca = hamer_fixture.mano_buffers(0)
+    bufs.update(hand_components=pca["hand_components"], hand_mean=pca["hand_mean"])  # the PCA space, kept
     with np.load(out) as z:
         assert sorted(z.files) == sorted(bufs)
         for k, v in bufs.items():

@@ -1181,7 +1181,7 @@ class Model(_Handle):
                               crop_mode=crop_mode, draw=draw)
 
 
-    def bvh(self, hands):
+    def bvh(self, hands: Sequence[Hand]) -> str:
         """The hands (predict()'s result; hands with an "error" are left out)
         as BVH motion text (str), as ``hamer run --bvh`` writes it: per hand
         a skeleton of MANO's 16 joints (bone lengths from its betas,
