@@ -719,6 +719,18 @@ static const char *hm_body_desc(const hamer_detector *d, const hamer_detect_para
     return tiles ? "auto: with the tiles, when the palm pass found fewer than 2 hands" : "auto: off (single pass)";
 }
 
+/* The detector's "proposals" line: whether the proposal pass runs, and why not. */
+static const char *hm_proposals_desc(const hamer_detector *d, const hamer_detect_params *p) {
+    const int mode = p ? p->proposals : HAMER_PROPOSALS_AUTO, tiles = p ? p->tiles : 1;
+    if (!d->props)
+        return d->props_mode == HAMER_PROPOSALS_OFF ? "off (not loaded)"
+               : !d->body ? "off: it needs the body pass's models, not loaded"
+                          : "off: model not installed (bash scripts/get_detector.sh)";
+    if (mode == HAMER_PROPOSALS_OFF) return "off";
+    if (mode == HAMER_PROPOSALS_ON) return "on";
+    return tiles ? "auto: with the tiles, when the other passes found fewer than 2 hands" : "auto: off (single pass)";
+}
+
 char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, const hamer_detector *detector,
                             const hamer_detect_params *params, double detect_ms) {
     if (w < 1 || h < 1 || n < 0 || (n > 0 && !dets)) {
@@ -727,7 +739,8 @@ char *hamer_detections_json(int w, int h, const hamer_detection *dets, int n, co
     }
     if (params && HM_CHECK_RESERVED(params, "hamer_detect_params")) return NULL;
     return hm_detections_json(w, h, dets, n, detector ? detector->dir : NULL, detector ? detector->lite : 0,
-                              params ? params->tiles : 1, detector ? hm_body_desc(detector, params) : NULL, detect_ms);
+                              params ? params->tiles : 1, detector ? hm_body_desc(detector, params) : NULL,
+                              detector ? hm_proposals_desc(detector, params) : NULL, detect_ms);
 }
 
 int hamer_render_detections_png(const uint8_t *rgb, int w, int h, const hamer_detection *dets, int n, uint8_t **png,

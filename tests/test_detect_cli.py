@@ -173,6 +173,50 @@ def test_body_option(tmp_path):
         describe(proc)
 
 
+def test_proposals_option(tmp_path):
+    """--proposals: the detector's "proposals" line says what ran; on the
+    egocentric cooking photo (no palm or body hand) auto runs the pass and
+    its verified proposal is the one hand ("source": "proposal"), off finds
+    none; with the MediaPipe models alone auto says on stderr and in the
+    document that the pass does not run, and on fails naming
+    scripts/get_detector.sh."""
+    img = shared_images() / "wilor_cooking.jpg"
+    docs = {}
+    for mode in ("auto", "on", "off"):
+        out = tmp_path / f"{mode}.json"
+        proc = detect(img, out, "--proposals", mode)
+        assert proc.returncode in (0, 4), describe(proc)
+        docs[mode] = json.loads(out.read_text())
+    assert docs["auto"]["detector"]["proposals"].startswith("auto: with the tiles")
+    assert docs["on"]["detector"]["proposals"] == "on" and docs["off"]["detector"]["proposals"].startswith("off")
+    assert [h["source"] for h in docs["auto"]["hands"]] == ["proposal"] and docs["auto"]["hands"] == docs["on"]["hands"]
+    assert docs["off"]["hands"] == []
+    mp_only = tmp_path / "mediapipe_only"
+    mp_only.mkdir()
+    for f in models_dir().iterdir():
+        if f.suffix in (".tflite", ".txt"):
+            (mp_only / f.name).symlink_to(f)
+    out = tmp_path / "m.json"
+    proc = detect(img, out, "--detector", mp_only)
+    assert proc.returncode == 4 and "proposal pass" in proc.stderr and "get_detector.sh" in proc.stderr, describe(proc)
+    assert json.loads(out.read_text())["detector"]["proposals"].startswith("off: model not installed")
+    proc = detect(img, tmp_path / "m2.json", "--detector", mp_only, "--proposals", "on")
+    assert proc.returncode == 1 and "handtrack.json" in proc.stderr and "get_detector.sh" in proc.stderr, describe(proc)
+
+
+def test_no_impossible_box(tmp_path):
+    """camera.png: the body keypoints' box of the cameraman's hidden hand
+    (8 x 8 px in the background, 0.05 of his shoulder width) is not
+    returned; the box at his gloved hand on the camera is."""
+    out = tmp_path / "c.json"
+    proc = detect(skimage_path("camera.png"), out)
+    assert proc.returncode == 0, describe(proc)
+    hands = json.loads(out.read_text())["hands"]
+    assert len(hands) == 1 and hands[0]["source"] == "body-keypoints", hands
+    b = hands[0]["bbox"]
+    assert min(b[2] - b[0], b[3] - b[1]) > 100 and b[0] < 300 < b[2], b
+
+
 BASKETBALL = "/usr/share/doc/opencv-doc/examples/data/basketball1.png"
 
 

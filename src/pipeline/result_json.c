@@ -152,12 +152,13 @@ char *hm_result_json(int W, int H, const hamer_hand *hands, int n, int with_vert
 }
 
 char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const char *models, int lite, int tiles,
-                         const char *body, double detect_ms) {
+                         const char *body, const char *proposals, double detect_ms) {
     json_t *root = json_object();
     json_object_set_new(root, "image", json_pack("{s:i,s:i}", "width", W, "height", H));
     json_object_set_new(root, "detector", json_pack("{s:s,s:s,s:s}", "models", models ? models : "", "variant",
                                                     lite ? "lite" : "full", "passes", tiles ? "full frame + tiles" : "full frame"));
     if (body) json_object_set_new(json_object_get(root, "detector"), "body", json_string(body));
+    if (proposals) json_object_set_new(json_object_get(root, "detector"), "proposals", json_string(proposals));
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         json_t *o = hm_result_detection_json(d[i].score, d[i].presence, d[i].handedness, d[i].pass, d[i].landmarks);

@@ -27,9 +27,10 @@ json_t *hm_result_detection_json(float score, float presence, float handedness, 
 void hm_result_detection_body(json_t *o, int source, int body, int person);
 
 /* `hamer detect`'s document: image size, detector (models directory,
- * variant, passes), and per hand its box, is_right, scores, pass and
- * landmarks; malloc'd, or NULL (hm_err) when out of memory. */
+ * variant, passes; the body and proposal passes' lines when not NULL), and
+ * per hand its box, is_right, scores, pass and landmarks; malloc'd, or
+ * NULL (hm_err) when out of memory. */
 char *hm_detections_json(int W, int H, const hamer_detection *d, int n, const char *models, int lite, int tiles,
-                         const char *body, double detect_ms);
+                         const char *body, const char *proposals, double detect_ms);
 
 #endif

@@ -117,6 +117,9 @@ static int run(const detect_args *a) {
     if (a->det.params.body == HAMER_BODY_AUTO && hamer_detector_get_body(det) == 0)
         fprintf(stderr, "hamer: detect: the body pass's models are not installed: palm pass only "
                         "(bash scripts/get_detector.sh installs them)\n");
+    else if (a->det.params.proposals == HAMER_PROPOSALS_AUTO && hamer_detector_get_proposals(det) == 0)
+        fprintf(stderr, "hamer: detect: the proposal pass's model is not installed: it does not run "
+                        "(bash scripts/get_detector.sh installs it)\n");
     double ms = 0;
     int n = hamer_detect(ds, rgb, w, h, &a->det.params, dets, HAMER_MAX_HANDS, &ms);
     if (n < 0 || !(json = hamer_detections_json(w, h, dets, n, det, &a->det.params, ms)) ||
