@@ -25,7 +25,9 @@ t0=$SECONDS
 lap() { echo "   ($((SECONDS - t0)) s)"; }
 
 echo "-- cross build ($b)"
-cmake -S . -B "$b" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+tc=()
+[ -f "$b/CMakeCache.txt" ] || tc=(-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake)
+cmake -S . -B "$b" "${tc[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$b" -j"$jobs" --target hamer test_kernels test_lowp_exact tool_detect >/dev/null
 lap
 
