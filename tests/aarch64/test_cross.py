@@ -4,12 +4,15 @@ on a shared photo (detector, crops, the small model), run under qemu-user
 (default <repo>/build). Run by scripts/test_aarch64.sh; outside that stage
 the file is not collected (tests/CMakeLists.txt takes tests/test_*.py).
 
-The two builds run different kernels (NEON against AVX2 / AVX-512) with the
-same arithmetic up to the order of some fp32 sums (docs/internals.md), so
-they must find the same hands and agree to float rounding: boxes and 2D
-keypoints within 0.05 px, vertices and 3D keypoints within 1e-5 m (the
-float64 reference bound of tests/test_regress.py is 1e-4 m; the two builds
-measured 2e-8 m apart on a crop of this model), the same handedness.
+The two builds run different kernels (NEON against AVX2 / AVX-512): the
+ViT's fp32 GEMMs are the same arithmetic, but the detector's convolution
+and depthwise tiles sum in other orders, which moves a hand's landmarks by
+up to 1.2 px and its box by 0.27 px (measured on this photo), and the crop
+and so the mesh follow the box. So they must find the same hands with the
+same handedness and agree within the detector test's bounds against the
+TFLite runtime (tests/test_detect_photos.py): boxes and 2D keypoints
+within 1 % of the hand's size, detection scores within 2e-3; vertices and
+3D keypoints within 1 mm (the fast precision's gate; measured 0.14 mm).
 """
 
 import json
@@ -49,7 +52,9 @@ def test_run_photo_matches_native(tmp_path):
     assert len(a) == len(n) >= 2
     for ha, hn in zip(a, n):
         assert ha["is_right"] == hn["is_right"]
-        np.testing.assert_allclose(ha["bbox"], hn["bbox"], atol=0.05)
-        np.testing.assert_allclose(ha["keypoints_2d"], hn["keypoints_2d"], atol=0.05)
-        np.testing.assert_allclose(ha["vertices"], hn["vertices"], atol=1e-5)
-        np.testing.assert_allclose(ha["keypoints_3d"], hn["keypoints_3d"], atol=1e-5)
+        size = max(hn["bbox"][2] - hn["bbox"][0], hn["bbox"][3] - hn["bbox"][1])
+        np.testing.assert_allclose(ha["bbox"], hn["bbox"], atol=0.01 * size)
+        np.testing.assert_allclose(ha["keypoints_2d"], hn["keypoints_2d"], atol=0.01 * size)
+        assert abs(ha["detection"]["score"] - hn["detection"]["score"]) < 2e-3
+        np.testing.assert_allclose(ha["vertices"], hn["vertices"], atol=1e-3)
+        np.testing.assert_allclose(ha["keypoints_3d"], hn["keypoints_3d"], atol=1e-3)
