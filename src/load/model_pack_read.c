@@ -105,13 +105,13 @@ static int bind_matrix(hm_visitor *v, const char *name, hm_packed *p, int N, int
     int ok = r.prec == HM_PREC_FP32 || r.prec == HM_PREC_FAST;
     if (kind == SLOT_FP32 || h->precision == HM_PREC_FP32) ok = ok && r.prec == HM_PREC_FP32;
     else if (kind == SLOT_MODEL) ok = ok && r.prec == HM_PREC_FAST && r.lowp_kind == h->lowp_kind;
-    else ok = ok && (r.prec == HM_PREC_FP32 || r.lowp_kind == HM_LOWP_BF16);
+    else ok = ok && (r.prec == HM_PREC_FP32 || hm_lowp_kind_is_bf16(r.lowp_kind));
     if (!ok)
         return hm_err(HM_E_FORMAT, "%s: matrix '%s' has precision %d / low-precision kind %d, not what a %s model packs there",
                       bv->src, name, r.prec, r.lowp_kind, prec_name(h->precision));
     memset(p, 0, sizeof *p);
     p->N = N, p->K = K, p->prec = r.prec;
-    p->isa = r.prec == HM_PREC_FAST ? HM_ISA_AVX512 : h->isa;
+    p->isa = h->isa; /* the fp32 and the low-precision packings are the same ISA level's */
     hm_packed_sizes s;
     int rc = hm_packed_sizes_for(N, K, p->isa, p->prec, r.lowp_kind, &s);
     if (rc) return matrix_err(HM_E_FORMAT, bv->src, name);
@@ -142,7 +142,7 @@ static int check_header(const pack_header *h, const uint8_t *table, size_t len, 
     if (memchr(h->backend, 0, sizeof h->backend) == NULL || !h->backend[0])
         return hm_err(HM_E_FORMAT, "%s: backend name missing or not terminated", src);
     if ((h->precision != HM_PREC_FP32 && h->precision != HM_PREC_FAST) || (unsigned)h->has_mano > 1 ||
-        (h->precision == HM_PREC_FAST && h->lowp_kind != HM_LOWP_INT8 && h->lowp_kind != HM_LOWP_BF16))
+        (h->precision == HM_PREC_FAST && (h->lowp_kind < 0 || h->lowp_kind >= HM_LOWP_KINDS)))
         return hm_err(HM_E_FORMAT, "%s: precision %d / low-precision kind %d / has_mano %d invalid", src,
                       h->precision, h->lowp_kind, h->has_mano);
     if (!hm_isa_known(h->isa)) return hm_err(HM_E_FORMAT, "%s: layout ISA %d invalid", src, h->isa);
@@ -168,7 +168,8 @@ static int check_header(const pack_header *h, const uint8_t *table, size_t len, 
                       src, hm_isa_name((hm_isa)h->isa), hm_isa_name(active));
     if (h->precision == HM_PREC_FAST && h->lowp_kind != (int)hm_lowp_kind_active())
         return hm_err(HM_E_UNSUPPORTED, "%s: packed with low-precision kind %s but this process uses %s (HAMER_LOWP); convert the checkpoint again",
-                      src, h->lowp_kind == HM_LOWP_BF16 ? "bf16" : "int8", hm_lowp_kind_active() == HM_LOWP_BF16 ? "bf16" : "int8");
+                      src, hm_lowp_kind_is_bf16(h->lowp_kind) ? "bf16" : "int8",
+                      hm_lowp_kind_is_bf16((int)hm_lowp_kind_active()) ? "bf16" : "int8");
     const char *scheme = be->scheme(h->precision);
     if (strcmp(h->scheme, scheme))
         return hm_err(HM_E_UNSUPPORTED, "%s: packed for scheme '%s' but this machine runs '%s'; convert the checkpoint again",

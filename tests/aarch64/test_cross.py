@@ -58,3 +58,34 @@ def test_run_photo_matches_native(tmp_path):
         assert abs(ha["detection"]["score"] - hn["detection"]["score"]) < 2e-3
         np.testing.assert_allclose(ha["vertices"], hn["vertices"], atol=1e-3)
         np.testing.assert_allclose(ha["keypoints_3d"], hn["keypoints_3d"], atol=1e-3)
+
+
+def test_packed_files(tmp_path):
+    """`hamer convert` on AArch64 writes files that load there in both
+    precisions (the NEON and low-precision layouts the packed-file reader
+    accepts) and give the checkpoint's outputs bit for bit; this machine's
+    build refuses them, naming the ISA, and vice versa."""
+    model = REPO / "fuzz" / "corpus" / "model" / "tiny_mano.ckpt"
+    crops = tmp_path / "crops.npy"
+    np.save(crops, np.arange(2 * 256 * 192 * 3, dtype=np.uint64).astype(np.uint8).reshape(2, 256, 192, 3))
+    arm = RUNNER + [CROSS / "hamer"]
+    env = dict(os.environ, HAMER_NO_CACHE="1")
+    for prec in ("fp32", "fast"):
+        hpk, a, b = tmp_path / f"arm_{prec}.hpk", tmp_path / f"a_{prec}.npz", tmp_path / f"b_{prec}.npz"
+        for cmd in (arm + ["convert", "--model", model, "--output", hpk, "--precision", prec],
+                    arm + ["regress", "--model", hpk, "--precision", prec, "--input", crops, "--output", a],
+                    arm + ["regress", "--model", model, "--precision", prec, "--input", crops, "--output", b]):
+            p = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=600, env=env)
+            assert p.returncode == 0, describe(p)
+        with np.load(a) as za, np.load(b) as zb:
+            for k in za.files:
+                assert np.array_equal(za[k], zb[k]), f"{prec} {k}: the packed file's outputs differ"
+        p = run([NATIVE / "hamer", "regress", "--model", hpk, "--precision", prec, "--input", crops,
+                 "--output", tmp_path / "native.npz"])
+        assert p.returncode == 1 and "packed for ISA neon" in p.stderr, describe(p)
+    native_hpk = tmp_path / "native.hpk"
+    p = run([NATIVE / "hamer", "convert", "--model", model, "--output", native_hpk])
+    assert p.returncode == 0, describe(p)
+    p = run(arm + ["regress", "--model", native_hpk, "--input", crops, "--output", tmp_path / "x.npz"])
+    assert p.returncode == 1 and "which this CPU (neon) cannot run" in p.stderr, describe(p)
