@@ -128,6 +128,27 @@ def test_missing_models_fail_cleanly(tmp_path, ckpt):
     assert proc.returncode == 1 and str(empty) in proc.stderr and "xdg" in proc.stderr, describe(proc)
 
 
+def test_fifo_model_refused_at_once(tmp_path):
+    """A FIFO in place of a detector model (or of the body and proposal
+    models) is refused as not a regular file, at once: the loaders open
+    without blocking; a FIFO nobody writes used to hang the load."""
+    import shutil
+    import time
+    src = models_dir()
+    for name in ("palm_detection_full.tflite", "pose_landmark_full.tflite", "handtrack.json"):
+        d = tmp_path / name
+        shutil.copytree(src, d)
+        (d / name).unlink()
+        os.mkfifo(d / name)
+        t0 = time.monotonic()
+        proc = run_hamer(["detect", "--image", shared_images() / "hamer_example_5.jpg", "--output", tmp_path / "o.json",
+                          "--detector", d, "--body", "on", "--proposals", "on"])
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and time.monotonic() - t0 < 20, describe(proc)
+        assert name in lines[0], describe(proc)
+        assert not (tmp_path / "o.json").exists()
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--max-hands", "0"], "--max-hands"), (["--max-hands", "65"], "--max-hands"),
     (["--min-score", "1"], "--min-score"), (["--min-score", "0x1"], "--min-score"),

@@ -219,3 +219,17 @@ int hm_path_same(const char *a, const char *b) {
 }
 
 int hm_open_read(const char *path) { return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); }
+
+FILE *hm_fopen_regular(const char *path) {
+    int fd = hm_open_read(path);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) close(fd);
+    return f;
+}

@@ -51,6 +51,11 @@ int hm_file_write_atomic(const char *path, const void *data, size_t n);
  * (O_NONBLOCK, O_CLOEXEC; a regular file reads as usual): the caller then
  * refuses anything fstat does not call regular. -1 with errno on failure. */
 int hm_open_read(const char *path);
+/* The same as a stdio stream, for a regular file only: NULL with errno set
+ * (EINVAL for a FIFO, a device or a directory) otherwise. Model files are
+ * read this way, so a FIFO in their place is refused at once instead of
+ * blocking the load. */
+FILE *hm_fopen_regular(const char *path);
 
 /* 1 if a and b name the same file (after symlinks; for a path that does
  * not exist yet, the same directory entry), else 0. */

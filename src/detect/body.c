@@ -3,10 +3,12 @@
  * re-crop -> hand landmarks on one image. The arithmetic of each step is
  * in pose.c. */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "detect/body.h"
 #include "detect/det_internal.h"
@@ -117,7 +119,7 @@ int hm_body_model_load(const char *dir, hm_body_model **out) {
     if (rc) return rc;
     for (int i = 0; i < 3; i++) {
         snprintf(p[i], sizeof p[i], "%s/%s.tflite", d, names[i]);
-        FILE *f = fopen(p[i], "rb");
+        FILE *f = hm_fopen_regular(p[i]);
         if (!f)
             return hm_err(HM_E_IO, "body pass model %s.tflite not in %s; run scripts/get_detector.sh %s", names[i], d,
                           dir && dir[0] ? dir : "");

@@ -1,9 +1,11 @@
 /* det_model.c - where the detector's models live, loading them (shape
  * checks) and the per-thread state. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "detect/det_internal.h"
 
@@ -107,7 +109,7 @@ int hm_det_model_load_proposals(hm_det_model *m, const char *dir) {
     int rc = hm_det_find_dir(dir, 0, d, sizeof d);
     if (rc) return rc;
     snprintf(p, sizeof p, "%s/handtrack.json", d);
-    FILE *f = fopen(p, "rb");
+    FILE *f = hm_fopen_regular(p);
     if (!f)
         return hm_err(HM_E_IO, "hand-box detector handtrack.json not in %s; run scripts/get_detector.sh %s", d,
                       dir && dir[0] ? dir : "");

@@ -4,10 +4,12 @@
  * needs them (tfjs_attr.c).
  */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "tfjs/tfjs_impl.h"
 
@@ -357,8 +359,8 @@ int hm_tfjs_read(const void *json, size_t jlen, const void *bin, size_t blen, hm
 
 /* Read a whole file of at most cap bytes, appending to *buf (grown). */
 static int read_file(const char *path, size_t cap, uint8_t **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hm_err(HM_E_IO, "tfjs: cannot open %s", path);
+    FILE *f = hm_fopen_regular(path);
+    if (!f) return hm_err(HM_E_IO, "tfjs: cannot open %s: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {

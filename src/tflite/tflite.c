@@ -1,10 +1,12 @@
 /* tflite/tflite.c - loading a .tflite model (read, prepare, plan) and the
  * model's accessors. See tflite/tflite.h.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "tflite/tflite_impl.h"
 
@@ -56,8 +58,8 @@ int hm_tfl_load_mem(const void *buf, size_t len, hm_tfl_model **out) {
 int hm_tfl_load(const char *path, hm_tfl_model **out) {
     if (!path || !out) return hm_err(HM_E_ARG, "hm_tfl_load: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return hm_err(HM_E_IO, "tflite: cannot open %s", path);
+    FILE *f = hm_fopen_regular(path);
+    if (!f) return hm_err(HM_E_IO, "tflite: cannot open %s: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
