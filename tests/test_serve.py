@@ -473,7 +473,7 @@ def bad_requests(scene):
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
         ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
         ("bad_timeout", "/v1/predict" + box + "&timeout_s=inf", "image/png", png, 400, "timeout_s"),
-        ("bad_format", "/v1/predict" + box + "&format=ply", "image/png", png, 400, "format must be json, glb or obj"),
+        ("bad_format", "/v1/predict" + box + "&format=ply", "image/png", png, 400, "format must be json, glb, obj or bvh"),
         ("obj_vertices", "/v1/predict" + box + "&format=obj&vertices=1", "image/png", png, 400, "format=json"),
         ("glb_vertices", "/v1/predict" + box + "&format=glb&vertices=1", "image/png", png, 400, "format=json"),
         ("render_format", "/v1/render" + box + "&format=glb", "image/png", png, 400, "format"),
@@ -748,6 +748,27 @@ def test_cache_then_sigterm_drains_in_flight(scene):
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()
+
+
+def test_predict_camera_and_bvh_are_the_runs(main_server, scene, tmp_path):
+    """/v1/predict?focal=: the hands in that camera, as `hamer run --focal`
+    (RESULT.json's camera fields equal); ?format=bvh: the text of `hamer run
+    --bvh`; ?fov= out of range: 400 naming it."""
+    boxes = [box_arg(RIGHT), box_arg(LEFT, "left")]
+    r = post(main_server.url + "/v1/predict", scene["png"], "image/png", "?focal=700&boxes=" + ";".join(boxes))
+    assert r.status_code == 200, r.text[:200]
+    _, text = run_cli(scene, boxes, "--focal", "700", name="focalrun")
+    for got, want in zip(r.json()["hands"], json.loads(text)["hands"]):
+        assert got["camera"] == want["camera"] and got["camera"]["source"] == "given"
+        assert got["cam_t"] == want["cam_t"] and got["reprojection_error"] == want["reprojection_error"]
+    r = post(main_server.url + "/v1/predict", scene["png"], "image/png",
+             "?format=bvh&fov=55&boxes=" + ";".join(boxes))
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/x-bvh", r.text[:200]
+    bvh = tmp_path / "run.bvh"
+    run_cli(scene, boxes, "--bvh", bvh, "--fov", "55", name="bvhrun")
+    assert r.text == bvh.read_text()
+    r = post(main_server.url + "/v1/predict", scene["png"], "image/png", "?fov=180&boxes=" + boxes[0])
+    assert r.status_code == 400 and "fov" in r.json()["error"]
 
 
 def test_predict_glb_is_the_run_file(main_server, scene, tmp_path):
