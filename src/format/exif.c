@@ -49,6 +49,13 @@ static double entry_value(const tiff *t, size_t e) {
     return 0;
 }
 
+/* entry_value as a 32-bit count (pixels, a unit code); `bad` when it is
+ * not a whole number in 0 .. 2^32 - 1 (a RATIONAL can be anything). */
+static uint32_t entry_count(const tiff *t, size_t e, uint32_t bad) {
+    const double v = entry_value(t, e);
+    return v >= 0 && v <= 4294967295.0 && v == (double)(uint32_t)v ? (uint32_t)v : bad;
+}
+
 /* The IFD at offset `at`: the Exif IFD pointer (IFD0) into *exif_ifd, the
  * camera tags (Exif IFD) into out. */
 static void read_ifd(const tiff *t, size_t at, hm_exif *out, size_t *exif_ifd) {
@@ -67,9 +74,13 @@ static void read_ifd(const tiff *t, size_t at, hm_exif *out, size_t *exif_ifd) {
         case 0xA405: out->focal_35mm = entry_value(t, e); break;
         case 0xA20E: out->plane_xres = entry_value(t, e); break;
         case 0xA20F: out->plane_yres = entry_value(t, e); break;
-        case 0xA210: out->plane_unit = (int)entry_value(t, e); break;
-        case 0xA002: out->pixel_x = (uint32_t)entry_value(t, e); break;
-        case 0xA003: out->pixel_y = (uint32_t)entry_value(t, e); break;
+        case 0xA210: {
+            const uint32_t u = entry_count(t, e, 0);
+            out->plane_unit = u >= 1 && u <= 5 ? (int)u : -1;  /* -1: present, but no unit */
+            break;
+        }
+        case 0xA002: out->pixel_x = entry_count(t, e, 0); break;
+        case 0xA003: out->pixel_y = entry_count(t, e, 0); break;
         default: break;
         }
     }

@@ -21,7 +21,8 @@ typedef struct {
     double focal_35mm;         /* FocalLengthIn35mmFilm (0xA405); 0 absent */
     double plane_xres;         /* FocalPlaneXResolution (0xA20E), pixels per unit; 0 absent */
     double plane_yres;         /* FocalPlaneYResolution (0xA20F) */
-    int plane_unit;            /* FocalPlaneResolutionUnit (0xA210): 2 inch (the default), 3 cm, 4 mm, 5 um */
+    int plane_unit;            /* FocalPlaneResolutionUnit (0xA210): 2 inch (the default), 3 cm, 4 mm, 5 um;
+                                  -1 present but none of 1..5 (no focal length from it) */
     uint32_t pixel_x, pixel_y; /* PixelXDimension / PixelYDimension (0xA002 / 0xA003); 0 absent */
 } hm_exif;
 
