@@ -75,6 +75,29 @@ def test_video_and_track_equal_the_cli(tmp_path, ckpt, clip):
         list(hamer.Model(str(model)).track(frames, smooth="kalman"))
 
 
+def test_video_animation_files_equal_the_cli(tmp_path, ckpt, clip):
+    """Model.video(..., glb=, bvh=, focal=) writes the files `hamer video
+    --glb --bvh --focal` writes, byte for byte (keys on the clip's frames);
+    Model.track (given the frames' times) writes the same motion; a bad shape
+    is refused at the call."""
+    frames, vid = clip
+    model = ckpt("d2h2")
+    glb, bvh = tmp_path / "cli.glb", tmp_path / "cli.bvh"
+    proc = run_hamer(["video", "--model", model, "--video", vid, "--output", tmp_path / "cli.jsonl", "--detector",
+                      models_dir(), "--glb", glb, "--bvh", bvh, "--focal", "500"])
+    assert proc.returncode == 0, describe(proc)
+    pg, pb, tg = tmp_path / "py.glb", tmp_path / "py.bvh", tmp_path / "track.bvh"
+    with hamer.Model(str(model)) as m:
+        recs = list(m.video(vid, detector=models_dir(), glb=pg, bvh=pb, focal=500))
+        assert recs[0]["hands"][0]["camera"]["source"] == "given"
+        times = [r["time_s"] for r in recs]  # the pictures' own times: the same smoothing
+        list(m.track(frames, times=times, detector=models_dir(), bvh=tg, focal=500))
+        with pytest.raises(hamer.HamerArgumentError, match="shape"):
+            m.track(frames, bvh=tg, shape="mean")
+    assert pg.read_bytes() == glb.read_bytes() and pb.read_text() == bvh.read_text()
+    assert tg.read_text().splitlines()[-4:] == bvh.read_text().splitlines()[-4:]  # the same motion lines
+
+
 def test_read_video(tmp_path, clip):
     frames, vid = clip
     got = list(hamer.read_video(vid))

@@ -1158,9 +1158,11 @@ class Model(_Handle):
     def track(self, frames: Iterable[np.ndarray], times: Optional[Iterable[float]] = None, fps: float = 30.0,
               detector: Optional[PathLike] = None, lite: bool = False, max_hands: int = 2, tiles: bool = False,
               smooth: str = "one-euro", min_cutoff: float = 1.0, beta: float = 1.0, d_cutoff: float = 1.0,
-              vertices: bool = False, rescale: float = 2.0) -> Iterator[Hand]:
+              vertices: bool = False, rescale: float = 2.0, focal: Optional[float] = None,
+              fov: Optional[float] = None, glb: Optional[PathLike] = None, bvh: Optional[PathLike] = None,
+              shape: str = "track") -> Iterator[Hand]:
         return _model_track(self, frames, times, fps, detector, lite, max_hands, tiles, smooth, min_cutoff, beta,
-                            d_cutoff, vertices, rescale)
+                            d_cutoff, vertices, rescale, focal, fov, glb, bvh, shape)
 
     def video(self, path: PathLike, start: float = 0.0, duration: float = 0.0, stride: int = 1,
               **kw: Any) -> Iterator[Hand]:
@@ -1172,13 +1174,14 @@ class Model(_Handle):
                        save_mesh: bool = False, glb: bool = False, force: bool = False, retry_failed: bool = False,
                        detector: Union[None, PathLike, Detector] = None, lite: bool = False, max_hands: int = 8,
                        min_score: float = 0.5, tiles: bool = True, rescale: float = 2.0,
-                       crop_mode: str = "warp", draw: Union[str, Sequence[str]] = "all") -> Iterator[Dict[str, Any]]:
+                       crop_mode: str = "warp", draw: Union[str, Sequence[str]] = "all", bvh: bool = False,
+                       focal: Optional[float] = None, fov: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         from ._folder import predict_folder
         return predict_folder(self, input_dir, out_dir=out_dir, recursive=recursive, glob=glob, boxes_dir=boxes_dir,
                               vertices=vertices, render=render, side_view=side_view, save_mesh=save_mesh, glb=glb,
                               force=force, retry_failed=retry_failed, detector=detector, lite=lite,
                               max_hands=max_hands, min_score=min_score, tiles=tiles, rescale=rescale,
-                              crop_mode=crop_mode, draw=draw)
+                              crop_mode=crop_mode, draw=draw, bvh=bvh, focal=focal, fov=fov)
 
 
     def bvh(self, hands: Sequence[Hand]) -> str:
