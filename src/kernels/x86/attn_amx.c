@@ -4,9 +4,9 @@
  * AVX-512 BF16 for the conversions); a stub where the compiler lacks them.
  *
  * The operands are rounded to bf16 as the vdpbf16ps head rounds them
- * (attn_avx512vnni.c: q scaled first, k, v, and the softmax weights), so
- * both heads compute the same products; their fp32 sums are added in other
- * orders. Layouts (pair words: two bf16 of adjacent k in one 32-bit word):
+ * (attn_avx512vnni.c: q scaled first, k, v, and the softmax weights e^(s -
+ * max), normalised on the output row), so both heads compute the same
+ * products; their fp32 sums are added in other orders. Layouts (pair words: two bf16 of adjacent k in one 32-bit word):
  *   q: [n][hdp] bf16, hdp = hd rounded up to 32, zero padded: A tiles;
  *   k: [hdp/2][n] pair words (dims 2i, 2i+1 of token t at [i][t]): B tiles;
  *   v: [n/2][hd] pair words (tokens 2t, 2t+1 of dim d at [t][d]): B tiles;
@@ -116,15 +116,15 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
             _tile_stored(2, S + (size_t)16 * n + c0, ss);
             _tile_stored(3, S + (size_t)16 * n + c0 + 16, ss);
         }
-        /* softmax rows in fp32, four side by side, then rounded to bf16 as
-         * the vdpbf16ps head rounds them: the normalised weights */
-        for (int r = 0; r < 32; r += 4) {
-            float inv[4];
-            hm_softmax4_avx512(S + (size_t)r * n, n, inv);
-            for (int i = 0; i < 4; i++) {
-                const __m512 iv = _mm512_set1_ps(inv[i]);
-                for (int t = 0; t < n; t += 16) hm_bf16x16_avx512(S + (size_t)(r + i) * n + t, iv, pb + (size_t)(r + i) * n + t);
-            }
+        /* softmax rows in fp32, rounded to bf16 as the vdpbf16ps head rounds
+         * them (bf16_avx512.h): e^(s - max), each row's 1 / sum applied to
+         * its output row */
+        float inv[32];
+        for (int r = 0; r < 32; r++) {
+            const float *sr = S + (size_t)r * n;
+            __m512 m = _mm512_loadu_ps(sr);
+            for (int t = 16; t < n; t += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(sr + t));
+            inv[r] = hm_softmax_bf16_avx512(sr, n, _mm512_reduce_max_ps(m), pb + (size_t)r * n);
         }
         /* output: 16 rows at a time, one tile per 16 dims */
         for (int h = 0; h < 32; h += 16) {
@@ -164,7 +164,8 @@ void hm_attention_head_amx(int n, int hd, float scale, const float *q, const flo
                     default: _tile_stored(4, T, 64); break;
                     }
                     for (int r = 0; r < 16; r++)
-                        _mm512_storeu_ps(o + (size_t)(r0 + h + r) * ldo + d0 + 16 * j, _mm512_loadu_ps(T + 16 * r));
+                        _mm512_storeu_ps(o + (size_t)(r0 + h + r) * ldo + d0 + 16 * j,
+                                         _mm512_mul_ps(_mm512_loadu_ps(T + 16 * r), _mm512_set1_ps(inv[h + r])));
                 }
             }
         }

@@ -1,6 +1,6 @@
 /* attn_avx512vnni.c - one attention head with bf16 dot products
  * (vdpbf16ps) and an fp32 softmax; compiled with AVX-512 BF16 and reached
- * only when kernels/attn.h says it may (opt-in, HAMER_ATTN=bf16).
+ * only when kernels/attn.h says it may (the default on AMD, HAMER_ATTN=bf16).
  *
  * Operands are rounded to bf16 (round to nearest even) as vdpbf16ps takes
  * them: pairs of bf16 in one 32-bit lane, the even element in the low half.
@@ -8,9 +8,15 @@
  *     per two dims, broadcast per row;
  *   k: transposed to [dim pair][token] so a vector holds 16 tokens' pairs;
  *   v: [token pair][dim], the two tokens' values interleaved per dim;
- *   p (the softmax, fp32 until then): one pair word per two tokens.
- * Sums are fp32. Rows go 4 at a time: their scores, softmax and output
- * are done before the next 4, so the scores never leave L1.
+ *   p: e^(s - max) rounded to bf16, one pair word per two tokens; the sum
+ *     of the fp32 values normalises the output row instead
+ *     (bf16_avx512.h: hm_softmax_bf16_avx512).
+ * Sums are fp32. Rows go 4 at a time, fused: their scores (with the rows'
+ * running maxima), weights and output are done before the next 4, so the
+ * scores never leave L1. q, k and v are read once per head, their rows
+ * (3 x dim floats apart in the model: L3, not L2) prefetched ahead of the
+ * packing. On Zen 4 the dot products are 92 % of the head's instructions
+ * on the FMA pipes (tests/c/tool_attn time; docs/benchmarks.md).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -18,14 +24,18 @@
 
 #include "kernels/attn.h"
 #include "kernels/x86/bf16_avx512.h"
-#include "kernels/norm.h"
+#include "kernels/x86/vmath_avx512.h"
+#include <math.h>
 
 #define RB 4   /* query rows per block */
+#define PF 3   /* rows ahead the packing prefetches */
 
 static inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 
-/* S[r][0..n) = q_r . k for RB rows, 4 vectors of 16 tokens at a time. */
-static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float *S) {
+/* S[r][0..n) = q_r . k for RB rows, 4 vectors of 16 tokens at a time;
+ * mx[r]: the largest of row r. */
+static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float *S, float mx[RB]) {
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
     for (int c = 0; c < n; c += 64) {
         __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
         __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
@@ -55,6 +65,10 @@ static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float 
             _mm512_storeu_ps(s1, a10), _mm512_storeu_ps(s1 + 16, a11), _mm512_storeu_ps(s1 + 32, a12), _mm512_storeu_ps(s1 + 48, a13);
             _mm512_storeu_ps(s2, a20), _mm512_storeu_ps(s2 + 16, a21), _mm512_storeu_ps(s2 + 32, a22), _mm512_storeu_ps(s2 + 48, a23);
             _mm512_storeu_ps(s3, a30), _mm512_storeu_ps(s3 + 16, a31), _mm512_storeu_ps(s3 + 32, a32), _mm512_storeu_ps(s3 + 48, a33);
+            m0 = _mm512_max_ps(m0, _mm512_max_ps(_mm512_max_ps(a00, a01), _mm512_max_ps(a02, a03)));
+            m1 = _mm512_max_ps(m1, _mm512_max_ps(_mm512_max_ps(a10, a11), _mm512_max_ps(a12, a13)));
+            m2 = _mm512_max_ps(m2, _mm512_max_ps(_mm512_max_ps(a20, a21), _mm512_max_ps(a22, a23)));
+            m3 = _mm512_max_ps(m3, _mm512_max_ps(_mm512_max_ps(a30, a31), _mm512_max_ps(a32, a33)));
         } else {
             for (int cc = c; cc < n; cc += 16) {
                 a00 = a10 = a20 = a30 = _mm512_setzero_ps();
@@ -67,14 +81,19 @@ static void scores(const uint32_t *qb, int hp, const uint32_t *kp, int n, float 
                 }
                 _mm512_storeu_ps(S + cc, a00), _mm512_storeu_ps(S + n + cc, a10);
                 _mm512_storeu_ps(S + 2 * n + cc, a20), _mm512_storeu_ps(S + 3 * n + cc, a30);
+                m0 = _mm512_max_ps(m0, a00), m1 = _mm512_max_ps(m1, a10);
+                m2 = _mm512_max_ps(m2, a20), m3 = _mm512_max_ps(m3, a30);
             }
         }
     }
+    mx[0] = _mm512_reduce_max_ps(m0), mx[1] = _mm512_reduce_max_ps(m1);
+    mx[2] = _mm512_reduce_max_ps(m2), mx[3] = _mm512_reduce_max_ps(m3);
 }
 
-/* o_r = p_r . v for RB rows and the 80 dims from d (5 vectors): the 20
- * sums are named so that they stay in registers. */
-static void weighted80(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+/* o_r = inv_r (p_r . v) for RB rows and the 80 dims from d (5 vectors): the
+ * 20 sums are named so that they stay in registers. */
+static void weighted80(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, const float inv[RB], float *o,
+                       size_t ldo) {
     __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a04 = a00;
     __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a14 = a00;
     __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a24 = a00;
@@ -98,18 +117,24 @@ static void weighted80(const uint32_t *pb, int np, const uint32_t *vp, int hd, i
         a33 = _mm512_dpbf16_ps(a33, q, b3), a34 = _mm512_dpbf16_ps(a34, q, b4);
     }
     float *o0 = o + d, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
-    _mm512_storeu_ps(o0, a00), _mm512_storeu_ps(o0 + 16, a01), _mm512_storeu_ps(o0 + 32, a02);
-    _mm512_storeu_ps(o0 + 48, a03), _mm512_storeu_ps(o0 + 64, a04);
-    _mm512_storeu_ps(o1, a10), _mm512_storeu_ps(o1 + 16, a11), _mm512_storeu_ps(o1 + 32, a12);
-    _mm512_storeu_ps(o1 + 48, a13), _mm512_storeu_ps(o1 + 64, a14);
-    _mm512_storeu_ps(o2, a20), _mm512_storeu_ps(o2 + 16, a21), _mm512_storeu_ps(o2 + 32, a22);
-    _mm512_storeu_ps(o2 + 48, a23), _mm512_storeu_ps(o2 + 64, a24);
-    _mm512_storeu_ps(o3, a30), _mm512_storeu_ps(o3 + 16, a31), _mm512_storeu_ps(o3 + 32, a32);
-    _mm512_storeu_ps(o3 + 48, a33), _mm512_storeu_ps(o3 + 64, a34);
+    __m512 i0 = _mm512_set1_ps(inv[0]), i1 = _mm512_set1_ps(inv[1]), i2 = _mm512_set1_ps(inv[2]), i3 = _mm512_set1_ps(inv[3]);
+    _mm512_storeu_ps(o0, _mm512_mul_ps(a00, i0)), _mm512_storeu_ps(o0 + 16, _mm512_mul_ps(a01, i0));
+    _mm512_storeu_ps(o0 + 32, _mm512_mul_ps(a02, i0)), _mm512_storeu_ps(o0 + 48, _mm512_mul_ps(a03, i0));
+    _mm512_storeu_ps(o0 + 64, _mm512_mul_ps(a04, i0));
+    _mm512_storeu_ps(o1, _mm512_mul_ps(a10, i1)), _mm512_storeu_ps(o1 + 16, _mm512_mul_ps(a11, i1));
+    _mm512_storeu_ps(o1 + 32, _mm512_mul_ps(a12, i1)), _mm512_storeu_ps(o1 + 48, _mm512_mul_ps(a13, i1));
+    _mm512_storeu_ps(o1 + 64, _mm512_mul_ps(a14, i1));
+    _mm512_storeu_ps(o2, _mm512_mul_ps(a20, i2)), _mm512_storeu_ps(o2 + 16, _mm512_mul_ps(a21, i2));
+    _mm512_storeu_ps(o2 + 32, _mm512_mul_ps(a22, i2)), _mm512_storeu_ps(o2 + 48, _mm512_mul_ps(a23, i2));
+    _mm512_storeu_ps(o2 + 64, _mm512_mul_ps(a24, i2));
+    _mm512_storeu_ps(o3, _mm512_mul_ps(a30, i3)), _mm512_storeu_ps(o3 + 16, _mm512_mul_ps(a31, i3));
+    _mm512_storeu_ps(o3 + 32, _mm512_mul_ps(a32, i3)), _mm512_storeu_ps(o3 + 48, _mm512_mul_ps(a33, i3));
+    _mm512_storeu_ps(o3 + 64, _mm512_mul_ps(a34, i3));
 }
 
 /* The same for one vector of 16 dims (heads that are not a multiple of 80). */
-static void weighted16(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, float *o, size_t ldo) {
+static void weighted16(const uint32_t *pb, int np, const uint32_t *vp, int hd, int d, const float inv[RB], float *o,
+                       size_t ldo) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int p = 0; p < np; p++) {
         __m512bh b = as_bh(_mm512_loadu_si512(vp + (size_t)p * hd + d));
@@ -118,14 +143,22 @@ static void weighted16(const uint32_t *pb, int np, const uint32_t *vp, int hd, i
         a2 = _mm512_dpbf16_ps(a2, as_bh(_mm512_set1_epi32((int)pb[2 * np + p])), b);
         a3 = _mm512_dpbf16_ps(a3, as_bh(_mm512_set1_epi32((int)pb[3 * np + p])), b);
     }
-    _mm512_storeu_ps(o + d, a0), _mm512_storeu_ps(o + ldo + d, a1);
-    _mm512_storeu_ps(o + 2 * ldo + d, a2), _mm512_storeu_ps(o + 3 * ldo + d, a3);
+    _mm512_storeu_ps(o + d, _mm512_mul_ps(a0, _mm512_set1_ps(inv[0])));
+    _mm512_storeu_ps(o + ldo + d, _mm512_mul_ps(a1, _mm512_set1_ps(inv[1])));
+    _mm512_storeu_ps(o + 2 * ldo + d, _mm512_mul_ps(a2, _mm512_set1_ps(inv[2])));
+    _mm512_storeu_ps(o + 3 * ldo + d, _mm512_mul_ps(a3, _mm512_set1_ps(inv[3])));
 }
 
-static void weighted(const uint32_t *pb, int np, const uint32_t *vp, int hd, float *o, size_t ldo) {
+static void weighted(const uint32_t *pb, int np, const uint32_t *vp, int hd, const float inv[RB], float *o,
+                     size_t ldo) {
     int d = 0;
-    for (; d + 80 <= hd; d += 80) weighted80(pb, np, vp, hd, d, o, ldo);
-    for (; d < hd; d += 16) weighted16(pb, np, vp, hd, d, o, ldo);
+    for (; d + 80 <= hd; d += 80) weighted80(pb, np, vp, hd, d, inv, o, ldo);
+    for (; d < hd; d += 16) weighted16(pb, np, vp, hd, d, inv, o, ldo);
+}
+
+/* The hd floats of row t of x (rows ld apart), into L1 ahead of use. */
+static inline void prefetch_row(const float *x, size_t ld, int t, int hd) {
+    for (int d = 0; d < hd; d += 16) _mm_prefetch((const char *)(x + (size_t)t * ld + d), _MM_HINT_T0);
 }
 
 void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const float *k, const float *v, size_t ld,
@@ -137,21 +170,32 @@ void hm_attention_head_bf16(int n, int hd, float scale, const float *q, const fl
     uint32_t *pb = vp + (size_t)np * hd;            /* [RB][np] */
     float *S = (float *)(pb + (size_t)RB * np);     /* [RB][n] */
     __m512 one = _mm512_set1_ps(1.0f), sc = _mm512_set1_ps(scale);
-    uint32_t krow[HM_ATTN_MAX_HD / 2];
-    for (int t = 0; t < n; t++) {
-        for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(q + (size_t)t * ld + d, sc, qb + (size_t)t * hp + d / 2);
-        for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(k + (size_t)t * ld + d, one, krow + d / 2);
-        for (int p = 0; p < hp; p++) kp[(size_t)p * n + t] = krow[p];
-    }
-    /* Interleave two tokens' bf16 values per dim: words (v[2t][d], v[2t+1][d]). */
-    hm_bf16_pair_rows_avx512(v, ld, np, hd, vp);
-    for (int r0 = 0; r0 < n; r0 += RB) {
-        scores(qb + (size_t)r0 * hp, hp, kp, n, S);
-        for (int r = 0; r < RB; r++) {
-            float *s = S + (size_t)r * n;
-            hm_softmax(s, n);
-            for (int t = 0; t < n; t += 16) hm_bf16x16_avx512(s + t, one, pb + (size_t)r * np + t / 2);
+    /* k's pair words of 16 tokens, then transposed 16 x 16 at a time (the
+     * columns past hp are zero and never stored) */
+    _Alignas(64) uint32_t kt[16][HM_ATTN_MAX_HD / 2 + 16], tmp[16][16];
+    memset(kt, 0, sizeof kt);
+    for (int t = 0; t < PF && t < n; t++) prefetch_row(q, ld, t, hd), prefetch_row(k, ld, t, hd), prefetch_row(v, ld, t, hd);
+    for (int t0 = 0; t0 < n; t0 += 16) {
+        for (int t = t0; t < t0 + 16; t++) {
+            if (t + PF < n) prefetch_row(q, ld, t + PF, hd), prefetch_row(k, ld, t + PF, hd), prefetch_row(v, ld, t + PF, hd);
+            for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(q + (size_t)t * ld + d, sc, qb + (size_t)t * hp + d / 2);
+            for (int d = 0; d < hd; d += 16) hm_bf16x16_avx512(k + (size_t)t * ld + d, one, &kt[t - t0][d / 2]);
+            /* two tokens' bf16 values interleaved per dim: words (v[2t][d], v[2t+1][d]) */
+            if (t & 1) hm_bf16_pair_rows_avx512(v + (size_t)(t - 1) * ld, ld, 1, hd, vp + (size_t)(t / 2) * hd);
         }
-        weighted(pb, np, vp, hd, o + (size_t)r0 * ldo, ldo);
+        for (int i = 0; i < hp; i += 16) {
+            if (i + 16 <= hp) {
+                hm_transpose16_avx512((const float *)&kt[0][i], HM_ATTN_MAX_HD / 2 + 16, (float *)kp + (size_t)i * n + t0, (size_t)n);
+                continue;
+            }
+            hm_transpose16_avx512((const float *)&kt[0][i], HM_ATTN_MAX_HD / 2 + 16, (float *)&tmp[0][0], 16);
+            for (int j = 0; i + j < hp; j++) memcpy(kp + (size_t)(i + j) * n + t0, tmp[j], sizeof tmp[j]);
+        }
+    }
+    for (int r0 = 0; r0 < n; r0 += RB) {
+        float mx[RB], inv[RB];
+        scores(qb + (size_t)r0 * hp, hp, kp, n, S, mx);
+        for (int r = 0; r < RB; r++) inv[r] = hm_softmax_bf16_avx512(S + (size_t)r * n, n, mx[r], pb + (size_t)r * np);
+        weighted(pb, np, vp, hd, inv, o + (size_t)r0 * ldo, ldo);
     }
 }
