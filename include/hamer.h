@@ -1113,7 +1113,8 @@ HAMER_API void hamer_free(void *p);
  * path, which computes the same function. */
 HAMER_API int hamer_state_set_plain(hamer_state *state, int plain);
 
-/* Per-stage profiling: set_profile(1) zeroes and starts the counters;
+/* Per-stage profiling: set_profile(1) zeroes and starts the counters (0
+ * stops them; 2: see hamer_state_get_profile_sim);
  * hamer_state_get_profile copies up to max accumulated seconds per stage and
  * their names ("patch_embed", "layernorm", "qkv", "attention", "proj",
  * "fc1_gelu", "fc2", "head", "mano", "finalise") and returns the count. */
@@ -1129,6 +1130,24 @@ HAMER_API int hamer_state_set_cancel(hamer_state *state, hamer_cancel_fn cancel,
 #define HAMER_N_STAGES 10
 HAMER_API int hamer_state_set_profile(hamer_state *state, int on);
 HAMER_API int hamer_state_get_profile(const hamer_state *state, double *seconds, const char **names, int max);
+
+/* Profiling mode 2 (set_profile(state, 2)) also models each stage's
+ * critical path: every parallel task's duration is recorded, and the stage
+ * is credited with the time its tasks would take on 1, 2, 4, 8 and 16
+ * threads claiming them as the thread pool does (each task, in order, by
+ * the first thread free), its serial parts staying serial. It predicts the
+ * work split on more cores from a run on few (`hamer bench
+ * --critical-path`); shared caches, memory bandwidth and thread wake-ups
+ * are not modelled. get_profile_sim copies up to max_stages stages (in
+ * get_profile's order), HAMER_SIM_THREADS seconds each: seconds[stage *
+ * HAMER_SIM_THREADS + k] for 1 << k threads; returns the count. */
+#define HAMER_SIM_THREADS 5
+HAMER_API int hamer_state_get_profile_sim(const hamer_state *state, double *seconds, int max_stages);
+/* Mode 2 with the parallel work cut as it would be for `split` threads
+ * (1..1024; 0: for the state's own), still run on the state's threads:
+ * the split that a machine with that many cores would run, timed here.
+ * Results do not depend on the split. */
+HAMER_API int hamer_state_set_profile_sim(hamer_state *state, int split);
 
 /* This thread's last error message, and its code (HAMER_E_*, 0 if none). */
 HAMER_API const char *hamer_last_error(void);

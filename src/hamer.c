@@ -341,9 +341,29 @@ int hamer_state_set_cancel(hamer_state *st, hamer_cancel_fn cancel, void *user) 
 
 int hamer_state_set_profile(hamer_state *st, int on) {
     if (!st) return hm_err(HM_E_ARG, "%s: state is NULL", __func__);
-    st->s.ctl.profile = on != 0;
+    if (on < 0 || on > 2) return hm_err(HM_E_ARG, "%s: mode %d is not 0, 1 or 2", __func__, on);
+    st->s.ctl.profile = on;
+    st->s.ctl.sim_split = 0;
     memset(st->s.ctl.stage_s, 0, sizeof st->s.ctl.stage_s);
+    memset(st->s.ctl.sim_s, 0, sizeof st->s.ctl.sim_s);
     return HAMER_OK;
+}
+
+int hamer_state_set_profile_sim(hamer_state *st, int split) {
+    if (!st || split < 0 || split > 1024) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    int rc = hamer_state_set_profile(st, 2);
+    st->s.ctl.sim_split = split;
+    return rc;
+}
+
+_Static_assert(HAMER_SIM_THREADS == HM_POOL_SIM_N, "the public and the pool's thread counts agree");
+
+int hamer_state_get_profile_sim(const hamer_state *st, double *seconds, int max_stages) {
+    if (!st || max_stages < 0 || (max_stages && !seconds)) return hm_err(HM_E_ARG, "%s: bad arguments", __func__);
+    int n = max_stages < HM_ST_COUNT ? max_stages : HM_ST_COUNT;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < HAMER_SIM_THREADS; k++) seconds[i * HAMER_SIM_THREADS + k] = st->s.ctl.sim_s[i][k];
+    return n;
 }
 
 int hamer_state_get_profile(const hamer_state *st, double *seconds, const char **names, int max) {

@@ -127,6 +127,29 @@ def test_bench_fast(hamer_bin, ckpt):
         assert "fast" in lines[0], describe(proc)
 
 
+def test_bench_critical_path(hamer_bin, ckpt):
+    """--critical-path: per stage, the model's ms on 1, 2, 4, 8, 16 threads.
+    On one thread the simulated 1-thread time is the run's own (CPU time
+    of the same work, so within the stage's wall time plus clock noise);
+    more simulated threads never take longer than fewer of the same split
+    by more than one task's worth, and the parallel stages do get faster;
+    the serial ones (mano) stay."""
+    r = bench_json(["--model", ckpt("d2h2"), "--iters", "2", "--warmup", "1", "--threads", "1",
+                    "--precision", "fast", "--critical-path", "--peak", "100"])
+    cp = r["critical_path_ms"]
+    assert cp["threads"] == [1, 2, 4, 8, 16]
+    assert list(cp["stages"]) == STAGES
+    for name, ms in cp["stages"].items():
+        assert len(ms) == 5 and all(isinstance(v, float) and v >= 0 for v in ms), (name, ms)
+    assert cp["total"] == pytest.approx([sum(cp["stages"][s][k] for s in STAGES) for k in range(5)], rel=1e-9)
+    one, sixteen = cp["total"][0], cp["total"][4]
+    assert 0.3 * r["ms_per_crop_median"] < one < 1.5 * r["ms_per_crop_median"], (one, r["ms_per_crop_median"])
+    for name in ("qkv", "fc1_gelu", "fc2", "attention"):
+        ms = cp["stages"][name]
+        assert ms[4] < 0.5 * ms[0], (name, ms)
+    assert sixteen < 0.5 * one
+
+
 def test_bench_missing_model(hamer_bin, tmp_path):
     proc = run_hamer(["bench", "--model", tmp_path / "nope.ckpt", "--iters", "1"])
     assert proc.returncode == 1, describe(proc)

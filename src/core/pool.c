@@ -37,6 +37,11 @@ struct hm_pool {
     int ntasks;
     void *scratch;               /* hm_pool_scratch's buffer */
     size_t scratch_cap;
+    /* the critical-path model (pool.h), owner's thread only except sim_dur,
+     * whose slots the tasks' own threads write */
+    int sim_on, sim_cap, sim_split;
+    double *sim_dur;
+    double sim_wall, sim_acc[HM_POOL_SIM_N]; /* sim_wall: the caller's CPU time in runs */
 };
 
 typedef struct {
@@ -50,13 +55,66 @@ static inline void hm_cpu_relax(void) {
 #endif
 }
 
+/* Task i, timed into the duration log when the model is on. */
+static inline void hm_pool_task(hm_pool *p, hm_task_fn fn, void *ctx, int i, int tid) {
+    if (!p || !p->sim_on) {
+        fn(ctx, i, tid);
+        return;
+    }
+    double t0 = hm_thread_cpu();
+    fn(ctx, i, tid);
+    if (i < p->sim_cap) p->sim_dur[i] = hm_thread_cpu() - t0;
+}
+
 /* Claim and run tasks of the current job until none are left. */
 static void hm_pool_drain(hm_pool *p, int tid) {
     for (;;) {
         int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (i >= p->ntasks) break;
-        p->fn(p->ctx, i, tid);
+        hm_pool_task(p, p->fn, p->ctx, i, tid);
     }
+}
+
+/* The finished run of n tasks on 1, 2, 4, ... simulated threads: tasks in
+ * order, each to the thread that is free first. */
+static void hm_pool_sim_run(hm_pool *p, int n, double cpu) {
+    if (n > p->sim_cap) n = p->sim_cap;
+    for (int k = 0; k < HM_POOL_SIM_N; k++) {
+        double busy[1 << (HM_POOL_SIM_N - 1)] = {0}, end = 0;
+        const int P = 1 << k;
+        for (int i = 0; i < n; i++) {
+            int j = 0;
+            for (int t = 1; t < P; t++) j = busy[t] < busy[j] ? t : j;
+            busy[j] += p->sim_dur[i];
+        }
+        for (int t = 0; t < P; t++) end = busy[t] > end ? busy[t] : end;
+        p->sim_acc[k] += end;
+    }
+    p->sim_wall += cpu;
+}
+
+int hm_pool_sim_start(hm_pool *p, int split) {
+    if (!p) return HM_OK;
+    p->sim_split = split > 0 ? split : 0;
+    if (!p->sim_dur) {
+        const int cap = 1 << 16;
+        if (!(p->sim_dur = calloc(cap, sizeof *p->sim_dur))) return hm_err(HM_E_NOMEM, "out of memory");
+        p->sim_cap = cap;
+    }
+    p->sim_on = 1;
+    return HM_OK;
+}
+
+void hm_pool_sim_stop(hm_pool *p) {
+    if (p) p->sim_on = 0, p->sim_split = 0;
+}
+
+void hm_pool_sim_take(hm_pool *p, double *run_cpu_s, double sim_s[HM_POOL_SIM_N]) {
+    *run_cpu_s = p ? p->sim_wall : 0;
+    for (int k = 0; k < HM_POOL_SIM_N; k++) sim_s[k] = p ? p->sim_acc[k] : 0;
+    if (!p) return;
+    p->sim_wall = 0;
+    for (int k = 0; k < HM_POOL_SIM_N; k++) p->sim_acc[k] = 0;
 }
 
 /* Wait until gen differs from seen or stop is set; returns the new gen. */
@@ -165,6 +223,7 @@ void hm_pool_destroy(hm_pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     hm_free(p->scratch);
+    free(p->sim_dur);
     free(p);
 }
 
@@ -180,13 +239,15 @@ void *hm_pool_scratch(hm_pool *p, size_t bytes) {
 
 int hm_pool_reserve(hm_pool *p, size_t bytes) { return hm_pool_scratch(p, bytes) || bytes == 0 ? HM_OK : HM_E_NOMEM; }
 
-int hm_pool_size(const hm_pool *p) { return p ? p->n : 1; }
+int hm_pool_size(const hm_pool *p) { return !p ? 1 : p->sim_on && p->sim_split ? p->sim_split : p->n; }
 
 void hm_pool_run(hm_pool *p, hm_task_fn fn, void *ctx, int ntasks) {
     if (ntasks <= 0) return;
+    const double t_run = p && p->sim_on ? hm_thread_cpu() : 0;
     /* A single task or no workers: no point waking anyone. */
     if (!p || p->n == 1 || ntasks == 1) {
-        for (int i = 0; i < ntasks; i++) fn(ctx, i, 0);
+        for (int i = 0; i < ntasks; i++) hm_pool_task(p, fn, ctx, i, 0);
+        if (p && p->sim_on) hm_pool_sim_run(p, ntasks, hm_thread_cpu() - t_run);
         return;
     }
     p->fn = fn;
@@ -203,12 +264,17 @@ void hm_pool_run(hm_pool *p, hm_task_fn fn, void *ctx, int ntasks) {
 
     hm_pool_drain(p, 0);
 
-    for (int s = 0; s < HM_POOL_SPIN; s++) {
-        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-        hm_cpu_relax();
+    int left = 1;
+    for (int s = 0; s < HM_POOL_SPIN && left; s++) {
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) left = 0;
+        else hm_cpu_relax();
     }
-    pthread_mutex_lock(&p->mu);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (left) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+    /* Every worker has left (acquire): their duration slots are visible. */
+    if (p->sim_on) hm_pool_sim_run(p, ntasks, hm_thread_cpu() - t_run);
 }

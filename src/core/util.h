@@ -51,5 +51,8 @@ void hm_alloc_test_fail(int after);
 /* Seconds on CLOCK_MONOTONIC: the one clock for timings, timeouts and
  * latencies (they must not follow wall-clock jumps). */
 double hm_now(void);
+/* The calling thread's CPU time in seconds (what preemption by other
+ * processes does not inflate). */
+double hm_thread_cpu(void);
 
 #endif

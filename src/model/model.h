@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "core/pool.h"
 #include "core/util.h"
 #include "hamer.h"
 #include "kernels/gemm.h" /* hm_precision: FP32 exact, FAST a backend's gated low-precision scheme */
@@ -167,11 +168,30 @@ extern const char *const hm_stage_names[HM_ST_COUNT];
  * state (which keeps a pointer to it). */
 typedef struct {
     int plain;                   /* 1: textbook formulation (verification) */
-    int profile;                 /* 1: accumulate stage_s */
+    int profile;                 /* 1: accumulate stage_s; 2: also sim_s */
     int (*cancel)(void *);       /* asked between blocks and passes; NULL: never */
     void *cancel_user;
     double stage_s[HM_ST_COUNT];
+    /* profile 2, the critical-path model (core/pool.h): sim_pool is the
+     * pool whose runs the backend models; each stage's serial time plus its
+     * runs' simulated times on 1 << k threads */
+    hm_pool *sim_pool;
+    int sim_split;               /* the work split's thread count (0: the pool's) */
+    double sim_cpu;              /* the calling thread's CPU time at the last stage's end */
+    double sim_s[HM_ST_COUNT][HM_POOL_SIM_N];
 } hm_run_ctl;
+
+/* The stage that ends now into the model: the calling thread's CPU time
+ * since the last stage outside the pool's runs stays serial on every
+ * thread count; the runs count as simulated (core/pool.h). */
+static inline void hm_ctl_sim_toc(hm_run_ctl *c, int st) {
+    double in_runs, sim[HM_POOL_SIM_N], now = hm_thread_cpu();
+    hm_pool_sim_take(c->sim_pool, &in_runs, sim);
+    double serial = now - c->sim_cpu - in_runs;
+    serial = serial > 0 ? serial : 0;
+    c->sim_cpu = now;
+    for (int k = 0; k < HM_POOL_SIM_N; k++) c->sim_s[st][k] += serial + sim[k];
+}
 
 #define HM_TIC(ctl) double hm_tic_ = (ctl)->profile ? hm_now() : 0
 #define HM_TOC(ctl, st)                                                    \
@@ -179,6 +199,7 @@ typedef struct {
         if ((ctl)->profile) {                                              \
             double t_ = hm_now();                                          \
             (ctl)->stage_s[st] += t_ - hm_tic_;                            \
+            if ((ctl)->sim_pool) hm_ctl_sim_toc((ctl), (st));              \
             hm_tic_ = t_;                                                  \
         }                                                                  \
     } while (0)

@@ -50,6 +50,8 @@ static void null_handles(void) {
     CHECK(hamer_render_png(NULL, u8, 1, 1, &hand, 1, 0, &png, &len) == HAMER_E_ARG);
     CHECK(hamer_state_set_plain(NULL, 1) == HAMER_E_ARG);
     CHECK(hamer_state_set_profile(NULL, 1) == HAMER_E_ARG);
+    CHECK(hamer_state_set_profile_sim(NULL, 16) == HAMER_E_ARG);
+    CHECK(hamer_state_get_profile_sim(NULL, NULL, 1) == HAMER_E_ARG);
     CHECK(hamer_state_get_profile(NULL, NULL, NULL, 1) == HAMER_E_ARG);
     CHECK(hamer_image_load(NULL, &rgb, &w, &h) == HAMER_E_ARG);
     CHECK(hamer_image_decode(NULL, 0, &rgb, &w, &h) == HAMER_E_ARG);

@@ -1,5 +1,7 @@
 /* test_pool.c - hm_pool: every task runs exactly once, on a valid thread id,
- * for 1..4 threads, many runs in a row, uneven task sizes, and NULL pools. */
+ * for 1..4 threads, many runs in a row, uneven task sizes, and NULL pools;
+ * the critical-path model (hm_pool_sim_*): tasks of known CPU cost give the
+ * list-scheduling makespans on 1..16 simulated threads, the split hint. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,8 +46,57 @@ static int run_once(hm_pool *p, job *j, int ntasks) {
     return ok;
 }
 
+/* Task i spins for dur_ms[i] of this thread's CPU time. */
+static const double dur_ms[] = {4, 2, 2, 1, 1, 1, 1, 3, 1, 2};
+static void cpu_task(void *ctx, int i, int tid) {
+    (void)ctx, (void)tid;
+    double t0 = hm_thread_cpu();
+    while (hm_thread_cpu() - t0 < dur_ms[i] * 1e-3) {
+    }
+}
+
+/* The model against list scheduling done by hand: on 1 thread the sum
+ * (18 ms); 2: {4,1,1,3,1} + {2,2,1,1,2}... computed below the same way;
+ * 16 threads: the longest task (4 ms). Within 15 % + 0.3 ms (clock reads,
+ * the run's own overhead); the run's CPU time on the caller is counted. */
+static void test_sim(int nt) {
+    hm_pool *p = hm_pool_create(nt);
+    CHECKF(p != NULL, "create");
+    if (!p) return;
+    CHECKF(hm_pool_sim_start(p, 16) == HM_OK, "sim start");
+    CHECKF(hm_pool_size(p) == 16, "the split hint answers hm_pool_size while on (%d)", hm_pool_size(p));
+    double w, sim[HM_POOL_SIM_N];
+    hm_pool_sim_take(p, &w, sim);
+    const int n = (int)(sizeof dur_ms / sizeof dur_ms[0]);
+    hm_pool_run(p, cpu_task, NULL, n);
+    hm_pool_sim_take(p, &w, sim);
+    for (int k = 0; k < HM_POOL_SIM_N; k++) {
+        double busy[16] = {0}, end = 0;
+        for (int i = 0; i < n; i++) {
+            int j = 0;
+            for (int t = 1; t < (1 << k); t++) j = busy[t] < busy[j] ? t : j;
+            busy[j] += dur_ms[i];
+        }
+        for (int t = 0; t < (1 << k); t++) end = busy[t] > end ? busy[t] : end;
+        double got = 1e3 * sim[k];
+        CHECKF(got >= end * 0.999 && got <= end * 1.15 + 0.3, "%d threads, %d simulated: %.2f ms, want %.2f", nt,
+               1 << k, got, end);
+    }
+    CHECKF(w > 0 && (nt > 1 || w >= 0.017), "the caller's CPU time in the run: %.4f s", w);
+    hm_pool_sim_take(p, &w, sim);
+    CHECKF(w == 0 && sim[0] == 0, "take clears");
+    hm_pool_sim_stop(p);
+    CHECKF(hm_pool_size(p) == nt, "stopped: the thread count again");
+    hm_pool_run(p, cpu_task, NULL, 2);
+    hm_pool_sim_take(p, &w, sim);
+    CHECKF(w == 0 && sim[0] == 0, "stopped: nothing recorded");
+    hm_pool_destroy(p);
+}
+
 int main(void) {
     static job j;
+    test_sim(1);
+    test_sim(2);
     /* scripts/valgrind.sh asks for fewer back-to-back runs: memcheck looks
      * for memory errors, which the first runs show, and under it each
      * hand-off costs a scheduler time slice of a spinning thread. */

@@ -31,7 +31,7 @@ static const char *USAGE_BENCH =
     "usage: hamer bench (--model CKPT | --synthetic) [--precision fp32|fast]\n"
     "                   [--batch B] [--iters N] [--warmup W] [--threads N]\n"
     "                   [--mano FILE.npz] [--reference M] [--seed S] [--peak GFLOPS]\n"
-    "                   [--json]\n"
+    "                   [--critical-path] [--json]\n"
     "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
     "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
     "                   [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off]\n"
@@ -63,6 +63,11 @@ static const char *USAGE_BENCH =
     "  --seed S          seed of the crops and of --synthetic (default 0)\n"
     "  --peak GFLOPS     machine fp32 peak for '% of peak' (default: measured\n"
     "                    here with a register-only FMA loop, ~0.3 s)\n"
+    "  --critical-path   then model each stage on P = 1, 2, 4, 8 and 16 threads:\n"
+    "                    the work cut as for P threads, run here (N more\n"
+    "                    iterations per P), its tasks' measured durations\n"
+    "                    replayed on P threads (each task, in order, to the\n"
+    "                    first free one; serial parts stay serial)\n"
     "  --json            one JSON object on stdout instead of the report\n"
     "\n"
     "Per-crop times are the median and the minimum over the timed iterations;\n"
@@ -181,7 +186,7 @@ static int run_once(hamer_state *st, const float *crops, int B, float *params, f
 
 typedef struct {
     model_src src;
-    int precision, B, iters, warmup, threads, json;
+    int precision, B, iters, warmup, threads, json, crit;
     double peak;
     const char *image;        /* --image: the photo-to-hands job instead */
     const char *video;        /* --video: hamer video's per-frame job instead */
@@ -191,7 +196,7 @@ typedef struct {
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, bench_args *args) {
     model_src src = {.depth = 32, .head_depth = 6};
-    int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0;
+    int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0, crit = 0;
     double peak = 0;
     const char *image = NULL, *video = NULL;
     int iters_given = 0;
@@ -205,6 +210,7 @@ static int parse(int argc, char **argv, bench_args *args) {
         }
         if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--critical-path")) { crit = 1; continue; }
         int used = hm_tool_detect_option(argc, argv, &i, &det, "bench");
         if (used > 0) return used; /* a usage error, already printed */
         if (used == 0) continue;
@@ -257,7 +263,7 @@ static int parse(int argc, char **argv, bench_args *args) {
     src.nthreads = threads;
 
     if (video && !iters_given) iters = 30;
-    *args = (bench_args){src, precision, B, iters, warmup, threads, json, peak, image, video, det};
+    *args = (bench_args){src, precision, B, iters, warmup, threads, json, crit, peak, image, video, det};
     return 0;
 }
 
@@ -290,8 +296,9 @@ static int run(bench_args *args) {
     float *verts = info.has_mano ? malloc((size_t)B * HAMER_N_VERTS * 3 * sizeof *verts) : NULL;
     double *iter_s = malloc((size_t)iters * sizeof *iter_s);
     double *stage_s = malloc((size_t)iters * HAMER_N_STAGES * sizeof *stage_s);
+    double *sim_s = malloc((size_t)iters * HAMER_N_STAGES * HAMER_SIM_THREADS * sizeof *sim_s);
     int rc = 0;
-    if (!st || !crops || !params || (info.has_mano && !verts) || !iter_s || !stage_s) {
+    if (!st || !crops || !params || (info.has_mano && !verts) || !iter_s || !stage_s || !sim_s) {
         rc = hm_tool_fail(1, "%s", st ? "out of memory" : hamer_last_error());
         goto done;
     }
@@ -319,6 +326,21 @@ static int run(bench_args *args) {
         nst = hamer_state_get_profile(st, st_s, stage_names, HAMER_N_STAGES);
         for (int k = 0; k < HAMER_N_STAGES; k++) stage_s[(size_t)k * iters + it] = st_s[k];
     }
+    /* The critical-path model: for each simulated thread count P, the
+     * work cut as for P threads, timed on this run's threads, its tasks
+     * replayed on P (hamer_state_set_profile_sim). */
+    for (int t = 0; args->crit && t < HAMER_SIM_THREADS; t++)
+        for (int it = 0; it < iters; it++) {
+            double sm[HAMER_N_STAGES * HAMER_SIM_THREADS];
+            hamer_state_set_profile_sim(st, 1 << t);
+            if (run_once(st, crops, B, params, verts)) {
+                rc = hm_tool_fail(1, "%s", hamer_last_error());
+                goto done;
+            }
+            hamer_state_get_profile_sim(st, sm, HAMER_N_STAGES);
+            for (int k = 0; k < HAMER_N_STAGES; k++)
+                sim_s[(size_t)(k * HAMER_SIM_THREADS + t) * iters + it] = sm[k * HAMER_SIM_THREADS + t];
+        }
     hamer_state_set_profile(st, 0);
     /* Memory of the timed configuration, before any fp32 reference is loaded. */
     double peak_rss = proc_status_mb("VmHWM"), rss = proc_status_mb("VmRSS");
@@ -372,6 +394,13 @@ static int run(bench_args *args) {
     double fl = flops_per_crop(&info), gflops = fl * B / med / 1e9;
     double stage_ms[HAMER_N_STAGES], stage_sum = 0;
     for (int k = 0; k < nst; k++) stage_sum += stage_ms[k] = 1000.0 * median(stage_s + (size_t)k * iters, iters) / B;
+    /* The model: per stage and thread count, the median over the timed
+     * iterations, ms per crop; the totals add the stages. */
+    double sim_ms[HAMER_N_STAGES][HAMER_SIM_THREADS], sim_tot[HAMER_SIM_THREADS] = {0};
+    for (int k = 0; k < nst; k++)
+        for (int t = 0; t < HAMER_SIM_THREADS; t++)
+            sim_tot[t] += sim_ms[k][t] =
+                1000.0 * median(sim_s + (size_t)(k * HAMER_SIM_THREADS + t) * iters, iters) / B;
     const char *prec_name = precision == HAMER_PRECISION_FP32 ? "fp32" : "fast";
 
     if (json) {
@@ -410,6 +439,22 @@ static int run(bench_args *args) {
         for (int k = 0; k < nst; k++) json_object_set_new(stages, stage_names[k], json_real(stage_ms[k]));
         json_object_set_new(o, "stages", stages);
         json_object_set_new(o, "stages_stat", json_string("median over timed iterations, ms per crop"));
+        if (args->crit) {
+            json_t *cp = json_object(), *th = json_array(), *cs = json_object(), *tot = json_array();
+            for (int t = 0; t < HAMER_SIM_THREADS; t++) {
+                json_array_append_new(th, json_integer(1 << t));
+                json_array_append_new(tot, json_real(sim_tot[t]));
+            }
+            for (int k = 0; k < nst; k++) {
+                json_t *a = json_array();
+                for (int t = 0; t < HAMER_SIM_THREADS; t++) json_array_append_new(a, json_real(sim_ms[k][t]));
+                json_object_set_new(cs, stage_names[k], a);
+            }
+            json_object_set_new(cp, "threads", th);
+            json_object_set_new(cp, "stages", cs);
+            json_object_set_new(cp, "total", tot);
+            json_object_set_new(o, "critical_path_ms", cp);
+        }
         char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!s) {
@@ -445,6 +490,19 @@ static int run(bench_args *args) {
         printf("  %-12s %10.2f %6.1f%%\n", "other", 1000.0 * med / B - stage_sum,
                100.0 * (1000.0 * med / B - stage_sum) / (1000.0 * med / B));
         printf("  (stage times: median over the timed iterations, per crop)\n");
+        if (args->crit) {
+            printf("  critical path, ms per crop, on simulated threads (this run's task durations):\n  %-12s", "stage");
+            for (int t = 0; t < HAMER_SIM_THREADS; t++) printf(" %8d", 1 << t);
+            printf("\n");
+            for (int k = 0; k < nst; k++) {
+                printf("  %-12s", stage_names[k]);
+                for (int t = 0; t < HAMER_SIM_THREADS; t++) printf(" %8.2f", sim_ms[k][t]);
+                printf("\n");
+            }
+            printf("  %-12s", "total");
+            for (int t = 0; t < HAMER_SIM_THREADS; t++) printf(" %8.2f", sim_tot[t]);
+            printf("\n");
+        }
     }
 done:
     free(crops);
@@ -452,6 +510,7 @@ done:
     free(verts);
     free(iter_s);
     free(stage_s);
+    free(sim_s);
     hamer_state_free(st);
     hamer_model_free(model);
     return rc;

@@ -111,6 +111,19 @@ static void cpu_state_free(void *bs) {
 static int cpu_forward(void *bs, const void *crops, int is_u8, int B, float *params) {
     hm_cpu_state *s = bs;
     int rc;
+    /* Profile 2: the pool's runs feed the critical-path model. */
+    if (s->ctl->profile == 2) {
+        if ((rc = hm_pool_sim_start(s->pool, s->ctl->sim_split))) return rc;
+        s->ctl->sim_pool = s->pool;
+    } else if (s->ctl->profile != 2 && s->ctl->sim_pool) {
+        hm_pool_sim_stop(s->pool);
+        s->ctl->sim_pool = NULL;
+    }
+    if (s->ctl->sim_pool) { /* nothing from before this forward */
+        double w, sim[HM_POOL_SIM_N];
+        hm_pool_sim_take(s->pool, &w, sim);
+        s->ctl->sim_cpu = hm_thread_cpu();
+    }
     HM_TIC(s->ctl);
     if (is_u8) {
         if (s->ctl->plain) {
