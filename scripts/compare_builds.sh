@@ -5,6 +5,8 @@
 # commit before the change).
 #
 #   scripts/compare_builds.sh OLD_BUILD NEW_BUILD [FIXTURE_DIR]
+#   PRECISIONS=fp32 scripts/compare_builds.sh ...   (one precision only: a
+#       change that alters fast on purpose must still leave fp32 as it was)
 #
 # Runs, with each build: `hamer regress` on float and uint8 crops of the
 # shared photos (models: the depth-2 and the full-size fixtures; the
@@ -56,7 +58,7 @@ print(json.dumps(strip(json.load(open(sys.argv[1]))), sort_keys=True))' "$1"
 }
 
 for isa in "${isas[@]}"; do
-    for prec in fp32 fast; do
+    for prec in ${PRECISIONS:-fp32 fast}; do
         models=(d2h2)
         [ "$isa" = "$widest" ] && models+=(full)
         for m in "${models[@]}"; do

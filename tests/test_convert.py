@@ -223,9 +223,10 @@ def test_truncated(tmp_path, small):
 
 def test_unsupported_version(tmp_path, small):
     # 1: the format before the head's kv_all followed the model's precision;
-    # 2: the one before the header named the backend; 3: the one before MANO's
-    # PCA pose space; 5: from the future
-    for v in (1, 2, 3, 5):
+    # 2: the one before the header named the backend; 3: the one before
+    # MANO's PCA pose space; 4: the one before fast's attention projection
+    # was int8; 6: from the future
+    for v in (1, 2, 3, 4, 6):
         bad = edited(small["d1h1", "fp32"], tmp_path / f"v{v}.hpk", VERSION_OFFSET, struct.pack("<I", v))
         expect_refusal(tmp_path, bad, f"version {v} is not supported")
 

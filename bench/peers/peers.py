@@ -138,8 +138,11 @@ def _units(precision, version, isa):
         return u
     amx = "int8 on amx tiles" in version
     i8 = "int8 amx tdpbusd" if amx else "int8 dpbusd"
-    u.update(qkv=i8, fc1_gelu=i8, fc2=i8, head=i8 + " (K/V; rest fp32)")
-    if "sensitive matmuls: bf16" in version:
+    rest = "bf16" if "decoder: bf16" in version else "fp32"
+    u.update(qkv=i8, fc1_gelu=i8, fc2=i8, head=i8 + f" (K/V; rest {rest})")
+    if "proj: int8 centred" in version:
+        u["proj"] = i8
+    elif "sensitive matmuls: bf16" in version:
         u["proj"] = "bf16 amx tdpbf16ps" if amx and "amx-bf16" in version else "bf16 dpbf16ps"
     if "fast attention: bf16 on amx tiles" in version:
         u["attention"] = "bf16 amx tdpbf16ps"

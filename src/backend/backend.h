@@ -26,9 +26,11 @@
 
 /* ---- the packed model file's view of a backend's model ---------------------- */
 
-/* How a matrix is packed: always fp32, in the model's precision, or as
- * the backend packs a matmul that low precision hurts most. */
-typedef enum { SLOT_FP32, SLOT_MODEL, SLOT_SENSITIVE } slot_kind;
+/* How a matrix is packed: always fp32, in the model's precision, as the
+ * backend packs a matmul that low precision hurts most (int8 with fine
+ * weights in an int8 model, bf16 in a bf16 one), or, in the fast
+ * precision, bf16 where the CPU has it and fp32 elsewhere. */
+typedef enum { SLOT_FP32, SLOT_MODEL, SLOT_SENSITIVE, SLOT_BF16 } slot_kind;
 
 /* One pass over every array a backend's model owns, in file order
  * (load/model_pack*.c write, bind and free through it). */

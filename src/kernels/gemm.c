@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "kernels/gemm_fp32.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/norm.h"
 
 /* Argument checks shared by every packing entry; zeroes *p. */
 static int pack_args(const char *fn, hm_packed *p, const float *W, int ldw, int N, int K) {
@@ -37,6 +38,14 @@ int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const 
     int rc = pack_args(__func__, p, W, ldw, N, K);
     if (rc) return rc;
     int kind = hm_lowp_sensitive_kind();
+    if (kind < 0) return kind; /* message recorded */
+    return hm_pack_lowp(p, W, ldw, bias, N, K, kind);
+}
+
+int hm_pack_weights_fast_bf16(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K) {
+    int rc = pack_args(__func__, p, W, ldw, N, K);
+    if (rc) return rc;
+    int kind = hm_lowp_bf16_kind();
     if (kind == HM_LOWP_FP32) return hm_pack_fp32(p, W, ldw, bias, N, K);
     if (kind < 0) return kind; /* message recorded */
     return hm_pack_lowp(p, W, ldw, bias, N, K, kind);
@@ -73,11 +82,54 @@ static int hm_gemm_test_fault(void) {
 }
 
 int hm_gemm(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc, hm_epilogue epi) {
+    const hm_gemm_opts o = {.epi = epi};
+    return hm_gemm_ex(pool, M, A, lda, W, C, ldc, &o);
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    int M, K;
+    size_t ldx, ldy;
+    const hm_gemm_opts *o;
+} ln_job;
+
+#define LN_ROWS 16
+
+static void ln_task(void *ctx, int t, int tid) {
+    const ln_job *j = ctx;
+    int r0 = t * LN_ROWS, n = j->M - r0 < LN_ROWS ? j->M - r0 : LN_ROWS;
+    if (j->ldx == (size_t)j->K && j->ldy == (size_t)j->K) {
+        hm_layernorm(j->x + (size_t)r0 * j->K, j->y + (size_t)r0 * j->K, n, j->K, j->o->ln_w, j->o->ln_b, j->o->ln_eps);
+        return;
+    }
+    for (int i = r0; i < r0 + n; i++)
+        hm_layernorm(j->x + (size_t)i * j->ldx, j->y + (size_t)i * j->ldy, 1, j->K, j->o->ln_w, j->o->ln_b, j->o->ln_eps);
+}
+
+int hm_gemm_ex(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+               const hm_gemm_opts *o) {
+    const hm_gemm_opts plain = {.epi = HM_EPI_STORE};
+    if (!o) o = &plain;
     if (M < 1 || !A || !C || !W) return hm_err(HM_E_ARG, "hm_gemm: bad arguments (M=%d)", M);
+    if ((unsigned)o->epi > HM_EPI_ACCUM) return hm_err(HM_E_ARG, "hm_gemm: unknown epilogue %d", (int)o->epi);
+    if (o->ln_w && (!o->ln_b || !o->ln_out || o->ld_ln < W->K))
+        return hm_err(HM_E_ARG, "hm_gemm: a LayerNorm prologue needs its bias and an output buffer of K columns");
+    if (o->center && (o->center < 16 || M % o->center || o->ln_w))
+        return hm_err(HM_E_ARG, "hm_gemm: centering groups of %d rows do not fit (M=%d; >= 16 rows, no LayerNorm)",
+                      o->center, M);
     int rc = hm_gemm_test_fault();
     if (rc) return rc;
-    if (W->prec == HM_PREC_FAST) return hm_gemm_lowp(pool, M, A, lda, W, C, ldc, epi);
-    return hm_gemm_fp32(pool, M, A, lda, W, C, ldc, epi);
+    if (W->prec == HM_PREC_FAST) return hm_gemm_lowp(pool, M, A, lda, W, C, ldc, o);
+    if (o->ln_w) {
+        /* The rows normalised in ld_ln-wide rows, as hm_layernorm writes
+         * them, then the exact product of those. */
+        if (lda < W->K) return hm_err(HM_E_ARG, "hm_gemm: bad arguments (M=%d)", M);
+        ln_job j = {A, o->ln_out, M, W->K, (size_t)lda, (size_t)o->ld_ln, o};
+        hm_pool_run(pool, ln_task, &j, (M + LN_ROWS - 1) / LN_ROWS);
+        return hm_gemm_fp32(pool, M, o->ln_out, o->ld_ln, W, C, ldc, o->epi);
+    }
+    return hm_gemm_fp32(pool, M, A, lda, W, C, ldc, o->epi);
 }
 
 size_t hm_gemm_scratch_bytes(const hm_packed *W, int M) {

@@ -49,12 +49,18 @@ void hm_packed_free(hm_packed *p);
 int hm_pack_weights_prec(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, hm_precision prec);
 /* FAST packing for a matmul whose int8 error the model amplifies (in the
  * ViT: the attention output projection, whose input is mostly a component
- * shared by all tokens, so int8 noise is large against what differs
- * between tokens): bf16 where the CPU has AVX512-BF16, else fp32, never
- * int8. Fails (HM_E_UNSUPPORTED) exactly when hm_pack_weights_prec(FAST)
- * does, so it never turns FAST into something else silently. The result
- * may have prec FP32; hm_gemm handles both. */
+ * shared by all tokens, so the weights' int8 rounding of that component
+ * is an error common to every token): int8 with fine weights (a second
+ * int8 panel of the first one's rounding residue), which a call with
+ * hm_gemm_opts.center uses for each group's mean, where the model's
+ * variant is int8; bf16 where it is bf16. Fails (HM_E_UNSUPPORTED) exactly
+ * when hm_pack_weights_prec(FAST) does. */
 int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
+/* FAST packing in bf16 where the CPU has AVX512-BF16, else fp32 (prec
+ * FP32): for matmuls whose weights stream for a few rows (the decoder's
+ * one-token matmuls), where int8 costs too much accuracy. Fails exactly
+ * when hm_pack_weights_prec(FAST) does. */
+int hm_pack_weights_fast_bf16(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K);
 /* Whether FAST's int8 matmuls run on AMX tiles now (core/cpu.h
  * hm_amx_active, and a build with the AMX kernel); results are the same. */
 int hm_lowp_amx_in_use(void);
@@ -78,8 +84,43 @@ int hm_packed_sizes_for(int N, int K, int isa, int prec, int lp_kind, hm_packed_
  * hm_gemm_scratch_bytes(W, M) (hm_pool_reserve), nothing is allocated. */
 int hm_gemm(hm_pool *pool, int M, const float *A, int lda,
             const hm_packed *W, float *C, int ldc, hm_epilogue epi);
-/* Pool scratch bytes hm_gemm needs for M rows of W (0 for fp32 packings). */
+/* Pool scratch bytes hm_gemm needs for M rows of W (0 for fp32 packings);
+ * also enough for any hm_gemm_ex call of M rows. */
 size_t hm_gemm_scratch_bytes(const hm_packed *W, int M);
+
+/* What hm_gemm_ex does around the product; zero-initialise, then set:
+ *  epi         the epilogue, as hm_gemm's;
+ *  ln_w, ln_b  a LayerNorm prologue: the product takes LN(A row) (weights
+ *              ln_w, ln_b, epsilon ln_eps; hm_layernorm's arithmetic)
+ *              instead of the row. Low-precision packings normalise each
+ *              row inside their activation rounding and write nothing
+ *              else; fp32 packings normalise the rows into ln_out (M rows,
+ *              ld_ln floats apart, required) over the pool first, then
+ *              multiply those: the result is what hm_layernorm then
+ *              hm_gemm give, bit for bit, either way;
+ *  center      int8 packings only (others ignore it): the rows come in
+ *              groups of `center` rows (one crop's tokens; >= 16); each
+ *              group's column mean is taken out of its rows before they
+ *              are quantised, and its product is added back at ~16-bit
+ *              precision (the mean as two int8 rows: its grid and the
+ *              residue). The int8 grid then spans what differs between
+ *              the rows rather than what they share (see gemm_lowp.c);
+ *              results depend on the other rows of the same group, never
+ *              on other groups or the thread count. Not with ln_w. */
+typedef struct {
+    hm_epilogue epi;
+    const float *ln_w, *ln_b;
+    float ln_eps;
+    float *ln_out;
+    int ld_ln;
+    int center;
+} hm_gemm_opts;
+
+/* hm_gemm with the options above (o NULL: plain STORE). Same errors, and
+ * HM_E_ARG for options that do not fit (ln without ln_out on an fp32
+ * packing, center < 16 or with ln, M not a multiple of center). */
+int hm_gemm_ex(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
+               const hm_gemm_opts *o);
 /* Tests: the hm_gemm call after `after` more successful ones fails with
  * `code` (and a message) before touching C; after < 0 disarms. */
 void hm_gemm_test_fail(int after, int code);

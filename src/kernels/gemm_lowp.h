@@ -18,12 +18,25 @@
  * (values are stored in packed model files: never renumber):
  *   HM_LOWP_INT8 / HM_LOWP_BF16            x86 (AVX-512 VNNI / BF16, AMX)
  *   HM_LOWP_INT8_NEON / HM_LOWP_BF16_NEON  AArch64 (SDOT or SMMLA / BFMMLA)
- * A build runs its own architecture's two; hm_lowp_force_kind and
- * HAMER_LOWP speak of int8 / bf16 and mean this build's. */
-typedef enum { HM_LOWP_INT8 = 0, HM_LOWP_BF16 = 1, HM_LOWP_INT8_NEON = 2, HM_LOWP_BF16_NEON = 3 } hm_lowp_kind;
-#define HM_LOWP_KINDS 4
+ *   HM_LOWP_INT8F                          x86 int8 with fine weights: each
+ *       panel followed by a second int8 panel of what the first one's grid
+ *       missed (W ~= s (q + q' / 254)), which only the product of a
+ *       centred GEMM's group means reads (the attention projection's;
+ *       gemm_lowp.c); the rest of its product is plain HM_LOWP_INT8's.
+ * A build runs its own architecture's; hm_lowp_force_kind and HAMER_LOWP
+ * speak of int8 / bf16 and mean this build's (never int8f, a packing of
+ * single matmuls). */
+typedef enum {
+    HM_LOWP_INT8 = 0,
+    HM_LOWP_BF16 = 1,
+    HM_LOWP_INT8_NEON = 2,
+    HM_LOWP_BF16_NEON = 3,
+    HM_LOWP_INT8F = 4
+} hm_lowp_kind;
+#define HM_LOWP_KINDS 5
 /* Whether kind is a bf16 layout (of either architecture), and its name
- * ("int8", "bf16", "int8-neon", "bf16-neon"; "unknown" outside the enum). */
+ * ("int8", "bf16", "int8-neon", "bf16-neon", "int8f"; "unknown" outside the
+ * enum). */
 static inline int hm_lowp_kind_is_bf16(int kind) { return kind == HM_LOWP_BF16 || kind == HM_LOWP_BF16_NEON; }
 const char *hm_lowp_kind_name(int kind);
 
@@ -57,7 +70,8 @@ typedef struct {
     float scale;
     int32_t zero;
     int32_t nout;
-    int32_t pad_;
+    int32_t grp;     /* the row's group under centering (hm_gemm_opts.center),
+                      * set by the driver; the quantisers write 0 */
 } hm_lowp_row;
 
 /* Epilogue of a lowp block: C (=|+=) act(sum + bias). */
@@ -68,6 +82,10 @@ typedef struct {
     const void *next;    /* the panel the next block will read, or NULL
                           * (hm_prefetch_part) */
     size_t next_bytes;
+    const float *shared; /* centering (x86 int8): row i adds shared[(rows[i].grp
+                          * - grp0) * NR + n] after the bias (its group's
+                          * mean through W), or NULL */
+    int grp0;
 } hm_lowp_epi;
 
 /* ---- int8 kernels (gemm_lowp_avx512vnni.c) ----
@@ -164,16 +182,21 @@ void hm_lowp_bf16_block_bfmmla(int m, int nr, int Kp, const uint16_t *A, size_t 
 /* Pack W as low-precision variant `kind` (arguments checked by gemm.c, p
  * zeroed); HM_E_UNSUPPORTED where this CPU or the active ISA cannot run it. */
 int hm_pack_lowp(hm_packed *p, const float *W, int ldw, const float *bias, int N, int K, int kind);
-/* What hm_pack_weights_fast_sensitive packs: HM_LOWP_BF16 with AVX512-BF16,
- * else HM_LOWP_FP32 (exact); a negative code (message recorded) exactly
- * where plain FAST would be refused. */
+/* What hm_pack_weights_fast_sensitive packs: on x86 HM_LOWP_INT8F where the
+ * model's variant is int8, HM_LOWP_BF16 where it is bf16; on AArch64 its
+ * bf16 with the BF16 extension, else HM_LOWP_FP32 (exact); a negative code
+ * (message recorded) exactly where plain FAST would be refused.
+ * What hm_pack_weights_fast_bf16 packs: this build's bf16 where the CPU
+ * has it, else HM_LOWP_FP32; refused likewise. */
 #define HM_LOWP_FP32 (-100)
 int hm_lowp_sensitive_kind(void);
+int hm_lowp_bf16_kind(void);
 
-/* hm_gemm for W->prec == HM_PREC_FAST (hm_gemm forwards here after its
- * argument checks), and the pool scratch it needs for M rows. */
+/* hm_gemm_ex for W->prec == HM_PREC_FAST (hm_gemm and hm_gemm_ex forward
+ * here after their argument checks; o is never NULL), and the pool scratch
+ * it needs for M rows (any options). */
 int hm_gemm_lowp(hm_pool *pool, int M, const float *A, int lda, const hm_packed *W, float *C, int ldc,
-                 hm_epilogue epi);
+                 const hm_gemm_opts *o);
 size_t hm_lowp_scratch_bytes(const hm_packed *W, int M);
 
 /* Variant that hm_pack_weights_prec(FAST) packs: the environment variable

@@ -16,8 +16,9 @@
 #include "model/model.h"
 
 #define PACK_MAGIC "HAMERPK"     /* + NUL: 8 bytes */
-#define PACK_VERSION 4u   /* 2: the head's kv_all in the model's precision; 3: the backend's name; 4: MANO's PCA
-                             pose space */
+#define PACK_VERSION 5u   /* 2: the head's kv_all in the model's precision; 3: the backend's name; 4: MANO's PCA
+                             pose space; 5: fast's attention projection int8 with fine weights (was bf16),
+                             its decoder's one-token matmuls bf16 (were fp32) */
 #define PACK_ALIGN 64
 
 typedef struct {

@@ -105,7 +105,10 @@ static int bind_matrix(hm_visitor *v, const char *name, hm_packed *p, int N, int
     int ok = r.prec == HM_PREC_FP32 || r.prec == HM_PREC_FAST;
     if (kind == SLOT_FP32 || h->precision == HM_PREC_FP32) ok = ok && r.prec == HM_PREC_FP32;
     else if (kind == SLOT_MODEL) ok = ok && r.prec == HM_PREC_FAST && r.lowp_kind == h->lowp_kind;
-    else ok = ok && (r.prec == HM_PREC_FP32 || hm_lowp_kind_is_bf16(r.lowp_kind));
+    else if (kind == SLOT_SENSITIVE && h->lowp_kind == HM_LOWP_INT8) /* x86 int8: int8 with fine weights */
+        ok = ok && r.prec == HM_PREC_FAST && r.lowp_kind == HM_LOWP_INT8F;
+    else /* the other sensitive matmuls and SLOT_BF16: bf16 where the CPU has it, else fp32 */
+        ok = ok && (r.prec == HM_PREC_FP32 || hm_lowp_kind_is_bf16(r.lowp_kind));
     if (!ok)
         return hm_err(HM_E_FORMAT, "%s: matrix '%s' has precision %d / low-precision kind %d, not what a %s model packs there",
                       bv->src, name, r.prec, r.lowp_kind, prec_name(h->precision));

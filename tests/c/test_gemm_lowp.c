@@ -158,6 +158,7 @@ typedef struct {
 
 static hm_pool *pools[4]; /* NULL, 1, 2, 3 threads */
 static int pack_sensitive;  /* run_case packs with hm_pack_weights_fast_sensitive */
+static int pack_fast_bf16;  /* run_case packs with hm_pack_weights_fast_bf16 */
 
 /* Run one case under the active lowp kind; returns the worst errors. */
 static errs run_case(const tcase *t, double bound_rms, double bound_max, const char *tag) {
@@ -181,9 +182,10 @@ static errs run_case(const tcase *t, double bound_rms, double bound_max, const c
     norm = sqrt(norm / ((double)M * N)) + 1e-30;
 
     hm_packed P;
-    int rc = pack_sensitive ? hm_pack_weights_fast_sensitive(&P, W, lda, t->withb ? b : NULL, N, K)
+    int rc = pack_sensitive   ? hm_pack_weights_fast_sensitive(&P, W, lda, t->withb ? b : NULL, N, K)
+             : pack_fast_bf16 ? hm_pack_weights_fast_bf16(&P, W, lda, t->withb ? b : NULL, N, K)
                             : hm_pack_weights_prec(&P, W, lda, t->withb ? b : NULL, N, K, HM_PREC_FAST);
-    CHECK(rc == HM_OK && (P.prec == HM_PREC_FAST || pack_sensitive), "%s pack M=%d N=%d K=%d: rc=%d %s", tag, M,
+    CHECK(rc == HM_OK && (P.prec == HM_PREC_FAST || pack_sensitive || pack_fast_bf16), "%s pack M=%d N=%d K=%d: rc=%d %s", tag, M,
           N, K, rc, hm_errmsg());
     if (rc == HM_OK) {
         for (int epi = HM_EPI_STORE; epi <= HM_EPI_ACCUM; epi++) {
@@ -370,44 +372,82 @@ static void test_concurrent_callers(void) {
 
 /* ---- sensitive matmuls ------------------------------------------------- */
 
-/* hm_pack_weights_fast_sensitive: bf16 where the CPU has it (bf16 error
- * bounds), else fp32 (then exact to fp32 rounding); refused exactly when
- * FAST is. */
+/* hm_pack_weights_fast_sensitive: on x86 int8 with fine weights
+ * (HM_LOWP_INT8F: without centering its product is plain int8's, so
+ * int8's bounds; the centred product is tests/c/test_gemm_ex.c's), with or
+ * without BF16, and bf16 in a bf16 model; on AArch64 bf16 where the CPU has
+ * it, else fp32 (then exact to fp32 rounding). Refused exactly when FAST
+ * is. hm_pack_weights_fast_bf16 (the decoder's one-token matmuls): bf16
+ * with BF16 (bf16 bounds on a decoder shape, 3 rows), fp32 without. */
 static void test_sensitive(int have_vnni, int have_bf16) {
     float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     hm_packed P;
+#if defined(__aarch64__)
+    const int fine = 0;
+#else
+    const int fine = 1;
+#endif
     if (have_vnni) {
         tcase proj = {192, 1280, 1280, 0, 0, ACT_LN_PLAIN, 1}, odd = {13, 65, 130, 2, 3, ACT_GELU, 1};
         pack_sensitive = 1;
-        double bound = have_bf16 ? 4e-3 : 1e-5;
-        errs e = run_case(&proj, bound, 10 * bound, "sensitive");
-        run_case(&odd, bound, 10 * bound, "sensitive");
+        double bound = fine ? 2e-2 : have_bf16 ? 4e-3 : 1e-5, bmax = fine ? 1.2e-1 : 10 * bound;
+        errs e = run_case(&proj, bound, bmax, "sensitive");
+        run_case(&odd, bound, bmax, "sensitive");
         pack_sensitive = 0;
         printf("sensitive (%s) proj [192,1280]x[1280,1280]: rms err %.4f  max err %.4f\n",
-               have_bf16 ? "bf16" : "fp32", e.rms, e.max);
-        const char *want = have_bf16 ? "sensitive matmuls: bf16" : "sensitive matmuls: fp32";
+               fine ? "int8f" : have_bf16 ? "bf16" : "fp32", e.rms, e.max);
+        const char *want = fine ? "proj: int8 centred" : have_bf16 ? "sensitive matmuls: bf16" : "sensitive matmuls: fp32";
         CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), want) != NULL, "scheme '%s' must say '%s'",
               hm_precision_scheme(HM_PREC_FAST), want);
         int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
-        CHECK(rc == HM_OK && P.prec == (have_bf16 ? HM_PREC_FAST : HM_PREC_FP32), "sensitive pack: rc=%d prec=%d",
-              rc, P.prec);
+        CHECK(rc == HM_OK && (fine ? hm_lowp_packed_kind(&P) == HM_LOWP_INT8F : P.prec == (have_bf16 ? HM_PREC_FAST : HM_PREC_FP32)),
+              "sensitive pack: rc=%d prec=%d kind %d", rc, P.prec, hm_lowp_packed_kind(&P));
         hm_packed_free(&P);
+        rc = hm_pack_weights_fast_bf16(&P, w, 4, NULL, 2, 4);
+        CHECK(rc == HM_OK && P.prec == (have_bf16 ? HM_PREC_FAST : HM_PREC_FP32) &&
+                  (!have_bf16 || hm_lowp_kind_is_bf16(hm_lowp_packed_kind(&P))),
+              "fast_bf16 pack: rc=%d prec=%d", rc, P.prec);
+        hm_packed_free(&P);
+        tcase dec = {3, 1024, 1024, 0, 0, ACT_LN_PLAIN, 1};
+        pack_fast_bf16 = 1;
+        run_case(&dec, have_bf16 ? 4e-3 : 1e-5, have_bf16 ? 3e-2 : 1e-4, "fast_bf16");
+        pack_fast_bf16 = 0;
     }
     if (have_vnni && have_bf16) {
-        /* VNNI without BF16 (Ice Lake, Cascade Lake), simulated: fp32. */
+        /* VNNI without BF16 (Ice Lake, Cascade Lake), simulated: the
+         * sensitive matmuls as before on x86 (int8f needs no BF16), fp32 on
+         * AArch64; the decoder's fp32. */
         hm_cpu_test_hide(BF16_BIT);
-        tcase proj = {37, 130, 300, 1, 1, ACT_LN, 1};
-        pack_sensitive = 1;
-        run_case(&proj, 1e-5, 1e-4, "sensitive-fp32");
-        pack_sensitive = 0;
+        if (!fine) {
+            tcase proj = {37, 130, 300, 1, 1, ACT_LN, 1};
+            pack_sensitive = 1;
+            run_case(&proj, 1e-5, 1e-4, "sensitive-fp32");
+            pack_sensitive = 0;
+        }
         int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
-        CHECK(rc == HM_OK && P.prec == HM_PREC_FP32 && P.w, "sensitive pack without BF16 must be fp32");
+        CHECK(rc == HM_OK && (fine ? hm_lowp_packed_kind(&P) == HM_LOWP_INT8F : P.prec == HM_PREC_FP32 && P.w != NULL),
+              "sensitive pack without BF16: %s", fine ? "int8f" : "fp32");
         hm_packed_free(&P);
-        CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), "sensitive matmuls: fp32") != NULL, "scheme '%s'",
-              hm_precision_scheme(HM_PREC_FAST));
+        rc = hm_pack_weights_fast_bf16(&P, w, 4, NULL, 2, 4);
+        CHECK(rc == HM_OK && P.prec == HM_PREC_FP32 && P.w, "fast_bf16 pack without BF16 must be fp32");
+        hm_packed_free(&P);
+        const char *want = fine ? "decoder: fp32" : "sensitive matmuls: fp32";
+        CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), want) != NULL, "scheme '%s'", hm_precision_scheme(HM_PREC_FAST));
         rc = hm_pack_weights_prec(&P, w, 4, NULL, 2, 4, HM_PREC_FAST);
         CHECK(rc == HM_OK && P.prec == HM_PREC_FAST, "int8 FAST needs no BF16");
         hm_packed_free(&P);
+        hm_cpu_test_hide(0);
+        if (fine) {
+            CHECK(strstr(hm_precision_scheme(HM_PREC_FAST), "decoder: bf16") != NULL, "scheme '%s'",
+                  hm_precision_scheme(HM_PREC_FAST));
+            /* A bf16 model's sensitive matmuls are bf16. */
+            hm_lowp_force_kind(HM_LOWP_BF16);
+            rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);
+            CHECK(rc == HM_OK && hm_lowp_packed_kind(&P) == HM_LOWP_BF16, "sensitive pack in a bf16 model: bf16");
+            hm_packed_free(&P);
+            hm_lowp_force_kind(HM_LOWP_INT8);
+            CHECK(hm_lowp_force_kind(HM_LOWP_INT8F) == HM_E_ARG, "int8f is no model variant");
+        }
     }
     hm_cpu_test_hide(INT8_BIT);
     int rc = hm_pack_weights_fast_sensitive(&P, w, 4, NULL, 2, 4);

@@ -144,6 +144,7 @@ static void shrink(blob c, int i) { wr64(entry(c, i) + E_BYTES, rd64(entry(c, i)
 static void rename_section(blob c, int i) { entry(c, i)[0] ^= 0x20; }
 static void matrix_prec(blob c, int rec) { wr32(c.p + rd64(entry(c, 0) + E_OFFSET) + 80 * rec + 56, 1); }
 static void lp_header(blob c, int i) { wr32(c.p + rd64(entry(c, i) + E_OFFSET) + 4, 16); }
+static void lp_kind(blob c, int i) { wr32(c.p + rd64(entry(c, i) + E_OFFSET), HM_LOWP_INT8); }
 static void int_at(blob c, int i) { wr32(c.p + rd64(entry(c, i & 0xffff) + E_OFFSET) + 4 * (i >> 16), 9999); }
 
 static void test_fp32(void) {
@@ -179,11 +180,13 @@ static void test_fp32(void) {
     CHECK(edited(b, set_magic, 'X', 0, 0, "bad magic"));
     /* the format before the head's kv_all followed the model's precision,
      * the one before the header named the backend, the one before MANO's PCA
-     * space, and one from the future */
+     * space, the one before fast's attention projection was int8, and one
+     * from the future */
     CHECK(edited(b, set_version, 1, 0, 0, "version 1 is not supported"));
     CHECK(edited(b, set_version, 2, 0, 0, "version 2 is not supported"));
     CHECK(edited(b, set_version, 3, 0, 0, "version 3 is not supported"));
-    CHECK(edited(b, set_version, 5, 0, 0, "version 5 is not supported"));
+    CHECK(edited(b, set_version, 4, 0, 0, "version 4 is not supported"));
+    CHECK(edited(b, set_version, 6, 0, 0, "version 6 is not supported"));
     CHECK(edited(b, set_precision, 7, 0, 0, "precision 7"));
     CHECK(edited(b, set_isa, 4, 0, 0, "layout ISA 4"));
     CHECK(edited(b, set_scheme, 0, 0, 0, "scheme"));
@@ -270,7 +273,12 @@ static void test_fast(void) {
     hm_model *p = NULL;
     CHECK(hm_model_from_packed_mem(b.p, b.n, "t.hpk", &(hm_load_opts){.precision = HM_PREC_FAST}, &p) == HM_OK);
     CHECK(p && !p->has_mano && ((hm_cpu_model *)p->bm)->blocks[0].qkv.prec == HM_PREC_FAST);
+    /* the attention projection: int8 with fine weights */
+    CHECK(p && hm_lowp_packed_kind(&((hm_cpu_model *)p->bm)->blocks[0].proj) == HM_LOWP_INT8F);
     hm_model_free(p);
+    int proj = find_section(b, "blocks.0.proj.lp");
+    CHECK(proj > 0);
+    CHECK(edited(b, lp_kind, proj, 0, HM_PREC_FAST, "low-precision block header"));
     CHECK(refused(b, 1, HM_PREC_FP32, "packed in precision fast but fp32 was requested"));
     int qkv = find_section(b, "blocks.0.qkv.lp");
     CHECK(qkv > 0);

@@ -45,18 +45,18 @@ int hm_cpu_visit(hm_cpu_model *m, const hm_config *c, hm_visitor *v) {
         hm_head_layer *H = &m->layers[l];
         ARR(H->sa_norm_w, c->hdim * F, "layers.%d.sa_norm_w", l);
         ARR(H->sa_norm_b, c->hdim * F, "layers.%d.sa_norm_b", l);
-        MAT(&H->sa_v, c->hinner, c->hdim, 0, SLOT_FP32, "layers.%d.sa_v", l);
-        MAT(&H->sa_out, c->hdim, c->hinner, 1, SLOT_FP32, "layers.%d.sa_out", l);
+        MAT(&H->sa_v, c->hinner, c->hdim, 0, SLOT_BF16, "layers.%d.sa_v", l);
+        MAT(&H->sa_out, c->hdim, c->hinner, 1, SLOT_BF16, "layers.%d.sa_out", l);
         ARR(H->sa_qkv_full, (size_t)3 * c->hinner * c->hdim * F, "layers.%d.sa_qkv_full", l);
         ARR(H->ca_norm_w, c->hdim * F, "layers.%d.ca_norm_w", l);
         ARR(H->ca_norm_b, c->hdim * F, "layers.%d.ca_norm_b", l);
-        MAT(&H->ca_q, c->hinner, c->hdim, 0, SLOT_FP32, "layers.%d.ca_q", l);
-        MAT(&H->ca_out, c->hdim, c->hinner, 1, SLOT_FP32, "layers.%d.ca_out", l);
+        MAT(&H->ca_q, c->hinner, c->hdim, 0, SLOT_BF16, "layers.%d.ca_q", l);
+        MAT(&H->ca_out, c->hdim, c->hinner, 1, SLOT_BF16, "layers.%d.ca_out", l);
         MAT(&H->ca_kv, 2 * c->hinner, c->dim, 0, SLOT_FP32, "layers.%d.ca_kv", l);
         ARR(H->ff_norm_w, c->hdim * F, "layers.%d.ff_norm_w", l);
         ARR(H->ff_norm_b, c->hdim * F, "layers.%d.ff_norm_b", l);
-        MAT(&H->ff1, c->hmlp, c->hdim, 1, SLOT_FP32, "layers.%d.ff1", l);
-        MAT(&H->ff2, c->hdim, c->hmlp, 1, SLOT_FP32, "layers.%d.ff2", l);
+        MAT(&H->ff1, c->hmlp, c->hdim, 1, SLOT_BF16, "layers.%d.ff1", l);
+        MAT(&H->ff2, c->hdim, c->hmlp, 1, SLOT_BF16, "layers.%d.ff2", l);
     }
     MAT(&m->decpose, HM_NJ * 6, c->hdim, 1, SLOT_FP32, "decpose");
     MAT(&m->decshape, HM_NB, c->hdim, 1, SLOT_FP32, "decshape");

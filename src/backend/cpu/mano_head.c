@@ -79,21 +79,25 @@ int hm_head_forward(hm_cpu_state *s, int B, float *params) {
     for (int l = 0; l < c->hdepth; l++) {
         const hm_head_layer *L = &m->layers[l];
         int first = l == 0 && !s->ctl->plain;
+        /* The LayerNorms are their matmul's prologue (kernels/gemm.h; s->hh
+         * holds the normalised rows where a packing needs them written). */
+        hm_gemm_opts o = {.epi = HM_EPI_STORE, .ln_w = L->sa_norm_w, .ln_b = L->sa_norm_b, .ln_eps = LN_EPS,
+                          .ln_out = s->hh, .ld_ln = d};
         if (!first) {
-            hm_layernorm(s->hx, s->hh, B, d, L->sa_norm_w, L->sa_norm_b, LN_EPS);
             if (s->ctl->plain) {
+                hm_layernorm(s->hx, s->hh, B, d, L->sa_norm_w, L->sa_norm_b, LN_EPS);
                 sa_plain(s, L, B);
                 if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM))) return rc;
             } else {
-                if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->sa_v, s->ha, in, HM_EPI_STORE))) return rc;
+                if ((rc = hm_gemm_ex(s->pool, B, s->hx, d, &L->sa_v, s->ha, in, &o))) return rc;
                 if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->sa_out, s->hx, d, HM_EPI_ACCUM))) return rc;
             }
         }
         if (first) {
             for (int b = 0; b < B; b++) memcpy(s->hq + (size_t)b * in, m->q1, in * sizeof(float));
         } else {
-            hm_layernorm(s->hx, s->hh, B, d, L->ca_norm_w, L->ca_norm_b, LN_EPS);
-            if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->ca_q, s->hq, in, HM_EPI_STORE))) return rc;
+            o.ln_w = L->ca_norm_w, o.ln_b = L->ca_norm_b;
+            if ((rc = hm_gemm_ex(s->pool, B, s->hx, d, &L->ca_q, s->hq, in, &o))) return rc;
         }
         if (s->ctl->plain) {
             if ((rc = hm_gemm(s->pool, T, s->x, c->dim, &L->ca_kv, s->hkv1, 2 * in, HM_EPI_STORE))) return rc;
@@ -105,8 +109,8 @@ int hm_head_forward(hm_cpu_state *s, int B, float *params) {
         hm_pool_run(s->pool, ca_task, &cj, B * c->hheads);
         if ((rc = hm_gemm(s->pool, B, s->ha, in, &L->ca_out, s->hx, d, HM_EPI_ACCUM))) return rc;
 
-        hm_layernorm(s->hx, s->hh, B, d, L->ff_norm_w, L->ff_norm_b, LN_EPS);
-        if ((rc = hm_gemm(s->pool, B, s->hh, d, &L->ff1, s->hf, c->hmlp, HM_EPI_GELU))) return rc;
+        o.epi = HM_EPI_GELU, o.ln_w = L->ff_norm_w, o.ln_b = L->ff_norm_b;
+        if ((rc = hm_gemm_ex(s->pool, B, s->hx, d, &L->ff1, s->hf, c->hmlp, &o))) return rc;
         if ((rc = hm_gemm(s->pool, B, s->hf, c->hmlp, &L->ff2, s->hx, d, HM_EPI_ACCUM))) return rc;
     }
 

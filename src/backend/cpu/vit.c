@@ -3,7 +3,8 @@
  *   x += proj(attn(LN1(x)))       attn: 16 heads of 80, softmax(q k^T / sqrt 80) v
  *   x += fc2(GELU(fc1(LN2(x))))   exact erf GELU, fused into fc1's epilogue
  *
- * The residual adds are fused into the proj and fc2 GEMM epilogues. The
+ * The residual adds are fused into the proj and fc2 GEMM epilogues, LN1
+ * and LN2 into the qkv and fc1 GEMMs' prologues. The
  * output (192 tokens x dim per crop, after last_norm) is left in s->x: it is
  * the context the MANO head cross-attends to.
  */
@@ -69,18 +70,25 @@ int hm_vit_forward(hm_cpu_state *s, int B) {
     for (int l = 0; l < c->depth; l++) {
         const hm_vit_block *bl = &m->blocks[l];
         if (hm_ctl_cancelled(s->ctl)) return HM_E_CANCELLED;
-        layernorm_par(s, s->x, s->h, T, c->dim, bl->norm1_w, bl->norm1_b, 1e-6f);
-        HM_TOC(s->ctl, HM_ST_NORM);
-        if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->qkv, s->qkv, 3 * c->dim, HM_EPI_STORE))) return rc;
+        /* LN1 and LN2 are qkv's and fc1's prologue (kernels/gemm.h): inside
+         * the low-precision GEMMs' activation rounding, or into s->h first
+         * for fp32 packings; their time is the GEMM's stage's. */
+        hm_gemm_opts o = {.epi = HM_EPI_STORE, .ln_w = bl->norm1_w, .ln_b = bl->norm1_b, .ln_eps = 1e-6f,
+                          .ln_out = s->h, .ld_ln = c->dim};
+        if ((rc = hm_gemm_ex(s->pool, T, s->x, c->dim, &bl->qkv, s->qkv, 3 * c->dim, &o))) return rc;
         HM_TOC(s->ctl, HM_ST_QKV);
         attn_job aj = {s, B, mode};
         hm_pool_run(s->pool, attn_task, &aj, B * c->heads);
         HM_TOC(s->ctl, HM_ST_ATTN);
-        if ((rc = hm_gemm(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, HM_EPI_ACCUM))) return rc;
+        /* The residual add is proj's and fc2's epilogue. An int8 proj takes
+         * each crop's mean token out of its input (kernels/gemm.h: center):
+         * attention outputs share most of their content across tokens. */
+        o = (hm_gemm_opts){.epi = HM_EPI_ACCUM, .center = c->ntok};
+        if ((rc = hm_gemm_ex(s->pool, T, s->att, c->dim, &bl->proj, s->x, c->dim, &o))) return rc;
         HM_TOC(s->ctl, HM_ST_PROJ);
-        layernorm_par(s, s->x, s->h, T, c->dim, bl->norm2_w, bl->norm2_b, 1e-6f);
-        HM_TOC(s->ctl, HM_ST_NORM);
-        if ((rc = hm_gemm(s->pool, T, s->h, c->dim, &bl->fc1, s->mlp, s->mlp_ld, HM_EPI_GELU))) return rc;
+        o = (hm_gemm_opts){.epi = HM_EPI_GELU, .ln_w = bl->norm2_w, .ln_b = bl->norm2_b, .ln_eps = 1e-6f,
+                           .ln_out = s->h, .ld_ln = c->dim};
+        if ((rc = hm_gemm_ex(s->pool, T, s->x, c->dim, &bl->fc1, s->mlp, s->mlp_ld, &o))) return rc;
         HM_TOC(s->ctl, HM_ST_FC1);
         if ((rc = hm_gemm(s->pool, T, s->mlp, s->mlp_ld, &bl->fc2, s->x, c->dim, HM_EPI_ACCUM))) return rc;
         HM_TOC(s->ctl, HM_ST_FC2);

@@ -49,7 +49,7 @@ void hm_lowp_quant_row_neon(const float *x, int K, int Kp, uint8_t *q, hm_lowp_r
         r->scale = __builtin_nanf("");
         r->zero = 0;
         r->nout = 0;
-        r->pad_ = 0;
+        r->grp = 0;
         return;
     }
     const float thr = HM_LOWP_TAU * total / (float)K;
@@ -110,7 +110,7 @@ void hm_lowp_quant_row_neon(const float *x, int K, int Kp, uint8_t *q, hm_lowp_r
     r->scale = scale;
     r->zero = z;
     r->nout = h.n;
-    r->pad_ = 0;
+    r->grp = 0;
 }
 
 void hm_lowp_i8_epi_neon(int mr, int nr, const int32_t *sums, const hm_lowp_row *rows, const int32_t *oidx,

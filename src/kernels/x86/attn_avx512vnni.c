@@ -15,8 +15,9 @@
  * running maxima), weights and output are done before the next 4, so the
  * scores never leave L1. q, k and v are read once per head, their rows
  * (3 x dim floats apart in the model: L3, not L2) prefetched ahead of the
- * packing. On Zen 4 the dot products are 92 % of the head's instructions
- * on the FMA pipes (tests/c/tool_attn time; docs/benchmarks.md).
+ * packing. One 192 x 80 head on AMD EPYC Zen 4 (tests/c/tool_attn time,
+ * thread CPU time): 63 us, of which the dot products 52 (scores 26.5, output
+ * 25.5: at the unit's rate), the weights 4.8 and the packing 5.6.
  */
 #include <immintrin.h>
 #include <stdint.h>

@@ -54,7 +54,7 @@ void hm_lowp_quant_row_avx512vnni(const float *x, int K, int Kp, uint8_t *q, hm_
         r->scale = __builtin_nanf("");
         r->zero = 0;
         r->nout = 0;
-        r->pad_ = 0;
+        r->grp = 0;
         return;
     }
     float thr = HM_LOWP_TAU * total / (float)K;
@@ -116,7 +116,7 @@ void hm_lowp_quant_row_avx512vnni(const float *x, int K, int Kp, uint8_t *q, hm_
     r->scale = scale;
     r->zero = z;
     r->nout = h.n;
-    r->pad_ = 0;
+    r->grp = 0;
 }
 
 /* ---- int8: micro-kernel ----------------------------------------------- */
@@ -157,10 +157,14 @@ HM_UNROLL(4)
             }
         }
         float *c = C + (size_t)i * ldc;
+        /* Centering: the group mean's product (computed like this one,
+         * from its two int8 rows), added after the bias. */
+        const float *sh = e->shared ? e->shared + (size_t)(r->grp - e->grp0) * I8_NR : NULL;
 HM_UNROLL(4)
         for (int g = 0; g < I8_NV; g++) {
             __m512 ws = _mm512_loadu_ps(sw + g * 16);
             f[g] = e->bias ? _mm512_fmadd_ps(f[g], ws, _mm512_loadu_ps(e->bias + g * 16)) : _mm512_mul_ps(f[g], ws);
+            if (sh) f[g] = _mm512_add_ps(f[g], _mm512_loadu_ps(sh + g * 16));
             if (e->accum) f[g] = _mm512_add_ps(f[g], _mm512_maskz_loadu_ps(mk[g], c + g * 16));
             _mm512_mask_storeu_ps(c + g * 16, mk[g], f[g]);
         }
