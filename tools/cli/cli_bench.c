@@ -289,6 +289,11 @@ static int run(bench_args *args) {
     }
     hamer_model_info info;
     hamer_model_get_info(model, &info);
+    /* The device name is the model's: a fast run frees its model before the
+     * fp32 reference, and the report comes after. */
+    char device[64];
+    snprintf(device, sizeof device, "%s", info.device ? info.device : "cpu");
+    info.device = device;
     hamer_state *st = hamer_state_new(model, B, threads);
     size_t ncrop = (size_t)B * 3 * HAMER_CROP_H * HAMER_CROP_W;
     float *crops = malloc(ncrop * sizeof *crops);
