@@ -760,6 +760,164 @@ HAMER_API int hamer_tracker_get_results(const hamer_tracker *tracker, const hame
 HAMER_API char *hamer_tracker_frame_json(const hamer_tracker *tracker, long long frame, int with_vertices,
                                          double decode_ms);
 
+/* ---- Live: frame sources, and hands at camera pace ----
+ *
+ * A frame source is anything that delivers frames one after another: a
+ * camera, a network stream, a file played at its own pace, a browser
+ * sending its webcam's frames. It is a context and callbacks, so a program
+ * can bring its own (as a VFS brings files to sqlite):
+ *   read   the next frame into *frame: 1, 0 at the end, or a negative
+ *          hamer_status with the message set (hamer_last_error on the
+ *          reading thread); blocks until a frame comes. The frame's pixels
+ *          stay valid until the next read or close. Frames that came while
+ *          nobody read are the source's to drop (the newest wins), counted
+ *          in frame->dropped.
+ *   stop   (may be NULL) makes a blocked read, and every later one, return
+ *          0 soon; callable from any thread, also while read runs.
+ *   close  frees the source (after the last read has returned).
+ * hamer_capture_open makes one on FFmpeg; hamer_live_run reads one. */
+
+typedef struct {
+    const uint8_t *rgb;     /* width x height x 3, RGB */
+    int width, height;
+    long long index;        /* 0, 1, 2, ...: the frames this source delivered */
+    double time_s;          /* the frame's time in its stream, seconds (increasing) */
+    double capture_s;       /* when the source had the frame, on hamer_clock's clock */
+    long long dropped;      /* frames the source replaced unread so far (newest wins) */
+} hamer_source_frame;
+
+typedef struct hamer_frame_source {
+    void *ctx;
+    int (*read)(void *ctx, hamer_source_frame *frame);
+    void (*stop)(void *ctx);
+    void (*close)(void *ctx);
+} hamer_frame_source;
+
+/* Seconds on the library's monotonic clock (CLOCK_MONOTONIC): the clock of
+ * capture_s and of the latencies the live records state. */
+HAMER_API double hamer_clock(void);
+
+/* When a capture publishes its frames. */
+typedef enum {
+    HAMER_PACE_AUTO = 0,    /* a file at its timestamps (as a camera would deliver it); a device or a
+                               network stream as it delivers */
+    HAMER_PACE_ON = 1,      /* every input at its timestamps */
+    HAMER_PACE_OFF = 2      /* as fast as it decodes */
+} hamer_pace;
+
+typedef struct {
+    const char *format;     /* FFmpeg input format: "v4l2" (a camera), "lavfi", ...; NULL: from the URL */
+    const char *options;    /* the input's options, "key=value" pairs joined by ':'
+                               ("video_size=640x480:framerate=30"); NULL: none. An option the
+                               input does not take is an error */
+    hamer_pace pace;        /* default HAMER_PACE_AUTO */
+    int threads;            /* decoder threads 0..64 (0: FFmpeg's choice); default 1 */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_capture_default_params) */
+} hamer_capture_params;
+
+HAMER_API hamer_capture_params hamer_capture_default_params(void);
+/* A frame source on FFmpeg (libavdevice and libavformat): url is a device
+ * (/dev/video0 with format "v4l2"), a stream (rtsp://, udp://, http://) or a
+ * file. A thread of its own reads and decodes as the input delivers and
+ * keeps only the newest frame (three buffers, allocated here); frames must
+ * keep the first one's size (at most 100 megapixels, also enforced inside
+ * the decoder). On error a negative code with the message, *out zeroed.
+ * HAMER_E_UNSUPPORTED in a build without FFmpeg. */
+HAMER_API int hamer_capture_open(const char *url, const hamer_capture_params *params, hamer_frame_source *out);
+
+/* hamer_live: a frame source's hands at its pace. Three stages, each on a
+ * thread of its own, hand frames on through one-frame slots where the
+ * newest wins: the capture reads the source; the tracker
+ * (hamer_tracker_push: detection and landmarks) takes the newest captured
+ * frame; the regressor (when a state is given) takes the newest tracked
+ * frame whenever it is free, regresses its hands as one batch and smooths
+ * them per track (the tracker's One Euro and betas options). A frame
+ * replaced in a slot before the next stage took it is dropped and counted;
+ * nothing else waits anywhere, so nothing grows when a stage is slower
+ * than the source: at most five frames exist at once (the capture's, the
+ * tracker's, the regressor's and the two slots'). Every frame buffer, the
+ * tracks and the hands are allocated by hamer_live_new and at the first
+ * frame (again only if the frame size changes). */
+typedef struct hamer_live hamer_live;
+
+typedef struct {
+    hamer_tracker_params tracker;   /* hamer_tracker_default_params() */
+    hamer_predict_params predict;   /* hamer_predict_default_params() */
+    bool every_frame;               /* also a record for each tracked frame the regressor did not take
+                                       (regressed 0: tracks, boxes, landmarks); default false */
+    uint8_t reserved[HAMER_PARAMS_RESERVED]; /* zero (hamer_live_default_params) */
+} hamer_live_params;
+
+/* One record: a regressed frame, or (every_frame, or without a state) a
+ * tracked one. Pointers are the engine's, valid during the callback. */
+typedef struct {
+    long long frame;                /* the source's index of the frame */
+    double time_s;                  /* its stream time */
+    double capture_s;               /* when the source had it (hamer_clock) */
+    double latency_ms;              /* from capture_s to this record */
+    int width, height;
+    int regressed;                  /* 1: hands regressed; 0: tracked only */
+    int n;                          /* tracks (and hands) */
+    const hamer_track *tracks;
+    const hamer_hand *raw;          /* regressed: the hands as regressed, else NULL */
+    const hamer_hand *hands;        /* regressed: smoothed (raw without smoothing), else NULL */
+    hamer_track_stats stats;        /* the tracker's and (regressed) the regression's times */
+    /* totals since the run started, this record's frame included */
+    long long captured;             /* frames read from the source */
+    long long tracked;              /* frames the tracker took */
+    long long regressed_frames;     /* frames regressed */
+    long long dropped_source;       /* replaced in the source before it was read */
+    long long dropped_track;        /* captured, replaced before the tracker was free */
+    long long dropped_regress;      /* tracked, replaced before the regressor was free */
+    int waiting_max;                /* the most frames waiting in the two slots at once (at most 2) */
+    uint8_t reserved[HAMER_PARAMS_RESERVED];
+} hamer_live_record;
+
+/* Called for every record, never for two at once (the tracker's thread
+ * for tracked-only records, the calling thread for regressed ones);
+ * non-zero stops the run. */
+typedef int (*hamer_live_fn)(void *user, const hamer_live_record *record);
+
+/* Totals of a run: hamer_live_record's counters (a frame a stop left in a
+ * slot counts as dropped there, so captured = tracked + dropped_track and,
+ * with a state, tracked = regressed_frames + dropped_regress), the records
+ * written, the latency (median, 90th percentile, maximum, ms; 0.25 ms bins)
+ * of the records with regressed hands (of every record without a state)
+ * and of the tracked-only ones (every_frame), and the run's seconds. */
+typedef struct {
+    long long captured, tracked, regressed_frames, dropped_source, dropped_track, dropped_regress, records;
+    int waiting_max;
+    double latency_p50_ms, latency_p90_ms, latency_max_ms;
+    double track_latency_p50_ms, track_latency_p90_ms, track_latency_max_ms;
+    double seconds;
+    uint8_t reserved[HAMER_PARAMS_RESERVED];
+} hamer_live_stats;
+
+HAMER_API hamer_live_params hamer_live_default_params(void);
+/* An engine on detector (required) and state (NULL: track only), with
+ * n_threads worker threads for the tracker (0: online CPUs; the state has
+ * its own). NULL on bad parameters (the message names the field) or no
+ * memory. Free it before the detector and the state. */
+HAMER_API hamer_live *hamer_live_new(const hamer_detector *detector, hamer_state *state,
+                                     const hamer_live_params *params, int n_threads);
+/* Run until the source ends, fn returns non-zero, or hamer_live_stop. The
+ * source is read, not closed. HAMER_OK, or the source's, tracker's or
+ * regression's error (the message names it; the run stops at the first).
+ * A run may follow another on the same engine (tracks start again). */
+HAMER_API int hamer_live_run(hamer_live *live, const hamer_frame_source *source, hamer_live_fn fn, void *user);
+/* Ask a running hamer_live_run to stop soon (the source's stop included);
+ * from any thread, or a signal handler's helper thread. */
+HAMER_API void hamer_live_stop(hamer_live *live);
+/* The last (or current) run's totals. */
+HAMER_API int hamer_live_get_stats(const hamer_live *live, hamer_live_stats *stats);
+/* A record as one JSON Lines line (no newline): {"frame", "time_s",
+ * "capture_time_ms" (Unix time, integer milliseconds), "latency_ms", "regressed", "hands":
+ * [hamer_tracker_frame_json's hand fields], "timings_ms", "frames":
+ * {"captured", "tracked", "regressed"}, "dropped": {"source", "track",
+ * "regress"}}. Free with hamer_free. */
+HAMER_API char *hamer_live_record_json(const hamer_live_record *record, int with_vertices);
+HAMER_API void hamer_live_free(hamer_live *live);
+
 /* The overlay of hamer_render_png as RGB pixels into out (w x h x 3). */
 HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int w, int h, const hamer_hand *hands,
                                int n, uint8_t *out);

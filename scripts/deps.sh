@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config zlib1g-dev libjpeg-dev libpng-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libhiredis-dev \
-    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libwebp-dev ffmpeg \
+    libavdevice-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libwebp-dev ffmpeg \
     python3 python3-numpy python3-torch python3-pytest python3-opencv python3-skimage python3-pil python3-requests curl redis-server \
     libopenblas0-pthread clang libclang-rt-14-dev valgrind chromium opencv-doc blender >/dev/null
 # libwebp-dev: WebP photos (AVIF, BMP, TIFF, GIF are read through FFmpeg's libraries).

@@ -21,6 +21,7 @@ static const char *USAGE_MAIN =
     "  batch     a folder of photos in, a folder of results out (model loaded once; resumable)\n"
     "  detect    find the hands in a photo: boxes, scores, 21 landmarks (JSON), a picture\n"
     "  video     a video in: hands tracked, regressed and smoothed per frame (JSON Lines), an overlay video\n"
+    "  live      a camera, a stream or a file at its pace: hands as they come (JSON Lines, latency, drops)\n"
     "  regress   run the regressor on ready crops (.npy) and write an .npz\n"
     "  crop      cut hand crops (.npy) from an image and boxes\n"
     "  bench     time the regressor (per stage) and check a precision against fp32\n"
@@ -55,6 +56,7 @@ static const struct {
     {"submit", hm_submit_main},
     {"results", hm_results_main},
     {"video", hm_cli_video},
+    {"live", hm_cli_live},
 };
 
 int main(int argc, char **argv) {

@@ -14,11 +14,11 @@ static const char *const filtered[] = {"global_orient", "hand_pose", "global_ori
                                        "vertices", "cam_t", "keypoints_3d_cam", "vertices_cam", "reprojection_error",
                                        "global_orient_quaternion", "hand_pose_quaternion", "hand_pose_pca", "smplx"};
 
-static json_t *hand_record(const hm_tracker_frame *f, int i, int smoothing, int with_vertices) {
-    const hamer_track *tk = &f->tracks[i];
+static json_t *hand_record(const hamer_track *tk, const hamer_hand *raw, const hamer_hand *smoothed, int regressed,
+                           int smoothing, int with_vertices) {
     json_t *o;
-    if (f->regressed) {
-        o = hm_result_hand_json(smoothing ? &f->smoothed[i] : &f->raw[i], with_vertices);
+    if (regressed) {
+        o = hm_result_hand_json(smoothing ? smoothed : raw, with_vertices);
     } else {
         o = json_object();
         json_object_set_new(o, "bbox", json_pack("[f,f,f,f]", tk->det.box.bbox[0], tk->det.box.bbox[1],
@@ -35,16 +35,25 @@ static json_t *hand_record(const hm_tracker_frame *f, int i, int smoothing, int 
                                           tk->det.landmarks);
     if (dj) hm_result_detection_body(dj, tk->det.source, tk->det.body, tk->det.person);
     json_object_set_new(o, "detection", dj);
-    if (f->regressed && smoothing && f->raw[i].ok) {
-        json_t *all = hm_result_hand_json(&f->raw[i], with_vertices), *raw = json_object();
+    if (regressed && smoothing && raw->ok) {
+        json_t *all = hm_result_hand_json(raw, with_vertices), *rj = json_object();
         for (size_t k = 0; all && k < sizeof filtered / sizeof *filtered; k++) {
             json_t *v = json_object_get(all, filtered[k]);
-            if (v) json_object_set(raw, filtered[k], v);
+            if (v) json_object_set(rj, filtered[k], v);
         }
         json_decref(all);
-        json_object_set_new(o, "raw", raw);
+        json_object_set_new(o, "raw", rj);
     }
     return o;
+}
+
+json_t *hm_track_hands_json(const hamer_track *tracks, const hamer_hand *raw, const hamer_hand *smoothed, int n,
+                            int smoothing, int with_vertices) {
+    json_t *hands = json_array();
+    for (int i = 0; hands && i < n; i++)
+        json_array_append_new(hands, hand_record(&tracks[i], raw ? &raw[i] : NULL, smoothed ? &smoothed[i] : NULL,
+                                                 raw != NULL, smoothing, with_vertices));
+    return hands;
 }
 
 char *hm_tracker_json(const hamer_tracker *t, long long frame, int with_vertices, double decode_ms) {
@@ -54,12 +63,12 @@ char *hm_tracker_json(const hamer_tracker *t, long long frame, int with_vertices
     }
     const hm_tracker_frame *f = hm_tracker_frame_get(t);
     const int smoothing = hm_tracker_smoothing(t) != HAMER_SMOOTH_NONE;
-    json_t *root = json_object(), *hands = json_array();
+    json_t *root = json_object(), *hands;
     json_object_set_new(root, "frame", json_integer(frame));
     json_object_set_new(root, "time_s", json_real(f->time_s));
     json_object_set_new(root, "detected", json_boolean(f->stats.detected));
     json_object_set_new(root, "cut", json_boolean(f->stats.cut));
-    for (int i = 0; i < f->n; i++) json_array_append_new(hands, hand_record(f, i, smoothing, with_vertices));
+    hands = hm_track_hands_json(f->tracks, f->regressed ? f->raw : NULL, f->smoothed, f->n, smoothing, with_vertices);
     json_object_set_new(root, "hands", hands);
     json_t *tm = json_object();
     if (decode_ms >= 0) json_object_set_new(tm, "decode", json_real(decode_ms));

@@ -52,6 +52,13 @@ const hm_tracker_frame *hm_tracker_frame_get(const hamer_tracker *t);
 /* smooth = the tracker's smoothing mode. */
 int hm_tracker_smoothing(const hamer_tracker *t);
 
+/* The "hands" of a tracked frame's record (track_json.c): per track its
+ * hand as RESULT.json writes it (raw NULL: not regressed, the box only;
+ * smoothing: the smoothed one, with "raw"), its track and detection. A
+ * jansson array, or NULL out of memory. */
+typedef struct json_t json_t;
+json_t *hm_track_hands_json(const hamer_track *tracks, const hamer_hand *raw, const hamer_hand *smoothed, int n,
+                            int smoothing, int with_vertices);
 /* The last frame's JSON Lines record (track_json.c); malloc'd or NULL. */
 char *hm_tracker_json(const hamer_tracker *t, long long frame, int with_vertices, double decode_ms);
 

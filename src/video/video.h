@@ -54,6 +54,11 @@ const char *hm_video_writer_codec(const hamer_video_writer *wr);
 int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts);
 int hm_video_writer_close(hamer_video_writer *wr, int abort);
 
+/* The FFmpeg frame source (capture.c): hamer_capture_* checked as
+ * include/hamer.h says. */
+hamer_capture_params hm_capture_default_params(void);
+int hm_capture_open(const char *url, const hamer_capture_params *params, hamer_frame_source *out);
+
 /* Rotate a packed RGB picture (w x h) clockwise by deg (90, 180 or 270;
  * 0 copies) into out, whose size is h x w for 90 and 270. */
 void hm_video_rotate(const uint8_t *in, int w, int h, int deg, uint8_t *out);

@@ -16,6 +16,7 @@ int hm_cli_batch(int argc, char **argv);   /* cli_batch.c: a folder of photos */
 int hm_cli_convert(int argc, char **argv);
 int hm_cli_detect(int argc, char **argv);
 int hm_cli_video(int argc, char **argv);
+int hm_cli_live(int argc, char **argv);    /* cli_live.c: a camera or stream, hands at its pace */
 
 /* Write data to path through core/fileio (a temp file beside the
  * symlink-followed target, fsync'd, renamed): the path holds the old
