@@ -299,9 +299,8 @@ static void *track_main(void *arg) {
     for (;;) {
         pthread_mutex_lock(&L->mu);
         while (L->slot_a < 0 && !L->capture_done && !atomic_load(&L->stop)) pthread_cond_wait(&L->cv, &L->mu);
-        const int b = atomic_load(&L->stop) ? -1 : L->slot_a;
-        L->slot_a = -1;
-        if (b >= 0) L->st.tracked++;
+        const int b = atomic_load(&L->stop) ? -1 : L->slot_a; /* a stop leaves it there: counted at the end */
+        if (b >= 0) L->slot_a = -1, L->st.tracked++;
         pthread_mutex_unlock(&L->mu);
         if (b < 0) break;
         frame *f = &L->buf[b];
@@ -383,7 +382,7 @@ static void regress_loop(hamer_live *L) {
         pthread_mutex_lock(&L->mu);
         while (L->slot_b < 0 && !L->track_done && !atomic_load(&L->stop)) pthread_cond_wait(&L->cv, &L->mu);
         const int b = atomic_load(&L->stop) ? -1 : L->slot_b;
-        L->slot_b = -1;
+        if (b >= 0) L->slot_b = -1;
         pthread_mutex_unlock(&L->mu);
         if (b < 0) break;
         frame *f = &L->buf[b];

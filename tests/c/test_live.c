@@ -140,6 +140,8 @@ int main(void) {
     counter c2 = {.last_frame = -1, .stop_after = 3};
     rc = hamer_live_run(live, &src, on_record, &c2);
     CHECKF(rc == HAMER_OK && c2.records == 3, "rc %d records %d", rc, c2.records);
+    /* stopped mid-run: a frame left in the slot counts as dropped */
+    CHECK(hamer_live_get_stats(live, &st) == HAMER_OK && st.captured == st.tracked + st.dropped_track);
 
     /* a source that blocks: stopped from another thread through its stop */
     s.next = 0, s.block = 1, s.stopped = 0, s.stops = 0, s.delay_us = 0;
@@ -170,6 +172,7 @@ int main(void) {
     CHECK(hamer_live_record_json(&r, 0) == NULL && hamer_last_error_code() == HAMER_E_ARG);
     CHECK(hamer_live_record_json(NULL, 0) == NULL);
 
+    hamer_free(c2.json);
     hamer_live_free(live);
     hamer_live_free(NULL);
     hamer_live_stop(NULL);

@@ -285,7 +285,10 @@ static int run(const live_args *a) {
         fprintf(stderr, "hamer: live: cannot create '%s': %s\n", a->output, strerror(errno));
         goto done;
     }
-    if (emit_line(r.out, json_dumps(header(a), JSON_COMPACT | JSON_PRESERVE_ORDER))) {
+    json_t *head = header(a);
+    int head_bad = emit_line(r.out, json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER));
+    json_decref(head);
+    if (head_bad) {
         fprintf(stderr, "hamer: live: cannot write '%s'\n", a->output);
         goto done;
     }
