@@ -189,7 +189,8 @@ def layout_structs():
             "hamer_folder_image": _lib.FolderImage, "hamer_folder_decoded": _lib.FolderDecoded,
             "hamer_tracker_params": _lib.TrackerParams, "hamer_video_params": _lib.VideoParams,
             "hamer_video_info": _lib.VideoInfo, "hamer_video_frame": _lib.VideoFrame,
-            "hamer_render_params": _lib.RenderParams, "hamer_anim_params": _lib.AnimParams}
+            "hamer_render_params": _lib.RenderParams, "hamer_anim_params": _lib.AnimParams,
+            "hamer_capture_params": _lib.CaptureParams, "hamer_live_params": _lib.LiveParams}
 
 
 def layout_fields(cls, prefix="", base=0):

@@ -632,6 +632,25 @@ class TrackerParams(_Struct):
     ]
 
 
+class CaptureParams(_Struct):
+    _fields_ = [
+        ("format", ctypes.c_char_p),
+        ("options", ctypes.c_char_p),
+        ("pace", ctypes.c_int),  # hamer_pace
+        ("threads", ctypes.c_int),
+        ("reserved", _Reserved),
+    ]
+
+
+class LiveParams(_Struct):
+    _fields_ = [
+        ("tracker", TrackerParams),
+        ("predict", PredictParams),
+        ("every_frame", ctypes.c_bool),
+        ("reserved", _Reserved),
+    ]
+
+
 class VideoParams(_Struct):
     _fields_ = [
         ("start_s", ctypes.c_double),

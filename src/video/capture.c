@@ -15,9 +15,9 @@
  * its own pace and is published at once. HAMER_PACE_OFF publishes as fast
  * as decoding goes, HAMER_PACE_ON paces any input.
  *
- * Limits (docs/limits.md): the decoder's max_pixels is the image limit,
- * so a hostile later frame cannot make FFmpeg allocate more; every frame
- * must have the first one's size (a change ends the capture with an
+ * Limits (docs/limits.md): the decoder's max_pixels is the stream's size
+ * (with padding, as the reader's), so a hostile later frame cannot make
+ * FFmpeg allocate more; every frame must have the first one's size (a change ends the capture with an
  * error). The URL is the caller's (an operator's choice: `hamer live`
  * takes it from its command line, the server never opens one).
  */
@@ -157,6 +157,20 @@ static int take(capture *c, AVFrame *f, char *msg, size_t msglen) {
     return 0;
 }
 
+/* The decoder refused data with FFmpeg error r: a frame over max_pixels
+ * is a size change (the size FFmpeg logged), anything else damage. */
+static int decode_error(capture *c, int r, const char *what, char *msg, size_t msglen) {
+    char e[128];
+    int w, h;
+    if (hm_ff_refused_size(&c->sink, &w, &h) && (w != c->w || h != c->h)) {
+        snprintf(msg, msglen, "%s: frame size changes from %dx%d to %dx%d (not supported; refused before decoding)",
+                 c->url, c->w, c->h, w, h);
+        return HM_E_UNSUPPORTED;
+    }
+    snprintf(msg, msglen, "%s: %s: %s", c->url, what, averr(r, e, sizeof e));
+    return HM_E_FORMAT;
+}
+
 static void *capture_main(void *arg) {
     capture *c = arg;
     char msg[2048] = "", e[128];
@@ -181,16 +195,14 @@ static void *capture_main(void *arg) {
         r = avcodec_send_packet(c->dec, eof ? NULL : c->pkt);
         if (!eof) av_packet_unref(c->pkt);
         if (r < 0 && r != AVERROR(EAGAIN) && r != AVERROR_EOF) {
-            snprintf(msg, sizeof msg, "%s: the decoder rejects the data: %s", c->url, averr(r, e, sizeof e));
-            rc = HM_E_FORMAT;
+            rc = decode_error(c, r, "the decoder rejects the data", msg, sizeof msg);
             break;
         }
         for (;;) {
             r = avcodec_receive_frame(c->dec, c->frm);
             if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) break;
             if (r < 0) {
-                snprintf(msg, sizeof msg, "%s: decoding failed: %s", c->url, averr(r, e, sizeof e));
-                rc = HM_E_FORMAT;
+                rc = decode_error(c, r, "decoding failed", msg, sizeof msg);
                 break;
             }
             int t = take(c, c->frm, msg, sizeof msg);
@@ -250,7 +262,9 @@ static int open_input(capture *c) {
         return hm_err(HM_E_FORMAT, "%s: bad codec parameters: %s", c->url, averr(r, e, sizeof e));
     c->dec->thread_count = c->p.threads;
     c->dec->pkt_timebase = c->st->time_base;
-    c->dec->max_pixels = HM_IMAGE_MAX_PIXELS; /* a later, larger frame is refused by the decoder itself */
+    /* a later, larger frame is refused by the decoder itself, before its
+     * buffers exist (the reader's bound) */
+    c->dec->max_pixels = hm_video_max_pixels(cp->width, cp->height);
     if ((r = avcodec_open2(c->dec, codec, NULL)) < 0)
         return hm_err(HM_E_UNSUPPORTED, "%s: cannot open the %s decoder: %s", c->url, codec->name,
                       averr(r, e, sizeof e));
@@ -272,7 +286,7 @@ static void cap_close(void *ctx) {
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->thread, NULL);
     }
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     for (int i = 0; i < NBUF; i++) hm_free(c->buf[i]);
     sws_freeContext(c->sws);
@@ -335,7 +349,7 @@ int hm_capture_open(const char *url, const hamer_capture_params *params, hamer_f
     static pthread_once_t devices = PTHREAD_ONCE_INIT;
     pthread_once(&devices, avdevice_register_all);
     c->p.format = p.format, c->p.options = p.options;
-    hm_ff_sink quiet = {NULL, 0, ""};
+    hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);
     int rc = open_input(c);
     hm_ff_log_leave();

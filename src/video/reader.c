@@ -332,7 +332,7 @@ static int refused_at_open(const hamer_video *v, const hm_ff_sink *log) {
  * a 64x48 stream). Set as the decoder's max_pixels, so a later frame that
  * claims a larger size is refused before its buffers are allocated; a
  * change within the bound is refused once decoded (take_frame). */
-static int64_t max_frame_pixels(int w, int h) {
+int64_t hm_video_max_pixels(int w, int h) {
     const int64_t aw = ((int64_t)w + 63) / 64 * 64 + 256, ah = ((int64_t)h + 63) / 64 * 64 + 256;
     const int64_t px = aw * (ah > 768 ? ah : 768);
     return px > HM_VIDEO_MIN_MAX_PIXELS ? px : HM_VIDEO_MIN_MAX_PIXELS;
@@ -383,7 +383,7 @@ static int open_stream(hamer_video *v, const hm_ff_sink *log) {
     if ((r = avcodec_parameters_to_context(v->dec, cp)) < 0)
         return hm_err(HM_E_FORMAT, "%s: bad codec parameters: %s", v->path, averr(r, e, sizeof e));
     v->dec->thread_count = v->p.threads;
-    v->dec->max_pixels = max_frame_pixels(cp->width, cp->height);
+    v->dec->max_pixels = hm_video_max_pixels(cp->width, cp->height);
     v->dec->pkt_timebase = v->st->time_base;
     if ((r = avcodec_open2(v->dec, codec, NULL)) < 0)
         return hm_err(HM_E_UNSUPPORTED, "%s: cannot open the %s decoder: %s", v->path, codec->name,

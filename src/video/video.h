@@ -54,6 +54,11 @@ const char *hm_video_writer_codec(const hamer_video_writer *wr);
 int hm_video_writer_write(hamer_video_writer *wr, const uint8_t *rgb, long long pts);
 int hm_video_writer_close(hamer_video_writer *wr, int abort);
 
+/* A decoder's max_pixels for a stream of w x h (reader.c): its size with
+ * the codecs' padding, at least HM_VIDEO_MIN_MAX_PIXELS; the reader and
+ * the live capture both bound later frames by it. */
+int64_t hm_video_max_pixels(int w, int h);
+
 /* The FFmpeg frame source (capture.c): hamer_capture_* checked as
  * include/hamer.h says. */
 hamer_capture_params hm_capture_default_params(void);

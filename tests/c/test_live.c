@@ -165,6 +165,29 @@ int main(void) {
     hamer_frame_source bsrc = make(&bad);
     CHECK(hamer_live_run(live, &bsrc, NULL, NULL) == HAMER_E_ARG && strstr(hamer_last_error(), "without pixels"));
 
+    /* the FFmpeg source's checks, before anything is opened */
+    hamer_frame_source cs;
+    hamer_capture_params cp = hamer_capture_default_params();
+    CHECK(cp.pace == HAMER_PACE_AUTO && cp.threads == 1 && !cp.format && !cp.options);
+    cp.reserved[HAMER_PARAMS_RESERVED - 1] = 1;
+    CHECK(hamer_capture_open("x.mp4", &cp, &cs) == HAMER_E_ARG && strstr(hamer_last_error(), "hamer_capture_params") &&
+          !cs.read);
+    cp = hamer_capture_default_params();
+    cp.pace = 7;
+    CHECK(hamer_capture_open("x.mp4", &cp, &cs) == HAMER_E_ARG && strstr(hamer_last_error(), "pace 7"));
+    cp = hamer_capture_default_params();
+    cp.threads = 65;
+    CHECK(hamer_capture_open("x.mp4", &cp, &cs) == HAMER_E_ARG && strstr(hamer_last_error(), "threads 65"));
+    cp = hamer_capture_default_params();
+    cp.format = "no-such-format";
+    CHECK(hamer_capture_open("x.mp4", &cp, &cs) == HAMER_E_UNSUPPORTED && strstr(hamer_last_error(), "no-such-format"));
+    cp = hamer_capture_default_params();
+    cp.options = "novalue";
+    CHECK(hamer_capture_open("x.mp4", &cp, &cs) == HAMER_E_ARG && strstr(hamer_last_error(), "key=value"));
+    CHECK(hamer_capture_open("/nonexistent/x.mp4", NULL, &cs) == HAMER_E_IO &&
+          strstr(hamer_last_error(), "/nonexistent/x.mp4: cannot open") && !cs.read);
+    CHECK(hamer_capture_open(NULL, NULL, &cs) == HAMER_E_ARG && hamer_capture_open("x", NULL, NULL) == HAMER_E_ARG);
+
     /* a record's JSON: bad records refused */
     hamer_live_record r;
     memset(&r, 0, sizeof r);

@@ -67,7 +67,8 @@ static void layouts_and_defaults(void) {
     CHECK(RESERVED_LAST(hamer_video_params) && RESERVED_LAST_N(hamer_tracker_params, 4));
     /* hamer_folder_params grew render_draw and bvh from its reserved space */
     CHECK(RESERVED_LAST(hamer_job_params) && RESERVED_LAST_N(hamer_folder_params, 5));
-    CHECK(RESERVED_LAST(hamer_render_params));
+    CHECK(RESERVED_LAST(hamer_render_params) && RESERVED_LAST(hamer_capture_params) &&
+          RESERVED_LAST(hamer_live_params));
 #if defined(__x86_64__) && defined(__LP64__)
     /* the size and every older offset as before device took bytes 17..31 */
     CHECK(sizeof(hamer_model_params) == 88 && offsetof(hamer_model_params, no_cache) == 16 &&
@@ -111,6 +112,8 @@ static void layouts_and_defaults(void) {
     DEFAULT_ZERO(hamer_folder_params, hamer_folder_default_params);
     DEFAULT_ZERO(hamer_render_params, hamer_render_default_params);
     DEFAULT_ZERO(hamer_anim_params, hamer_anim_default_params);
+    DEFAULT_ZERO(hamer_capture_params, hamer_capture_default_params);
+    DEFAULT_ZERO(hamer_live_params, hamer_live_default_params);
     hamer_job_params jp = hamer_job_default_params();
     CHECK(all_zero(jp.predict.reserved, sizeof jp.predict.reserved) && all_zero(jp.detect.reserved, sizeof jp.detect.reserved));
     hamer_predict_params pp = hamer_predict_default_params();

@@ -34,7 +34,7 @@ static const char *USAGE_LIVE =
     "                  [--model M] [--output OUT.jsonl] [--every-frame] [--vertices]\n"
     "                  [--duration S] [--frames N] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
     "                  [--body auto|on|off] [--smooth one-euro|none] [--threads N] [--precision fp32|fast]\n"
-    "                  [--mano FILE.npz]\n"
+    "                  [--device D] [--mano FILE.npz]\n"
     "\n"
     "Hands live from a camera, a stream or a file, read through FFmpeg:\n"
     "  hamer live --format v4l2 --input /dev/video0 --option video_size=640x480 --model hamer.ckpt\n"
@@ -62,7 +62,7 @@ static const char *USAGE_LIVE =
     "  --smooth MODE     one-euro (default) or none, per track over the regressed frames\n";
 
 typedef struct {
-    const char *input, *format, *model, *output, *mano;
+    const char *input, *format, *model, *output, *mano, *device;
     char options[4096];
     hamer_pace pace;
     int every_frame, with_vertices, threads, precision;
@@ -102,6 +102,7 @@ static int parse(int argc, char **argv, live_args *a) {
         else if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--output")) a->output = v;
         else if (!strcmp(o, "--mano")) a->mano = v;
+        else if (!strcmp(o, "--device")) a->device = v;
         else if (!strcmp(o, "--option")) {
             if (!strchr(v, '=') || strchr(v, ':')) return hm_tool_fail(2, "live: --option takes KEY=VALUE (no ':'), got '%s'", v);
             size_t n = strlen(a->options);
@@ -258,7 +259,7 @@ static int run(const live_args *a) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (a->model && (!(model = hm_tool_load_model(a->model, a->mano, a->precision)) ||
+    if (a->model && (!(model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
                      !(state = hamer_state_new(model, a->tp.max_hands, a->threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
