@@ -8,7 +8,7 @@ Fails (exit 1) when
   * two source files depend on each other, directly or through others
     (a cycle), or
   * a file depends on a layer above its own: the layers, bottom up, are
-      core < kernels < format < model < backend < load < tflite < tfjs < pipeline, render, detect, video
+      core < kernels < format < model < backend < load < tflite < tfjs < pipeline, render, detect, video, track
       < src/hamer.c, src/hamer_job.c, src/hamer_folder*.c (the public API) < tools/common
       < tools/cli, tools/serve, tools/worker < tools/hamer_main.c (the command table),
     and files of one layer may use each other only without cycles, or
@@ -39,7 +39,7 @@ LAYERS = [
     ["src/load"],
     ["src/tflite"],
     ["src/tfjs"],
-    ["src/pipeline", "src/render", "src/detect", "src/video"],
+    ["src/pipeline", "src/render", "src/detect", "src/video", "src/track"],
     ["src/hamer.c", "src/hamer_job.c", "src/hamer_folder.c", "src/hamer_folder_plan.c", "src/hamer_folder.h",
      "src/hamer_render.c", "src/hamer_scene.c", "src/hamer_detect.c", "src/hamer_video.c", "src/hamer_live.c",
      "src/hamer_impl.h", "src/api.h"],

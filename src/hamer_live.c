@@ -30,8 +30,8 @@
 
 #include "core/util.h"
 #include "hamer.h"
-#include "video/smooth.h"
-#include "video/tracker.h"
+#include "track/smooth.h"
+#include "track/tracker.h"
 #include "video/video.h"
 
 #define NBUF 5

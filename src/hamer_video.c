@@ -11,7 +11,7 @@
 #include "hamer_impl.h"
 #include "pipeline/conventions.h"
 #include "render/overlay.h"
-#include "video/tracker.h"
+#include "track/tracker.h"
 #include "video/video.h"
 
 /* ---- video and tracking (src/video/) ---- */

@@ -20,14 +20,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifndef HAMER_NO_FFMPEG
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
+#endif
 #include <webp/decode.h>
 
 #include "core/util.h"
+#ifndef HAMER_NO_FFMPEG
 #include "format/fflog.h"
+#endif
 #include "format/image.h"
 #include "format/image_ext.h"
 
@@ -68,6 +72,18 @@ int hm_image_decode_webp(const uint8_t *buf, size_t len, const char *what, hm_im
 }
 
 /* ---------------------------------------------------------------- FFmpeg */
+
+#ifdef HAMER_NO_FFMPEG
+/* A build without FFmpeg (cmake -DHAMER_FFMPEG=OFF) reads JPEG, PNG and
+ * WebP only. */
+int hm_image_decode_ff(const uint8_t *buf, size_t len, const char *what, const char *fmt, const char *demuxer,
+                       hm_image *out) {
+    (void)buf, (void)len, (void)demuxer;
+    memset(out, 0, sizeof *out);
+    return hm_err(HM_E_UNSUPPORTED, "%s: %s images are read through FFmpeg, which this build of hamer.c has not "
+                  "(configure with -DHAMER_FFMPEG=ON)", what, fmt);
+}
+#else
 
 typedef struct {
     const uint8_t *p;
@@ -252,3 +268,4 @@ int hm_image_decode_ff(const uint8_t *buf, size_t len, const char *what, const c
     ff_close(&c);
     return rc < 0 ? rc : HM_OK;
 }
+#endif /* HAMER_NO_FFMPEG */

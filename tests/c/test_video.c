@@ -17,8 +17,8 @@
 #include "format/image.h"
 #include "hamer.h"
 #include "core/rotation.h"
-#include "video/smooth.h"
-#include "video/tracker.h"
+#include "track/smooth.h"
+#include "track/tracker.h"
 #include "video/video.h"
 
 static void test_one_euro(void) {

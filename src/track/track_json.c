@@ -6,7 +6,7 @@
 
 #include "core/util.h"
 #include "pipeline/result_json.h"
-#include "video/tracker.h"
+#include "track/tracker.h"
 
 /* The fields smoothing changes; "raw" keeps them as regressed. */
 static const char *const filtered[] = {"global_orient", "hand_pose", "global_orient_axis_angle",

@@ -1,4 +1,4 @@
-/* video/smooth.h - temporal smoothing of one tracked hand's results: the
+/* track/smooth.h - temporal smoothing of one tracked hand's results: the
  * One Euro filter (Casiez, Roussel, Vogel, CHI 2012) on positions and, on
  * the rotation group, on the 16 rotations, and the track's shape fixed to
  * the median of its betas (include/hamer.h states the formulas and

@@ -1,4 +1,4 @@
-/* video/tracker.h - the internal side of hamer_tracker_* (include/hamer.h
+/* track/tracker.h - the internal side of hamer_tracker_* (include/hamer.h
  * describes the behaviour; these check their arguments the same way).
  *
  * Per frame (hm_tracker_push):
@@ -19,8 +19,8 @@
  *   4. each track: handedness vote updated, next rectangle computed.
  * Everything lives in fixed buffers sized at hm_tracker_new.
  */
-#ifndef HM_VIDEO_TRACKER_H
-#define HM_VIDEO_TRACKER_H
+#ifndef HM_TRACK_TRACKER_H
+#define HM_TRACK_TRACKER_H
 
 #include "detect/detect.h"
 #include "hamer.h"

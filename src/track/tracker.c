@@ -8,8 +8,8 @@
 #include "core/util.h"
 #include "detect/stages.h"
 #include "format/image.h"
-#include "video/smooth.h"
-#include "video/tracker.h"
+#include "track/smooth.h"
+#include "track/tracker.h"
 
 #define THUMB 16
 

@@ -6,7 +6,7 @@
 #include "core/rotation.h"
 #include "pipeline/camera_fit.h"
 #include "pipeline/conventions.h"
-#include "video/smooth.h"
+#include "track/smooth.h"
 
 void hm_smooth_reset(hm_smooth_state *s) {
     s->started = 0;
