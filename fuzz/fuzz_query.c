@@ -74,6 +74,12 @@ static void query_check_ok(const hm_srv_query_args *a, int image_body, const hm_
         __builtin_trap();
     if (q->with_vertices && a->endpoint != HM_SRV_EP_PREDICT) __builtin_trap();
     if (q->side_view && a->endpoint != HM_SRV_EP_RENDER) __builtin_trap();
+    /* the detector's threshold and count, the overlay's marks */
+    if (q->min_score != 0 && !(q->min_score > 0 && q->min_score < 1)) __builtin_trap();
+    if (q->max_hands < 0 || q->max_hands > HAMER_MAX_HANDS) __builtin_trap();
+    if ((q->min_score || q->max_hands) && a->value[0]) __builtin_trap();
+    if (q->draw_hide & ~(unsigned)HAMER_DRAW_ALL) __builtin_trap();
+    if (q->format != HM_SRV_FMT_JSON && a->endpoint != HM_SRV_EP_PREDICT) __builtin_trap();
     if (!image_body) {
         if (q->nbox != 0) __builtin_trap();
         return;

@@ -927,6 +927,12 @@ HAMER_API int hamer_render_rgb(const hamer_model *model, const uint8_t *rgb, int
  * applied; at most 100 megapixels). *rgb is freed with hamer_free. */
 HAMER_API int hamer_image_load(const char *path, uint8_t **rgb, int *w, int *h);
 HAMER_API int hamer_image_decode(const void *buf, size_t len, uint8_t **rgb, int *w, int *h);
+/* The width and height an image file's header declares, for every format
+ * hamer_image_decode reads, without decoding it (what a server needs to
+ * bound a body's pixels before the work): HAMER_OK, or HAMER_E_FORMAT when
+ * the bytes are no image it reads or their header states no size. The
+ * decoder checks the size again (and the pixels it finds). */
+HAMER_API int hamer_image_size(const void *buf, size_t len, int *w, int *h);
 
 /* The focal length in pixels of a photo (JPEG APP1 or PNG eXIf) of width x
  * height pixels as decoded (orientation applied), from its EXIF:

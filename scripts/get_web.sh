@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # get_web.sh [DIR] - install the web page of `hamer serve` (GET /): the page's
-# own files from web/ in this source tree, and three.js (MIT) for its 3D view.
+# own files from web/ in this source tree, three.js (MIT) for its 3D view,
+# and three hand photos for its examples from the npm package
+# fingerpose@0.1.0 (MIT: assets/nocurl.jpg, halfcurl.jpg, fullcurl.jpg and
+# its LICENSE, installed as vendor/*.jpg and vendor/fingerpose-LICENSE.txt,
+# copied as they are; the tarball and each file checked against its sha256).
 #
 # Source of three.js: the npm package three@0.170.0, fetched with `npm pack`
 # (no install scripts run; npm's cache serves it offline once fetched). The
@@ -41,6 +45,17 @@ VENDOR=(
 )
 PAGE=(index.html app.js style.css)
 
+# The example photos: installed name, path in the tarball, sha256 (copied as they are).
+PHOTOS_PKG='fingerpose@0.1.0'
+PHOTOS_TARBALL='fingerpose-0.1.0.tgz'
+PHOTOS_TARBALL_SHA='0d771feb4a95846a07fa5e6c43f5438e462e2a4676bc2f14a65e3a797787f056'
+PHOTOS=(
+  "vendor/nocurl.jpg assets/nocurl.jpg 5c4fff4ce6629b6add336c908abce0a3e73d32aa6eee6927aab2da8fc27cb380"
+  "vendor/halfcurl.jpg assets/halfcurl.jpg b38ad7603c2b333c84ff0481004875bca068e4a716995c2acee60e78608beec1"
+  "vendor/fullcurl.jpg assets/fullcurl.jpg 9158ac10da1b6deacabcf6f38f4a0521db7bebcc4c5fbc53324ed688af6ce54b"
+  "vendor/fingerpose-LICENSE.txt LICENSE 9899f8253c81396f38860fe67a42063f023fad748907c096cf5211115b1c6633"
+)
+
 die() {
   echo "get_web.sh: $*" >&2
   exit 1
@@ -54,9 +69,22 @@ all_present() {
     set -- $e
     [ -f "$d/$1" ] && [ "$(sha "$d/$1")" = "$4" ] || return 1
   done
+  for e in "${PHOTOS[@]}"; do
+    set -- $e
+    [ -f "$d/$1" ] && [ "$(sha "$d/$1")" = "$3" ] || return 1
+  done
   for f in "${PAGE[@]}"; do
     cmp -s "$SRC/$f" "$d/$f" || return 1
   done
+}
+
+# npm pack SPEC into $TMP (the network, else npm's cache alone); dies with npm's message.
+pack() {
+  if ! (cd "$TMP" && npm pack --silent --ignore-scripts "$1" >pack.out 2>pack.err); then
+    if ! (cd "$TMP" && npm pack --silent --ignore-scripts --offline "$1" >pack.out 2>pack.err); then
+      die "npm pack $1 failed (no network and not in npm's cache?): $(grep -m1 -i err "$TMP/pack.err" || head -c 200 "$TMP/pack.err")"
+    fi
+  fi
 }
 
 command -v sha256sum >/dev/null || die "sha256sum not found (coreutils)"
@@ -78,12 +106,7 @@ OLD=""
 trap 'rm -rf "$TMP" ${OLD:+"$OLD"}' EXIT
 
 # npm pack prints notices on stderr; keep them for the error message only.
-if ! (cd "$TMP" && npm pack --silent --ignore-scripts "$PKG" >pack.out 2>pack.err); then
-  # retry from the cache alone (no network)
-  if ! (cd "$TMP" && npm pack --silent --ignore-scripts --offline "$PKG" >pack.out 2>pack.err); then
-    die "npm pack $PKG failed (no network and not in npm's cache?): $(grep -m1 -i err "$TMP/pack.err" || head -c 200 "$TMP/pack.err")"
-  fi
-fi
+pack "$PKG"
 [ -f "$TMP/$TARBALL" ] || die "npm pack did not produce $TARBALL"
 [ "$(sha "$TMP/$TARBALL")" = "$TARBALL_SHA" ] || die "$TARBALL: sha256 mismatch (got $(sha "$TMP/$TARBALL"))"
 
@@ -104,6 +127,22 @@ for e in "${VENDOR[@]}"; do
       -e "s#from '../utils/BufferGeometryUtils.js';#from './BufferGeometryUtils.js';#" "$from" >"$NEW/$1"
   [ "$(sha "$NEW/$1")" = "$4" ] || die "$1: sha256 mismatch after pointing its imports at ./ (got $(sha "$NEW/$1"))"
 done
+pack "$PHOTOS_PKG"
+[ -f "$TMP/$PHOTOS_TARBALL" ] || die "npm pack did not produce $PHOTOS_TARBALL"
+[ "$(sha "$TMP/$PHOTOS_TARBALL")" = "$PHOTOS_TARBALL_SHA" ] || die "$PHOTOS_TARBALL: sha256 mismatch (got $(sha "$TMP/$PHOTOS_TARBALL"))"
+mkdir -p "$TMP/photos"
+members=()
+for e in "${PHOTOS[@]}"; do
+  set -- $e
+  members+=("package/$2")
+done
+tar -xzf "$TMP/$PHOTOS_TARBALL" -C "$TMP/photos" "${members[@]}" || die "cannot unpack $PHOTOS_TARBALL"
+for e in "${PHOTOS[@]}"; do
+  set -- $e
+  from="$TMP/photos/package/$2"
+  [ "$(sha "$from")" = "$3" ] || die "$2 in $PHOTOS_TARBALL: sha256 mismatch (got $(sha "$from"))"
+  cp "$from" "$NEW/$1"
+done
 for f in "${PAGE[@]}"; do
   cp "$SRC/$f" "$NEW/$f"
 done
@@ -119,4 +158,4 @@ if ! mv -T "$NEW" "$DIR"; then
   [ -z "$OLD" ] || mv -T "$OLD" "$DIR" && OLD=""
   die "cannot move the page into $DIR"
 fi
-echo "web page installed in $DIR (three.js ${PKG#three@})"
+echo "web page installed in $DIR (three.js ${PKG#three@}, example photos from $PHOTOS_PKG)"

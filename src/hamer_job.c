@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "core/util.h"
+#include "format/image.h"
 #include "hamer.h"
 
 struct hamer_job {
@@ -195,6 +196,16 @@ int hamer_job_render_png(const hamer_job *job, int side_view, uint8_t **png, siz
     const hamer_job_result *r = &job->res;
     return hamer_render_png(hm_state_model(job->state), r->rgb, r->width, r->height, r->hands, r->n_hands, side_view,
                             png, len);
+}
+
+int hamer_image_size(const void *buf, size_t len, int *w, int *h) {
+    long long ww = 0, hh = 0;
+    if (!buf || !w || !h) return hm_err(HM_E_ARG, "%s: NULL argument", __func__);
+    if (!hm_image_header_size(buf, len, NULL, &ww, &hh) || ww < 1 || hh < 1 || ww > HM_IMAGE_MAX_DIM ||
+        hh > HM_IMAGE_MAX_DIM)
+        return hm_err(HM_E_FORMAT, "image: no size in its header, or one out of range");
+    *w = (int)ww, *h = (int)hh;
+    return HAMER_OK;
 }
 
 int hamer_job_render_overlay_png(const hamer_job *job, const hamer_render_params *params, uint8_t **png,

@@ -465,6 +465,13 @@ int hamer_live_get_stats(const hamer_live *L, hamer_live_stats *out) {
     if (!L || !out) return hm_err(HM_E_ARG, "%s: live or stats is NULL", __func__);
     pthread_mutex_lock((pthread_mutex_t *)&L->mu);
     *out = L->st;
+    if (L->src) { /* a run in progress: its figures so far */
+        out->seconds = hm_now() - L->t_start;
+        out->latency_p50_ms = percentile(L, 0, 0.5), out->latency_p90_ms = percentile(L, 0, 0.9);
+        out->latency_max_ms = L->maxhist[0];
+        out->track_latency_p50_ms = percentile(L, 1, 0.5), out->track_latency_p90_ms = percentile(L, 1, 0.9);
+        out->track_latency_max_ms = L->maxhist[1];
+    }
     pthread_mutex_unlock((pthread_mutex_t *)&L->mu);
     return HAMER_OK;
 }

@@ -1,8 +1,20 @@
-// The web page of `hamer serve`: a photo in (dropped or picked, with boxes
-// typed or drawn, or none for the server's detector); out: the overlay PNG
-// (/v1/render), the hands (/v1/predict's RESULT.json) and a 3D view of the
-// GLB (/v1/predict?format=glb) with three.js. No inline code (the page's
-// Content-Security-Policy allows scripts from this origin only).
+// The web page of `hamer serve`.
+//
+// A photo (dropped, picked or an example; boxes typed or drawn, or none for
+// the server's detector with the page's threshold and maximum of hands) goes
+// to the server once: /v1/predict?format=all answers RESULT.json, the
+// overlay (meshes; the page draws the boxes, keypoints and labels over it,
+// each of them and each hand shown or not), the GLB (the 3D view, with a
+// toggle per hand and a reset) and the OBJ from one run of the job.
+//
+// Webcam or video file: the page sends frames to /v1/live, one request in
+// flight: when an answer comes, the newest frame goes next (frames that came
+// meanwhile are never sent). Each answer holds the server's newest tracked
+// frame (boxes, landmarks) and, when there is a newer one, its newest
+// regressed frame (the hands and their vertices: the 3D view follows them).
+//
+// No inline code (the page's Content-Security-Policy allows scripts from
+// this origin only).
 import * as THREE from './vendor/three.module.js';
 import { GLTFLoader } from './vendor/GLTFLoader.js';
 import { OrbitControls } from './vendor/OrbitControls.js';
@@ -10,19 +22,30 @@ import { OrbitControls } from './vendor/OrbitControls.js';
 const $ = (id) => document.getElementById(id);
 const BACKGROUND = 0x1b1f27;          // the 3D view's clear colour (tests/web/page.mjs counts pixels off it)
 const RIGHT_COLOUR = 0x6fa8dc, LEFT_COLOUR = 0xf0a35e;
+// the marks' colours, as the server's (src/render/marks.c)
+const MARK_RIGHT = 'rgb(40,220,60)', MARK_LEFT = 'rgb(255,150,20)', MARK_JOINT = 'rgb(240,30,30)';
+// the 21 keypoints' bones (wrist 0; thumb 1-4, index 5-8, middle 9-12, ring 13-16, little 17-20)
+const BONES = [[0, 1], [1, 2], [2, 3], [3, 4], [0, 5], [5, 6], [6, 7], [7, 8], [5, 9], [9, 10], [10, 11], [11, 12],
+               [9, 13], [13, 14], [14, 15], [15, 16], [13, 17], [0, 17], [17, 18], [18, 19], [19, 20]];
+// what the server decodes (the Content-Type only admits the body: the bytes decide)
+const TYPES = ['image/jpeg', 'image/png', 'image/webp', 'image/avif', 'image/bmp', 'image/tiff', 'image/gif'];
 
-let file = null;                      // the photo (a File)
+let file = null;                      // the photo (a File or Blob with a name)
 let photo = null;                     // its decoded image, for the preview
 let boxes = [];                       // [{x1, y1, x2, y2, left}] in image pixels
 let urls = [];                        // object URLs of the last result, revoked on the next
 let drawing = null;                   // the box being dragged
+let result = null;                    // the last photo result: {hands, boxes, overlay (ImageBitmap)}
+let runs = 0;                         // photos and runs finished (#status's data-runs, for the tests)
+const hidden = new Set();             // hands hidden (by index) in the overlay and the 3D view
 
-// ---- status line ----
+// ---- status line and progress ----
 
 function setStatus(state, text) {
   const s = $('status');
   s.dataset.state = state;
   s.textContent = text;
+  $('progress').hidden = state !== 'busy';
 }
 
 // An API answer that is not 200, as a sentence: the server's own message
@@ -127,6 +150,71 @@ function setupDrawing() {
   });
 }
 
+// ---- the marks (boxes, keypoints, labels) over a picture ----
+
+function drawMarks(g, hands, scale, opts) {
+  const lw = Math.max(1.5, Math.max(g.canvas.width, g.canvas.height) / 400);
+  g.lineCap = 'round';
+  hands.forEach((h, i) => {
+    if (opts.hidden && opts.hidden.has(i)) return;
+    const colour = h.is_right ? MARK_RIGHT : MARK_LEFT;
+    const b = (h.bbox || []).map((v) => v * scale);
+    if (opts.boxes && b.length === 4) {
+      g.strokeStyle = colour;
+      g.lineWidth = lw;
+      g.strokeRect(b[0], b[1], b[2] - b[0], b[3] - b[1]);
+    }
+    const k = h.keypoints_2d || (h.detection && h.detection.landmarks);
+    if (opts.keypoints && k && k.length === 21) {
+      g.strokeStyle = colour;
+      g.lineWidth = lw;
+      g.beginPath();
+      for (const [a, c] of BONES) {
+        g.moveTo(k[a][0] * scale, k[a][1] * scale);
+        g.lineTo(k[c][0] * scale, k[c][1] * scale);
+      }
+      g.stroke();
+      g.fillStyle = MARK_JOINT;
+      for (const p of k) {
+        g.beginPath();
+        g.arc(p[0] * scale, p[1] * scale, 1.2 * lw, 0, 2 * Math.PI);
+        g.fill();
+      }
+    }
+    if (opts.labels && b.length === 4) {
+      const score = h.detection && typeof h.detection.score === 'number' ? ' ' + h.detection.score.toFixed(2)
+        : typeof h.detector_score === 'number' ? ' ' + h.detector_score.toFixed(2) : '';
+      const text = `#${i} ${h.error ? 'error' : h.is_right ? 'right' : 'left'}${score}`;
+      const px = Math.max(11, Math.round(lw * 7));
+      g.font = `bold ${px}px ui-monospace, monospace`;
+      const tw = g.measureText(text).width + px * 0.6, th = px * 1.35;
+      let x = Math.max(0, Math.min(b[0], g.canvas.width - tw)), y = b[1] - th;
+      if (y < 0) y = b[1];
+      g.fillStyle = colour;
+      g.fillRect(x, y, tw, th);
+      g.fillStyle = '#101010';
+      g.fillText(text, x + px * 0.3, y + px * 1.02);
+    }
+  });
+}
+
+function markOptions() {
+  return { boxes: $('mark-boxes').checked, keypoints: $('mark-keypoints').checked, labels: $('mark-labels').checked,
+           hidden };
+}
+
+// The photo's overlay: the server's meshes, then the marks chosen.
+function drawOverlay() {
+  const c = $('overlay');
+  if (!result || !result.overlay) return;
+  c.width = result.overlay.width;
+  c.height = result.overlay.height;
+  const g = c.getContext('2d');
+  g.drawImage(result.overlay, 0, 0);
+  drawMarks(g, result.hands, 1, markOptions());
+  c.hidden = false;
+}
+
 // ---- the 3D view ----
 
 const view = {};
@@ -157,6 +245,10 @@ function setupView() {
   view.controls.addEventListener('change', render);
   new ResizeObserver(resize).observe(canvas.parentElement);
   resize();
+  $('reset-view').addEventListener('click', () => {
+    if (view.model) frame(view.model);
+    render();
+  });
 }
 
 function resize() {
@@ -173,24 +265,25 @@ function resize() {
 function render() { if (view.renderer) view.renderer.render(view.scene, view.camera); }
 
 function clearModel() {
-  if (!view.model) return;
+  if (!view.renderer || !view.model) return;
   view.scene.remove(view.model);
   view.model.traverse((o) => {
     if (o.geometry) o.geometry.dispose();
     if (o.material) o.material.dispose();
   });
   view.model = null;
+  render();
 }
 
-// Frame the hands as the photo's camera saw them: the GLB is in that
+// Frame the hands as the photo's camera saw them: the hands are in that
 // camera's frame (at the origin, y up, looking down -z), so the view starts
 // there, looking at the hands' centre, with the field of view that just
-// holds every hand (the overlay's picture, cropped to the hands). Orbiting
-// turns around that centre; zooming moves towards it.
+// holds every visible hand. Orbiting turns around that centre; zooming
+// moves towards it. Reset view frames them again.
 function frame(model) {
   const corners = [];
   model.traverse((o) => {
-    if (!o.isMesh) return;
+    if (!o.isMesh || !o.visible || (o.parent && !o.parent.visible)) return;
     const b = new THREE.Box3().setFromObject(o, true);      // skinned positions
     if (b.isEmpty()) return;
     for (let i = 0; i < 8; i++)
@@ -221,6 +314,18 @@ function frame(model) {
   view.controls.update();
 }
 
+// The GLB's nodes of a hand are named hand_I_right|left (its place and
+// skeleton) and hand_I_mesh (its skinned mesh; I: the hand's index in
+// RESULT.json): shown or hidden with its toggle.
+function applyHidden() {
+  if (!view.model) return;
+  view.model.traverse((o) => {
+    const m = /^hand_(\d+)_(right|left|mesh)$/.exec(o.name || '');
+    if (m) o.visible = !hidden.has(Number(m[1]));
+  });
+  render();
+}
+
 // Show the GLB's hands (in the photo's camera frame, y up, looking down -z):
 // the camera starts where the photo's was, looking at the hands.
 function showModel(buffer, hands) {
@@ -241,67 +346,85 @@ function showModel(buffer, hands) {
       view.scene.add(model);
       view.model = model;
       model.updateMatrixWorld(true);
+      applyHidden();
       frame(model);
       render();
+      $('reset-view').disabled = false;
       resolve(k);
     }, (err) => reject(new Error('cannot read the GLB: ' + (err && err.message ? err.message : err))));
   });
 }
 
+// ---- per-hand toggles ----
+
+function handToggles(hands) {
+  const span = $('hand-toggles');
+  span.replaceChildren();
+  hands.forEach((h, i) => {
+    const label = document.createElement('label');
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.checked = !hidden.has(i);
+    box.dataset.hand = String(i);
+    box.addEventListener('change', () => {
+      if (box.checked) hidden.delete(i);
+      else hidden.add(i);
+      for (const other of document.querySelectorAll(`input[data-hand="${i}"]`)) other.checked = box.checked;
+      applyHidden();
+      drawOverlay();
+      refreshPng();
+    });
+    label.append(box, ` #${i} ${h.error ? 'error' : h.is_right ? 'right' : 'left'}`);
+    span.appendChild(label);
+  });
+}
+
 // ---- requests ----
 
-// POST the photo; a 503 (queue full, not ready yet) is tried again after
-// its Retry-After, twice at most, before it is shown.
+// POST; a 503 (queue full, not ready yet) is tried again after its
+// Retry-After, twice at most, before it is shown.
 async function request(path, body, type) {
   const t0 = performance.now();
   for (let attempt = 0; ; attempt++) {
     let resp;
     try {
-      resp = await fetch(path, { method: 'POST', body, headers: { 'Content-Type': type } });
+      resp = await fetch(path, { method: 'POST', body, headers: type ? { 'Content-Type': type } : {} });
     } catch (e) {
       throw new Error('cannot reach the server: ' + e.message);
     }
-    const blob = await resp.blob();
-    if (resp.status !== 503 || attempt >= 2) return { status: resp.status, blob, ms: performance.now() - t0 };
+    if (resp.status !== 503 || attempt >= 2) return { status: resp.status, resp, ms: performance.now() - t0 };
+    await resp.arrayBuffer();
     const wait = Math.min(10, Math.max(1, Number(resp.headers.get('Retry-After')) || 1));
     await new Promise((r) => setTimeout(r, wait * 1000));
   }
 }
 
-// The OBJ is asked for only when its link is clicked: [query, file, type]
-// of the last result, or null before one.
-let objRequest = null;
-
-async function fetchObj(ev) {
-  const a = $('dl-obj');
-  if (a.getAttribute('href') || !objRequest) return;   // already fetched: the browser downloads it
-  ev.preventDefault();
-  if (a.dataset.busy === '1') return;
-  a.dataset.busy = '1';
-  try {
-    const [query, body, type] = objRequest;
-    const r = await request('/v1/predict' + query, body, type);
-    if (r.status !== 200) throw new Error(apiError(r.status, await r.blob.text()));
-    link('dl-obj', new Blob([await r.blob.arrayBuffer()], { type: 'model/obj' }));
-    a.click();
-  } catch (e) {
-    setStatus('error', 'OBJ: ' + e.message);
-  } finally {
-    a.dataset.busy = '0';
-  }
-}
-
-function link(id, blob) {
+function link(id, blob, name) {
   const a = $(id), url = URL.createObjectURL(blob);
   urls.push(url);
   a.href = url;
+  a.download = name;
   a.classList.remove('disabled');
+}
+
+// The downloads' base name: the photo's, without its extension.
+function baseName() {
+  const n = (file && file.name) || 'photo';
+  const dot = n.lastIndexOf('.');
+  return (dot > 0 ? n.slice(0, dot) : n).replace(/[^\w.-]+/g, '_') || 'photo';
+}
+
+// overlay.png is the picture shown: the meshes and the marks chosen.
+function refreshPng() {
+  if (!result || !result.overlay) return;
+  $('overlay').toBlob((blob) => { if (blob) link('dl-png', blob, baseName() + '_overlay.png'); }, 'image/png');
 }
 
 function resetResult() {
   for (const u of urls) URL.revokeObjectURL(u);
   urls = [];
-  objRequest = null;
+  result = null;
+  hidden.clear();
   for (const id of ['dl-json', 'dl-glb', 'dl-png', 'dl-obj']) {
     $(id).removeAttribute('href');
     $(id).classList.add('disabled');
@@ -309,8 +432,11 @@ function resetResult() {
   $('overlay').hidden = true;
   $('hands').querySelector('tbody').replaceChildren();
   $('timings').querySelector('tbody').replaceChildren();
+  $('hand-toggles').replaceChildren();
   $('hand-count').textContent = '–';
   $('hand-count').dataset.count = '';
+  $('reset-view').disabled = true;
+  clearModel();
   if (view.renderer) $('view3d').dataset.rendered = '0';
 }
 
@@ -318,75 +444,85 @@ function row(tbody, cells) {
   const tr = document.createElement('tr');
   for (const c of cells) {
     const td = document.createElement('td');
-    td.textContent = c;
+    if (c instanceof Node) td.appendChild(c);
+    else td.textContent = c;
     tr.appendChild(td);
   }
   tbody.appendChild(tr);
 }
 
+function detectorQuery() {
+  const ms = Number($('min-score').value), mh = Math.round(Number($('max-hands').value));
+  return [`min_score=${ms.toFixed(2)}`, `max_hands=${Math.min(8, Math.max(1, mh || 2))}`];
+}
+
 async function run(t0 = performance.now()) {
   if (!file) return;
-  let query = '';
   try {
     boxes = parseBoxes($('boxes').value);
   } catch (e) {
     setStatus('error', e.message);
     return;
   }
-  if (boxes.length) query = 'boxes=' + encodeURIComponent(boxesText());
+  const params = ['format=all', 'draw=mesh'];
+  if (boxes.length) params.push('boxes=' + encodeURIComponent(boxesText()));
+  else params.push(...detectorQuery());
   drawPreview();
   resetResult();
   $('run').disabled = true;
   setStatus('busy', boxes.length ? `Regressing ${boxes.length} hand(s)…` : 'Detecting and regressing the hands…');
-  // The server decodes JPEG and PNG; anything else is sent as a JPEG for
-  // the server to say what is wrong with it.
-  const type = file.type === 'image/png' ? 'image/png' : 'image/jpeg';
-  const q = (extra) => (query || extra ? '?' + [query, extra].filter(Boolean).join('&') : '');
+  // The server reads the formats in TYPES; anything else is sent as a JPEG
+  // for the server to say what is wrong with it.
+  const type = TYPES.includes(file.type) ? file.type : 'image/jpeg';
   try {
-    const [pj, pr, pg] = await Promise.all([
-      request('/v1/predict' + q(''), file, type),
-      request('/v1/render' + q(''), file, type),
-      request('/v1/predict' + q('format=glb'), file, type),
-    ]);
-    for (const r of [pj, pr, pg])
-      if (r.status !== 200) throw new Error(apiError(r.status, await r.blob.text()));
-    const text = await pj.blob.text(), result = JSON.parse(text);
-    const hands = result.hands || [];
-    link('dl-json', new Blob([text], { type: 'application/json' }));
-    link('dl-png', pr.blob);
-    link('dl-glb', pg.blob);
-    objRequest = [q('format=obj'), file, type];
-    $('dl-obj').classList.remove('disabled');
-    const img = $('overlay');
-    img.src = URL.createObjectURL(pr.blob);
-    urls.push(img.src);
-    await img.decode();
-    img.hidden = false;
+    const r = await request('/v1/predict?' + params.join('&'), file, type);
+    if (r.status !== 200) throw new Error(apiError(r.status, await r.resp.text()));
+    const parts = await r.resp.formData();
+    const text = await parts.get('result').text(), res = JSON.parse(text);
+    const hands = res.hands || [];
+    const overlay = await createImageBitmap(parts.get('overlay'));
+    result = { hands, boxes: res.boxes, overlay };
+    const base = baseName();
+    link('dl-json', new Blob([text], { type: 'application/json' }), base + '.json');
+    link('dl-glb', parts.get('glb'), base + '.glb');
+    link('dl-obj', parts.get('obj'), base + '.obj');
+    drawOverlay();
+    refreshPng();
     $('hand-count').textContent = String(hands.length);
     $('hand-count').dataset.count = String(hands.length);
     const tbody = $('hands').querySelector('tbody');
-    hands.forEach((h, i) => row(tbody, [
-      String(i), h.error ? 'error: ' + h.error : h.is_right ? 'right' : 'left',
-      (h.bbox || []).map((v) => Math.round(v)).join(', '),
-      h.detection ? h.detection.score.toFixed(3) : result.boxes === 'given' ? 'given' : '–']));
-    await showModel(await pg.blob.arrayBuffer(), hands);
-    await new Promise((r) => requestAnimationFrame(r));
+    hands.forEach((h, i) => {
+      const show = document.createElement('input');
+      show.type = 'checkbox';
+      show.checked = true;
+      show.dataset.hand = String(i);
+      show.addEventListener('change', () => {
+        const t = document.querySelector(`#hand-toggles input[data-hand="${i}"]`);
+        if (t) { t.checked = show.checked; t.dispatchEvent(new Event('change')); }
+      });
+      row(tbody, [String(i), h.error ? 'error: ' + h.error : h.is_right ? 'right' : 'left',
+                  (h.bbox || []).map((v) => Math.round(v)).join(', '),
+                  h.detection ? h.detection.score.toFixed(3) : res.boxes === 'given' ? 'given' : '–', show]);
+    });
+    handToggles(hands);
+    await showModel(await parts.get('glb').arrayBuffer(), hands);
+    await new Promise((ok) => requestAnimationFrame(ok));
     render();
     if (view.renderer) $('view3d').dataset.rendered = '1';
     const total = performance.now() - t0;
     const tt = $('timings').querySelector('tbody');
-    for (const [k, v] of Object.entries(result.timings_ms || {})) row(tt, ['server ' + k, v.toFixed(1) + ' ms']);
-    row(tt, ['POST /v1/predict (JSON)', pj.ms.toFixed(0) + ' ms']);
-    row(tt, ['POST /v1/render (PNG)', pr.ms.toFixed(0) + ' ms']);
-    row(tt, ['POST /v1/predict?format=glb', pg.ms.toFixed(0) + ' ms']);
+    for (const [k, v] of Object.entries(res.timings_ms || {})) row(tt, ['server ' + k, v.toFixed(1) + ' ms']);
+    row(tt, ['POST /v1/predict?format=all (one job)', r.ms.toFixed(0) + ' ms']);
     row(tt, ['photo to result, in this page', total.toFixed(0) + ' ms']);
     $('status').dataset.ms = total.toFixed(0);
-    const none = hands.length === 0 && result.boxes === 'detected' ? ' The detector found no hand in this photo.' : '';
+    const none = hands.length === 0 && res.boxes === 'detected' ? ' The detector found no hand in this photo.' : '';
     setStatus('done', `Done: ${hands.length} hand(s) in ${(total / 1000).toFixed(2)} s.${none}`);
   } catch (e) {
+    resetResult();                      // nothing stale stays on screen
     setStatus('error', e.message);
   } finally {
     $('run').disabled = !file;
+    $('status').dataset.runs = String(++runs);
   }
 }
 
@@ -395,7 +531,9 @@ async function run(t0 = performance.now()) {
 async function pick(f) {
   if (!f) return;
   const t0 = performance.now();
+  stopLive();
   setStatus('busy', 'Reading the photo…');
+  resetResult();
   $('run').disabled = true;
   file = f;
   boxes = [];
@@ -407,9 +545,211 @@ async function pick(f) {
     $('preview-wrap').hidden = false;
     drawPreview();
   } catch (e) {
-    // not an image the browser reads: the server says what is wrong with it
+    // not an image the browser reads (TIFF in most browsers): the server decodes it, or says why not
   }
   await run(t0);
+}
+
+async function pickExample(src) {
+  setStatus('busy', 'Loading the example…');
+  try {
+    const resp = await fetch(src);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    const blob = await resp.blob();
+    await pick(new File([blob], src.split('/').pop(), { type: blob.type || 'image/jpeg' }));
+  } catch (e) {
+    setStatus('error', `cannot load the example ${src}: ${e.message}`);
+    $('status').dataset.runs = String(++runs);
+  }
+}
+
+// ---- live: the webcam or a video file ----
+
+const live = { running: false, session: null, stream: null, faces: null, group: null, sent: 0, t0: 0,
+               last: null, framed: false, capture: document.createElement('canvas') };
+
+function liveStats(a) {
+  const t = $('live-stats').querySelector('tbody');
+  t.replaceChildren();
+  const secs = (performance.now() - live.t0) / 1000;
+  row(t, ['frames sent', `${live.sent} (${(live.sent / Math.max(secs, 1e-3)).toFixed(1)}/s)`]);
+  const f = (live.last && live.last.frames) || {}, d = (live.last && live.last.dropped) || {};
+  row(t, ['server: captured, tracked, regressed', `${f.captured ?? '–'}, ${f.tracked ?? '–'}, ${f.regressed ?? '–'}`]);
+  row(t, ['dropped: waiting, tracker, regressor', `${a.replaced}, ${d.track ?? '–'}, ${d.regress ?? '–'}`]);
+  if (live.lastRegressed) row(t, ['latency of the last hands', `${live.lastRegressed.latency_ms.toFixed(0)} ms`]);
+  if (a.error) row(t, ['last bad frame', a.error]);
+}
+
+// The regressed hands as meshes: vertices + cam_t_full, in the GLB's
+// frame (x, -y, -z: the camera looking down -z, y up).
+function liveMeshes(rec) {
+  if (!view.renderer || !live.faces) return;
+  if (!live.group) {
+    clearModel();
+    live.group = new THREE.Group();
+    view.scene.add(live.group);
+    view.model = live.group;
+  }
+  const hands = rec.hands.filter((h) => h.vertices);
+  while (live.group.children.length > hands.length) {
+    const m = live.group.children.pop();
+    m.geometry.dispose();
+    m.material.dispose();
+  }
+  hands.forEach((h, i) => {
+    let m = live.group.children[i];
+    if (!m) {
+      const g = new THREE.BufferGeometry();
+      g.setAttribute('position', new THREE.BufferAttribute(new Float32Array(778 * 3), 3));
+      g.setIndex(live.faces);
+      m = new THREE.Mesh(g, new THREE.MeshStandardMaterial({ roughness: 0.6, metalness: 0, side: THREE.DoubleSide }));
+      m.frustumCulled = false;
+      live.group.add(m);
+    }
+    m.name = `hand_${i}_${h.is_right ? 'right' : 'left'}`;
+    m.material.color.setHex(h.is_right ? RIGHT_COLOUR : LEFT_COLOUR);
+    const p = m.geometry.attributes.position.array, t = h.cam_t_full;
+    h.vertices.forEach((v, k) => {
+      p[3 * k] = v[0] + t[0];
+      p[3 * k + 1] = -(v[1] + t[1]);
+      p[3 * k + 2] = -(v[2] + t[2]);
+    });
+    m.geometry.attributes.position.needsUpdate = true;
+    m.geometry.computeVertexNormals();
+    m.geometry.computeBoundingSphere();
+  });
+  applyHidden();
+  if (!live.framed && hands.length) {
+    frame(live.group);
+    live.framed = true;
+    $('reset-view').disabled = false;
+  }
+  render();
+  $('view3d').dataset.rendered = hands.length ? '1' : $('view3d').dataset.rendered;
+}
+
+// The live picture's marks: the newest tracked frame's boxes and
+// landmarks, the newest regressed frame's keypoints.
+function liveOverlay(video) {
+  const c = $('live-overlay');
+  const w = video.videoWidth, h = video.videoHeight;
+  if (!w || !h) return;
+  if (c.width !== w || c.height !== h) { c.width = w; c.height = h; }
+  const g = c.getContext('2d');
+  g.clearRect(0, 0, w, h);
+  const scale = w / live.capture.width;     // the frames sent are scaled to at most 640 wide
+  const opts = markOptions();
+  if (live.last && live.last.hands) drawMarks(g, live.last.hands, scale, { ...opts, keypoints: false });
+  if (live.lastRegressed) drawMarks(g, live.lastRegressed.hands, scale, { ...opts, boxes: false, labels: false });
+}
+
+async function liveLoop(video) {
+  while (live.running) {
+    if (video.readyState < 2 || !video.videoWidth) {
+      await new Promise((r) => setTimeout(r, 30));
+      continue;
+    }
+    const cw = Math.min(640, video.videoWidth), ch = Math.round(video.videoHeight * cw / video.videoWidth);
+    live.capture.width = cw;
+    live.capture.height = ch;
+    live.capture.getContext('2d').drawImage(video, 0, 0, cw, ch);
+    const blob = await new Promise((r) => live.capture.toBlob(r, 'image/jpeg', 0.85));
+    if (!live.running) break;             // stopped meanwhile: the session is ended
+    const q = live.session ? `session=${live.session}` : detectorQuery().join('&');
+    let r;
+    try {
+      r = await request('/v1/live?' + q, blob, 'image/jpeg');
+    } catch (e) {
+      setStatus('error', e.message);
+      break;
+    }
+    if (!live.running) break;
+    if (r.status !== 200) {
+      setStatus('error', apiError(r.status, await r.resp.text()));
+      break;
+    }
+    const a = await r.resp.json();
+    live.sent++;
+    if (!live.session) {
+      live.session = a.session;
+      live.faces = a.faces;
+      setStatus('busy', 'Live: the hands follow the frames (Stop to end).');
+    }
+    if (a.tracked) live.last = a.tracked;
+    if (a.regressed) {
+      live.lastRegressed = a.regressed;
+      liveMeshes(a.regressed);
+      $('hand-count').textContent = String(a.regressed.hands.length);
+      $('hand-count').dataset.count = String(a.regressed.hands.length);
+    }
+    if (a.failed) {
+      setStatus('error', 'the live session stopped: ' + a.failed);
+      break;
+    }
+    liveOverlay(video);
+    liveStats(a);
+    document.body.dataset.liveFrames = String(live.sent);
+    document.body.dataset.liveRegressed = String((live.last && live.last.frames && live.last.frames.regressed) || 0);
+  }
+  if (live.running) stopLive(true);
+}
+
+async function startLive(source) {
+  stopLive();
+  resetResult();
+  const video = $('live-video');
+  try {
+    if (source === 'camera') {
+      live.stream = await navigator.mediaDevices.getUserMedia({ video: { width: { ideal: 640 } }, audio: false });
+      video.srcObject = live.stream;
+    } else {
+      video.srcObject = null;
+      video.src = URL.createObjectURL(source);
+      urls.push(video.src);
+      video.loop = true;
+    }
+    await video.play();
+  } catch (e) {
+    setStatus('error', (source === 'camera' ? 'cannot start the webcam: ' : 'cannot play the video: ') + e.message);
+    return;
+  }
+  Object.assign(live, { running: true, session: null, sent: 0, t0: performance.now(), last: null, lastRegressed: null,
+                        framed: false });
+  $('overlay').hidden = true;
+  video.hidden = false;
+  $('live-overlay').hidden = false;
+  $('live-stop').disabled = false;
+  setStatus('busy', 'Live: starting a session…');
+  liveLoop(video);
+}
+
+// End the session (the server frees it), stop the camera or the video.
+function stopLive(keepStatus) {
+  if (!live.running && !live.stream) return;
+  live.running = false;
+  if (live.session) fetch(`/v1/live?session=${live.session}&end=1`, { method: 'POST' }).catch(() => {});
+  live.session = null;
+  if (live.stream) for (const t of live.stream.getTracks()) t.stop();
+  live.stream = null;
+  const video = $('live-video');
+  video.pause();
+  video.hidden = true;
+  $('live-overlay').hidden = true;
+  $('live-stop').disabled = true;
+  if (live.group) {
+    clearModel();
+    live.group = null;
+  }
+  if (keepStatus !== true) setStatus('idle', `Live stopped after ${live.sent} frame(s).`);
+}
+
+// ---- setup ----
+
+function setMode(mode) {
+  for (const b of document.querySelectorAll('.tabs button')) b.setAttribute('aria-selected', String(b.dataset.mode === mode));
+  $('photo-input').hidden = mode !== 'photo';
+  $('live-input').hidden = mode !== 'live';
+  if (mode === 'photo') stopLive();
 }
 
 function setupInput() {
@@ -422,9 +762,17 @@ function setupInput() {
     drop.classList.remove('over');
     pick(ev.dataTransfer.files[0]);
   });
+  for (const b of document.querySelectorAll('.example')) b.addEventListener('click', () => pickExample(b.dataset.src));
   $('run').addEventListener('click', () => run());
-  $('dl-obj').addEventListener('click', fetchObj);
+  for (const id of ['mark-boxes', 'mark-keypoints', 'mark-labels'])
+    $(id).addEventListener('change', () => { drawOverlay(); refreshPng(); });
+  $('min-score').addEventListener('input', () => { $('min-score-value').textContent = Number($('min-score').value).toFixed(2); });
+  for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => setMode(b.dataset.mode));
+  $('live-cam').addEventListener('click', () => startLive('camera'));
+  $('live-file').addEventListener('change', () => { if ($('live-file').files[0]) startLive($('live-file').files[0]); });
+  $('live-stop').addEventListener('click', () => stopLive());
   window.addEventListener('resize', drawPreview);
+  window.addEventListener('pagehide', () => stopLive(true));
 }
 
 async function serverInfo() {

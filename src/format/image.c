@@ -532,6 +532,55 @@ static kind kind_of(const uint8_t *b, size_t n) {
     return (kind){NULL, NULL};
 }
 
+/* A WebP's canvas size from its first chunk (VP8X, VP8 or VP8L). */
+static int webp_size(const uint8_t *b, size_t n, long long *w, long long *h) {
+    if (n >= 30 && !memcmp(b + 12, "VP8X", 4)) {
+        *w = 1 + (long long)(b[24] | b[25] << 8 | b[26] << 16), *h = 1 + (long long)(b[27] | b[28] << 8 | b[29] << 16);
+        return 1;
+    }
+    if (n >= 30 && !memcmp(b + 12, "VP8 ", 4) && b[23] == 0x9d && b[24] == 0x01 && b[25] == 0x2a) {
+        *w = rd16(b + 26, 1) & 0x3fff, *h = rd16(b + 28, 1) & 0x3fff;
+        return 1;
+    }
+    if (n >= 25 && !memcmp(b + 12, "VP8L", 4) && b[20] == 0x2f) {
+        const uint32_t v = rd32(b + 21, 1);
+        *w = 1 + (v & 0x3fff), *h = 1 + (v >> 14 & 0x3fff);
+        return 1;
+    }
+    return 0;
+}
+
+int hm_image_header_size(const void *buf, size_t len, const char **fmt, long long *w, long long *h) {
+    const uint8_t *b = buf;
+    const kind k = b ? kind_of(b, len) : (kind){NULL, NULL};
+    if (fmt) *fmt = k.name;
+    if (!k.name || !k.demuxer) return 0;
+    if (!strcmp(k.name, "WebP")) return webp_size(b, len, w, h);
+    if (!strcmp(k.name, "PNG")) {
+        if (len < 24 || memcmp(b + 12, "IHDR", 4)) return 0;
+        *w = rd32(b + 16, 0), *h = rd32(b + 20, 0);
+        return 1;
+    }
+    if (!strcmp(k.name, "JPEG")) { /* the first SOF marker's */
+        for (size_t i = 2; i + 9 < len;) {
+            if (b[i] != 0xFF) return 0;
+            const unsigned m = b[i + 1];
+            if (m == 0xFF) { i++; continue; }
+            if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) { i += 2; continue; } /* no length */
+            if (m == 0xDA || m == 0xD9) return 0;
+            const size_t seg = (size_t)(b[i + 2] << 8 | b[i + 3]);
+            if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+                *h = rd16(b + i + 5, 0), *w = rd16(b + i + 7, 0);
+                return 1;
+            }
+            if (seg < 2) return 0;
+            i += 2 + seg;
+        }
+        return 0;
+    }
+    return header_size(b, len, k.name, w, h);
+}
+
 int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out) {
     if (!out) return hm_err(HM_E_ARG, "hm_image_decode: NULL output");
     memset(out, 0, sizeof *out);

@@ -40,6 +40,10 @@ typedef struct {
 int hm_image_load(const char *path, hm_image *out);
 /* Decode image bytes; `what` names the source in error messages. */
 int hm_image_decode(const void *buf, size_t len, const char *what, hm_image *out);
+/* The size an image's header declares (the formats hm_image_decode reads),
+ * without decoding: 1 with *w, *h (and *fmt, its name, when not NULL), 0
+ * when the bytes are no such image or the header holds no size. */
+int hm_image_header_size(const void *buf, size_t len, const char **fmt, long long *w, long long *h);
 /* Encode as an 8-bit RGB PNG into a malloc'd buffer (caller frees). */
 int hm_image_encode_png(const hm_image *img, uint8_t **buf, size_t *len);
 /* Write an 8-bit RGB PNG file. */

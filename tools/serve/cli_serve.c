@@ -28,6 +28,7 @@ static const char *USAGE_SERVE =
     "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
     "                   [--upload-budget-mb 256] [--response-budget-mb 512] [--pixels-per-byte 200]\n"
     "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector] [--web DIR]\n"
+    "                   [--live-sessions 2] [--live-idle-s 10]\n"
     "\n"
     "Serves HaMeR over HTTP/1.1:\n"
     "  GET  /healthz        200 while the process lives\n"
@@ -43,6 +44,9 @@ static const char *USAGE_SERVE =
     "                       with an 'image' part and a 'hands' part ([{\"bbox\":[..],\"is_right\":..}]);\n"
     "                       without boxes (or 'hands' part) the built-in detector finds the hands\n"
     "  POST /v1/render      same input; the overlay PNG (?side_view=1: the side view)\n"
+    "  POST /v1/live        hands live: one frame a request (a new session, then ?session=T),\n"
+    "                       answered at once with the session's newest tracked and regressed\n"
+    "                       frames (the web page's webcam and video file)\n"
     "  Both POSTs take ?rescale=S and ?crop_mode=warp|pad as `hamer run` does; /v1/predict\n"
     "  also ?focal=PX or ?fov=DEG (the photo's camera; default its EXIF) and ?format=bvh.\n"
     "\n"
@@ -93,6 +97,9 @@ static const char *USAGE_SERVE =
     "  --no-detector     no detector: requests without boxes get 400\n"
     "  --web DIR         the web page's files (default ${XDG_DATA_HOME:-~/.local/share}/hamer/web,\n"
     "                    installed by scripts/get_web.sh); without them / answers 404\n"
+    "  --live-sessions N live sessions at once (default 2; 0: /v1/live is off); each holds\n"
+    "                    an inference state, a tracker and a few frames, and 3 threads\n"
+    "  --live-idle-s T   a live session without a request for T seconds ends (default 10)\n"
     "  --quiet           no per-request log lines, libmicrohttpd's included (startup and\n"
     "                    shutdown lines stay)\n"
     "\n"
@@ -120,6 +127,8 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
     cfg->max_conns_per_ip = 32;
     cfg->header_timeout_s = 10;
     cfg->drain_s = 30;
+    cfg->live_sessions = 2;
+    cfg->live_idle_s = 10;
     cfg->pixels_per_byte = 200;
     cfg->host = "127.0.0.1";
     cfg->port = 8080;
@@ -199,6 +208,12 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         } else if (!strcmp(a, "--cache-ttl-s")) {
             if (parse_real(v, 0, 86400, &cfg->cache_ttl_s))
                 return hm_tool_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
+        } else if (!strcmp(a, "--live-sessions")) {
+            if (hm_tool_parse_int(v, 0, 64, &cfg->live_sessions))
+                return hm_tool_fail(2, "serve: --live-sessions must be 0..64, got '%s'", v);
+        } else if (!strcmp(a, "--live-idle-s")) {
+            if (parse_real(v, 0, 3600, &cfg->live_idle_s))
+                return hm_tool_fail(2, "serve: --live-idle-s must be in (0, 3600], got '%s'", v);
         } else if (!strcmp(a, "--device")) {
             cfg->device = v;
         } else if (!strcmp(a, "--precision")) {
@@ -345,7 +360,13 @@ int hm_serve_main(int argc, char **argv) {
         return 1;
     }
     hm_srv_web_load(s);
+    if (hm_srv_live_start(s)) {
+        hm_srv_log("cannot start the live sessions' table (out of memory)");
+        server_free(s);
+        return 1;
+    }
     if (hm_srv_conn_watchdog_start(s) || hm_srv_http_start(s)) {
+        hm_srv_live_stop(s);
         hm_srv_conn_watchdog_stop(s);
         server_free(s);
         return 1;
@@ -401,6 +422,7 @@ int hm_serve_main(int argc, char **argv) {
         _exit(0);
     }
     if (warm_started) pthread_join(warm, NULL);
+    hm_srv_live_stop(s);     /* the sessions' engines use the model and the detector */
     hm_srv_work_stop(s);
     hm_srv_http_stop(s);
     hm_srv_conn_watchdog_stop(s);

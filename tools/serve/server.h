@@ -53,13 +53,15 @@ typedef struct {
     const char *detector_dir; /* NULL: the library's search path */
     int detector_lite, no_detector;
     const char *web_dir;    /* the web page's files (NULL: the default share dir) */
+    int live_sessions;      /* POST /v1/live sessions at most (0: the endpoint is off) */
+    double live_idle_s;     /* a session without a request for this long ends */
 } hm_srv_config;
 
 /* ---- metrics (server_metrics.c) ---- */
 
 enum {
     HM_SRV_EP_HEALTHZ, HM_SRV_EP_READYZ, HM_SRV_EP_INFO, HM_SRV_EP_METRICS, HM_SRV_EP_OPENAPI,
-    HM_SRV_EP_PREDICT, HM_SRV_EP_RENDER, HM_SRV_EP_WEB, HM_SRV_EP_OTHER, HM_SRV_EP_COUNT
+    HM_SRV_EP_PREDICT, HM_SRV_EP_RENDER, HM_SRV_EP_LIVE, HM_SRV_EP_WEB, HM_SRV_EP_OTHER, HM_SRV_EP_COUNT
 };
 /* Status codes counted one by one; anything else lands in "other". */
 #define HM_SRV_N_STATUS 16
@@ -179,7 +181,7 @@ int hm_srv_target_check(const char *target, char *msg, size_t msglen);
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 11
+#define HM_SRV_QUERY_NKEYS 14
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -192,8 +194,10 @@ typedef struct {
 
 /* The values, checked. */
 /* What /v1/predict answers: RESULT.json, the hands as one GLB
- * (hamer_job_glb) or as one OBJ (hamer_job_obj). */
-enum { HM_SRV_FMT_JSON, HM_SRV_FMT_GLB, HM_SRV_FMT_OBJ, HM_SRV_FMT_BVH };
+ * (hamer_job_glb), as one OBJ (hamer_job_obj), as one BVH, or the JSON,
+ * the GLB, the OBJ and the overlay PNG from one run of the job (format=all:
+ * multipart/form-data, parts "result", "overlay", "glb", "obj"). */
+enum { HM_SRV_FMT_JSON, HM_SRV_FMT_GLB, HM_SRV_FMT_OBJ, HM_SRV_FMT_BVH, HM_SRV_FMT_ALL };
 
 typedef struct {
     hamer_predict_params pp;
@@ -204,6 +208,9 @@ typedef struct {
     int format;                     /* /v1/predict?format=: HM_SRV_FMT_* */
     hamer_body_mode body;           /* ?body=: the detector's body pass (no boxes only), default auto */
     bool body_boxes;                /* ?body_boxes=1: its keypoint-only boxes too (no boxes only) */
+    float min_score;                /* ?min_score=: the detector's threshold (no boxes only); 0: its default */
+    int max_hands;                  /* ?max_hands=: at most this many hands detected (no boxes only); 0: default */
+    unsigned draw_hide;             /* ?draw=: HAMER_DRAW_* bits the overlay leaves out (render, format=all) */
 } hm_srv_query;
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint);
@@ -216,6 +223,28 @@ int hm_srv_query_check_keys(const hm_srv_query_args *a, char *msg, size_t msglen
  * an image (image_body: ?boxes= required) or multipart (?boxes= refused).
  * 0 with q filled, else 400 with a one-line reason in msg. */
 int hm_srv_query_parse(const hm_srv_query_args *a, int image_body, hm_srv_query *q, char *msg, size_t msglen);
+
+/* ---- POST /v1/live (server_live.c) ---- */
+
+/* Its query: session=T (32 hex digits; absent: a new session), end=0|1,
+ * and a new session's max_hands (1..8), min_score, smooth. */
+typedef struct {
+    char session[33];
+    int end, max_hands;
+    float min_score;                /* 0: the tracker's default */
+    hamer_smooth_mode smooth;
+    unsigned seen;                  /* the keys taken (bit per key) */
+} hm_srv_live_query;
+
+void hm_srv_live_query_init(hm_srv_live_query *q);
+/* One key=value (value NULL: no '='): 0, or 400 with a one-line printable
+ * reason in msg (unknown, repeated, valueless, or a bad value). */
+int hm_srv_live_query_add(hm_srv_live_query *q, const char *key, const char *value, char *msg, size_t msglen);
+/* After the last key: 0, or 400 (a new session's keys with session=, end
+ * without it). */
+int hm_srv_live_query_check(const hm_srv_live_query *q, char *msg, size_t msglen);
+
+typedef struct hm_srv_live hm_srv_live;
 
 /* ---- jobs, queue, workers (server_work.c) ---- */
 
@@ -236,6 +265,9 @@ typedef struct hm_srv_job {
     int detect;                     /* no boxes given: the detector finds them */
     hamer_body_mode body_mode;      /* ?body=: the detector's body pass */
     bool body_boxes;                /* ?body_boxes= */
+    float min_score;                /* ?min_score= (0: the detector's default) */
+    int max_hands;                  /* ?max_hands= (0: the detector's default) */
+    unsigned draw_hide;             /* ?draw= */
     size_t answer_bound;            /* most bytes its answer can take (hm_srv_answer_bound) */
     int cacheable;
     uint8_t key[32];
@@ -253,6 +285,7 @@ typedef struct hm_srv_job {
     uint8_t *out;
     size_t out_len;
     const char *out_type;
+    char all_type[80];              /* format=all: its Content-Type (the boundary), out_type points here */
     int from_cache;
 } hm_srv_job;
 
@@ -307,6 +340,7 @@ struct hm_srv {
     hamer_detect_state **dstates;
     char detector_reason[512];
     struct hm_srv_web *web;         /* the web page (server_static.c) */
+    hm_srv_live *live;              /* POST /v1/live's sessions (server_live.c; NULL: off) */
     /* connections (server_conn.c) */
     struct hm_srv_conn *conns;
     struct hm_srv_conn *conn_free;
@@ -334,6 +368,11 @@ void hm_srv_web_free(hm_srv *s);
 int hm_srv_web_route(const char *url, size_t n);
 int hm_srv_web_get(hm_srv *s, int file, const void **data, size_t *len, const char **type);
 extern const char *hm_srv_web_csp;
+
+/* server_live.c: the live sessions' table and its janitor thread
+ * (cfg.live_sessions > 0); -1 out of memory. Stop ends every session. */
+int hm_srv_live_start(hm_srv *s);
+void hm_srv_live_stop(hm_srv *s);
 
 /* server_http.c: start the daemon on cfg.host:cfg.port (s->port set). */
 int hm_srv_http_start(hm_srv *s);

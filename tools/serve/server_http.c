@@ -45,7 +45,8 @@ size_t hm_srv_req_size(void) { return sizeof(hm_srv_req); }
 /* Endpoint index of a URL path; HM_SRV_EP_OTHER if none. raw: the request
  * line's target, which ends at its '?' (a decoded path may hold one). */
 static int route(const char *url, int raw) {
-    static const char *paths[] = {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json", "/v1/predict", "/v1/render"};
+    static const char *paths[] = {"/healthz",    "/readyz",     "/info",      "/metrics",
+                                  "/openapi.json", "/v1/predict", "/v1/render", "/v1/live"};
     size_t n = raw ? strcspn(url, "?") : strlen(url);
     for (int i = 0; i < HM_SRV_EP_WEB; i++)
         if (strlen(paths[i]) == n && !strncmp(url, paths[i], n)) return i;
@@ -98,6 +99,13 @@ static enum MHD_Result first_call(hm_srv *s, struct MHD_Connection *c, hm_srv_re
     if (ep == HM_SRV_EP_OTHER) {
         hm_srv_reject(r, 404, "no such endpoint: %s (see /openapi.json)", r->path);
         return MHD_YES;
+    }
+    if (ep == HM_SRV_EP_LIVE) {
+        if (strcmp(method, "POST")) {
+            hm_srv_reject(r, 405, "%s takes POST", r->path);
+            return MHD_YES;
+        }
+        return hm_srv_live_first(s, c, r);
     }
     if (!hm_srv_is_post(ep)) {
         if (!get) hm_srv_reject(r, 405, "%s takes GET", r->path);
@@ -208,6 +216,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->t_complete = hm_now();
     hm_srv_release_upload(s, r);       /* received: the queue bound covers it from here */
     if (r->discard) return hm_srv_answer_error(s, c, r, r->reject_status, r->reject_msg);
+    if (r->endpoint == HM_SRV_EP_LIVE) return hm_srv_live_endpoint(s, c, r);
     if (!hm_srv_is_post(r->endpoint)) return hm_srv_get_endpoint(s, c, r);
     return hm_srv_post_endpoint(s, c, r);
 }

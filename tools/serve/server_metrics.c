@@ -15,8 +15,8 @@
 #define sb_printf hm_tool_text_printf
 
 static const char *EP_NAMES[HM_SRV_EP_COUNT] = {"/healthz", "/readyz", "/info", "/metrics",
-                                                "/openapi.json", "/v1/predict", "/v1/render", "/",
-                                                "other"};
+                                                "/openapi.json", "/v1/predict", "/v1/render", "/v1/live",
+                                                "/", "other"};
 /* 499: the client closed the connection before its answer (nginx's code). */
 static const int STATUSES[HM_SRV_N_STATUS] = {200, 400, 404, 405, 408, 413, 414, 415, 429, 431, 499,
                                               500, 503, 504, 505, 0};

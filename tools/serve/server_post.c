@@ -14,12 +14,17 @@
 #include "serve/server_req.h"
 #include "core/util.h"
 
-/* The media type of a Content-Type value: 0 none/other, 1 JPEG/PNG image,
- * 2 multipart/form-data. */
+/* The media type of a Content-Type value: 0 none/other, 1 an image of a
+ * format the library decodes (JPEG, PNG, WebP, AVIF, BMP, TIFF, GIF: the
+ * bytes decide the format, the type only admits the body), 2
+ * multipart/form-data. */
 static int media_kind(const char *ct) {
+    static const char *const images[] = {"image/jpeg", "image/png", "image/webp", "image/avif",
+                                         "image/bmp",  "image/tiff", "image/gif"};
     if (!ct) return 0;
     size_t n = strcspn(ct, "; \t");
-    if ((n == 10 && !strncasecmp(ct, "image/jpeg", n)) || (n == 9 && !strncasecmp(ct, "image/png", n))) return 1;
+    for (size_t i = 0; i < sizeof images / sizeof *images; i++)
+        if (n == strlen(images[i]) && !strncasecmp(ct, images[i], n)) return 1;
     if (n == 19 && !strncasecmp(ct, "multipart/form-data", n)) return 2;
     return 0;
 }
@@ -75,6 +80,9 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
     job->side_view = query.side_view;
     job->body_mode = query.body;
     job->body_boxes = query.body_boxes;
+    job->min_score = query.min_score;
+    job->max_hands = query.max_hands;
+    job->draw_hide = query.draw_hide;
     job->body = r->body;
     r->body = NULL;
     if (image_body) {
@@ -112,11 +120,14 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
         }
         /* No 'hands' part: the detector finds them. */
         job->detect = !hands;
-        if (hands && (args.value[7] || args.value[8])) {   /* hm_srv_query_keys[7], [8]: "body", "body_boxes" */
-            snprintf(msg, msglen, "%s= chooses the detector's passes: it is for requests without hands",
-                     args.value[7] ? "body" : "body_boxes");
-            return 400;
-        }
+        /* the detector's keys, named: their indexes move as keys are added */
+        for (int k = 0; k < HM_SRV_QUERY_NKEYS; k++)
+            if (hands && args.value[k] &&
+                (!strcmp(hm_srv_query_keys[k], "body") || !strcmp(hm_srv_query_keys[k], "body_boxes") ||
+                 !strcmp(hm_srv_query_keys[k], "min_score") || !strcmp(hm_srv_query_keys[k], "max_hands"))) {
+                snprintf(msg, msglen, "%s= is the detector's: it is for requests without hands", hm_srv_query_keys[k]);
+                return 400;
+            }
         job->nbox = hands ? hamer_boxes_parse((const char *)hands->data, hands->len, job->boxes, HAMER_MAX_HANDS) : 0;
         if (job->nbox < 0) {
             snprintf(msg, msglen, "hands: %s", hamer_last_error());
@@ -151,7 +162,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
             return 413;
         }
     }
-    int nhands = job->detect ? hamer_detect_default_params().max_hands : job->nbox;
+    int nhands = !job->detect ? job->nbox : job->max_hands ? job->max_hands : hamer_detect_default_params().max_hands;
     job->answer_bound = hm_srv_answer_bound(job->kind == HM_SRV_JOB_RENDER, px, nhands, job->with_vertices, job->format);
     if (job->answer_bound > s->cfg.response_budget) {
         /* It could never be held: no point in a 503 that asks to retry. */
@@ -230,7 +241,8 @@ enum MHD_Result hm_srv_post_first(hm_srv *s, struct MHD_Connection *c, hm_srv_re
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!media_kind(ct)) {
-        hm_srv_reject(r, 415, "Content-Type must be image/jpeg, image/png or multipart/form-data, got '%.60s'",
+        hm_srv_reject(r, 415, "Content-Type must be image/jpeg, image/png, image/webp, image/avif, image/bmp, "
+               "image/tiff, image/gif or multipart/form-data, got '%.60s'",
                ct ? ct : "(none)");
         return MHD_YES;
     }

@@ -1,7 +1,7 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
  * crop_mode, vertices, side_view, timeout_s, format, body, body_boxes,
- * focal, fov).
+ * focal, fov, min_score, max_hands, draw).
  *
  * Separate from server_http.c so that it takes plain strings and can be
  * fuzzed without a connection (fuzz/fuzz_query.c). Keys and values arrive
@@ -21,10 +21,11 @@
 #include "core/util.h"
 
 enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY,
-       QUERY_BODY_BOXES, QUERY_FOCAL, QUERY_FOV };
-const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",     "vertices",  "rescale", "crop_mode",
-                                                           "side_view", "timeout_s", "format",    "body",
-                                                           "body_boxes", "focal",    "fov"};
+       QUERY_BODY_BOXES, QUERY_FOCAL, QUERY_FOV, QUERY_MIN_SCORE, QUERY_MAX_HANDS, QUERY_DRAW };
+const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",      "vertices",  "rescale", "crop_mode",
+                                                           "side_view",  "timeout_s", "format",  "body",
+                                                           "body_boxes", "focal",     "fov",     "min_score",
+                                                           "max_hands",  "draw"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -148,12 +149,13 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
         if (!strcmp(v, "glb")) q->format = HM_SRV_FMT_GLB;
         else if (!strcmp(v, "obj")) q->format = HM_SRV_FMT_OBJ;
         else if (!strcmp(v, "bvh")) q->format = HM_SRV_FMT_BVH;
+        else if (!strcmp(v, "all")) q->format = HM_SRV_FMT_ALL;
         else if (strcmp(v, "json")) {
-            snprintf(msg, msglen, "format must be json, glb, obj or bvh, got '%.40s'", v);
+            snprintf(msg, msglen, "format must be json, glb, obj, bvh or all, got '%.40s'", v);
             return 400;
         }
-        if (q->format != HM_SRV_FMT_JSON && q->with_vertices) {
-            snprintf(msg, msglen, "vertices=1 is for format=json (a %s holds the %s)",
+        if (q->format != HM_SRV_FMT_JSON && q->format != HM_SRV_FMT_ALL && q->with_vertices) {
+            snprintf(msg, msglen, "vertices=1 is for format=json or all (a %s holds the %s)",
                      q->format == HM_SRV_FMT_GLB ? "GLB" : q->format == HM_SRV_FMT_OBJ ? "OBJ" : "BVH",
                      q->format == HM_SRV_FMT_BVH ? "skeletons" : "meshes");
             return 400;
@@ -199,6 +201,43 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
             return 400;
         }
         q->body_boxes = v[0] == '1';
+    }
+    /* min_score / max_hands: the detector's threshold and count, likewise */
+    if ((v = a->value[QUERY_MIN_SCORE])) {
+        double x;
+        if (query_real(v, 1, &x) || !(x < 1)) {
+            snprintf(msg, msglen, "min_score must be a number in (0, 1), got '%.40s'", v);
+            return 400;
+        }
+        if (boxes) {
+            snprintf(msg, msglen, "min_score= is the detector's threshold: it is for requests without boxes");
+            return 400;
+        }
+        q->min_score = (float)x;
+    }
+    if ((v = a->value[QUERY_MAX_HANDS])) {
+        int n;
+        if (hm_tool_parse_int(v, 1, HAMER_MAX_HANDS, &n)) {
+            snprintf(msg, msglen, "max_hands must be an integer in 1..%d, got '%.40s'", HAMER_MAX_HANDS, v);
+            return 400;
+        }
+        if (boxes) {
+            snprintf(msg, msglen, "max_hands= bounds the detector's hands: it is for requests without boxes");
+            return 400;
+        }
+        q->max_hands = n;
+    }
+    /* draw=mesh,boxes,keypoints,labels|all|none: what the overlay shows */
+    if ((v = a->value[QUERY_DRAW])) {
+        if (hm_tool_parse_draw(v, &q->draw_hide)) {
+            snprintf(msg, msglen, "draw takes mesh, boxes, keypoints, labels, all or none (comma-separated), "
+                     "got '%.40s'", v);
+            return 400;
+        }
+        if (q->side_view || (a->endpoint == HM_SRV_EP_PREDICT && q->format != HM_SRV_FMT_ALL)) {
+            snprintf(msg, msglen, "draw= is for the overlay: /v1/render (not side_view=1) or /v1/predict?format=all");
+            return 400;
+        }
     }
     if (image_body) {
         if (!boxes) {

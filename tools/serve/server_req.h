@@ -68,6 +68,13 @@ const char *hm_srv_phase_name(int phase);
 /* Answer one of the GET endpoints (routing already checked the method). */
 enum MHD_Result hm_srv_get_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r);
 
+/* ---- server_live.c ---- */
+
+/* The headers of a POST /v1/live are in: length, type, upload budget. */
+enum MHD_Result hm_srv_live_first(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r);
+/* The request is complete: the session's next frame, its newest records. */
+enum MHD_Result hm_srv_live_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r);
+
 /* ---- server_post.c ---- */
 
 /* The headers of a POST to /v1/predict or /v1/render are in: refuse what

@@ -40,6 +40,11 @@ static const struct {
     {"/vendor/OrbitControls.js", "vendor/OrbitControls.js", "text/javascript; charset=utf-8"},
     {"/vendor/BufferGeometryUtils.js", "vendor/BufferGeometryUtils.js", "text/javascript; charset=utf-8"},
     {"/vendor/three-LICENSE.txt", "vendor/three-LICENSE.txt", "text/plain; charset=utf-8"},
+    /* the example photos (npm fingerpose@0.1.0, MIT) */
+    {"/vendor/nocurl.jpg", "vendor/nocurl.jpg", "image/jpeg"},
+    {"/vendor/halfcurl.jpg", "vendor/halfcurl.jpg", "image/jpeg"},
+    {"/vendor/fullcurl.jpg", "vendor/fullcurl.jpg", "image/jpeg"},
+    {"/vendor/fingerpose-LICENSE.txt", "vendor/fingerpose-LICENSE.txt", "text/plain; charset=utf-8"},
 };
 enum { NFILES = sizeof FILES / sizeof FILES[0] };
 
@@ -54,7 +59,7 @@ struct hm_srv_web {
 };
 
 const char *hm_srv_web_csp =
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; connect-src 'self'; "
     "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 int hm_srv_web_route(const char *url, size_t n) {

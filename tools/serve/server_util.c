@@ -49,7 +49,11 @@ int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h) {
         *w = (int)W, *h = (int)H;
         return 0;
     }
-    if (n < 4 || p[0] != 0xff || p[1] != 0xd8) return -1;
+    if (n < 4 || p[0] != 0xff || p[1] != 0xd8) {
+        /* WebP, AVIF, BMP, TIFF, GIF: the size their header declares, as the
+         * library reads it (it checks that size again before decoding) */
+        return hamer_image_size(p, n, w, h) == HAMER_OK ? 0 : -1;
+    }
     /* Walk the marker segments up to the first SOFn (not DHT C4, JPG C8, DAC CC). */
     size_t i = 2;
     while (i + 4 <= n) {
@@ -102,6 +106,11 @@ size_t hm_srv_answer_bound(int render, double pixels, int nhands, int with_verti
         double raw = 3.0 * (pixels > 0 ? pixels : 0) + 65536.0;
         return (size_t)(raw + raw / 256.0) + (64u << 10);
     }
+    if (format == HM_SRV_FMT_ALL) /* the four answers, and the parts' headers */
+        return (4u << 10) + hm_srv_answer_bound(1, pixels, nhands, 0, 0) +
+               hm_srv_answer_bound(0, pixels, nhands, with_vertices, HM_SRV_FMT_JSON) +
+               hm_srv_answer_bound(0, pixels, nhands, 0, HM_SRV_FMT_GLB) +
+               hm_srv_answer_bound(0, pixels, nhands, 0, HM_SRV_FMT_OBJ);
     if (format == HM_SRV_FMT_GLB) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_GLB_MAX;
     if (format == HM_SRV_FMT_OBJ) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_OBJ_MAX;
     if (format == HM_SRV_FMT_BVH) return (4u << 10) + (size_t)(nhands > 0 ? nhands : 0) * HAND_BVH_MAX;

@@ -130,6 +130,64 @@ static int job_cancelled(void *user) {
     return atomic_load(&job->cancel) || hm_now() > job->deadline;
 }
 
+/* format=all: the job's four answers, one run, as multipart/form-data
+ * (RFC 7578; a browser reads it with Response.formData()): "result"
+ * (RESULT.json), "overlay" (the PNG of /v1/render with the request's draw),
+ * "glb", "obj". The boundary is checked against every part. Returns the
+ * malloc'd body and its type, or NULL with the failing answer's message. */
+static uint8_t *all_formats(hamer_job *pj, const hm_srv_job *job, size_t *out_len, char *type, size_t typelen,
+                            char *msg, size_t msglen) {
+    static const char *const names[4] = {"result", "overlay", "glb", "obj"};
+    static const char *const types[4] = {"application/json", "image/png", "model/gltf-binary", "model/obj"};
+    static const char *const files[4] = {"RESULT.json", "overlay.png", "hands.glb", "hands.obj"};
+    void *data[4] = {0};
+    size_t len[4] = {0};
+    char *json = hamer_job_result_json(pj, job->with_vertices);
+    const hamer_render_params rp = {.hide = job->draw_hide};
+    int rc = json ? HAMER_OK : HAMER_E_NOMEM, failed = 0;
+    data[0] = json, len[0] = json ? strlen(json) : 0;
+    if (!rc && (rc = hamer_job_render_overlay_png(pj, &rp, (uint8_t **)&data[1], &len[1]))) failed = 1;
+    if (!rc && (rc = hamer_job_glb(pj, (uint8_t **)&data[2], &len[2]))) failed = 2;
+    if (!rc && (rc = hamer_job_obj(pj, (char **)&data[3], &len[3]))) failed = 3;
+    uint8_t *out = NULL;
+    if (rc) {
+        snprintf(msg, msglen, "%s: %s", names[failed], hamer_last_error());
+    } else {
+        /* a boundary none of the parts holds */
+        char boundary[48];
+        for (unsigned salt = 0;; salt++) {
+            snprintf(boundary, sizeof boundary, "hamer-%08x%08x", (unsigned)len[1] ^ (salt * 2654435761u),
+                     (unsigned)(len[2] + salt));
+            int clash = 0;
+            for (int i = 0; i < 4 && !clash; i++)
+                clash = len[i] >= strlen(boundary) && memmem(data[i], len[i], boundary, strlen(boundary)) != NULL;
+            if (!clash) break;
+        }
+        size_t total = strlen(boundary) + 8;
+        for (int i = 0; i < 4; i++) total += len[i] + strlen(boundary) + 256;
+        out = malloc(total);
+        size_t n = 0;
+        for (int i = 0; out && i < 4; i++) {
+            n += (size_t)snprintf((char *)out + n, total - n,
+                                  "--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+                                  "Content-Type: %s\r\n\r\n", boundary, names[i], files[i], types[i]);
+            memcpy(out + n, data[i], len[i]);
+            n += len[i];
+            memcpy(out + n, "\r\n", 2);
+            n += 2;
+        }
+        if (out) {
+            n += (size_t)snprintf((char *)out + n, total - n, "--%s--\r\n", boundary);
+            *out_len = n;
+            snprintf(type, typelen, "multipart/form-data; boundary=%s", boundary);
+        } else {
+            snprintf(msg, msglen, "out of memory");
+        }
+    }
+    for (int i = 0; i < 4; i++) hamer_free(data[i]);
+    return out;
+}
+
 /* 400 for what the client sent, 500 for the server's own trouble. */
 static int status_of(int rc) { return rc == HAMER_E_NOMEM || rc == HAMER_E_NOMANO ? 500 : 400; }
 
@@ -143,6 +201,8 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     jp.predict = job->pp;
     jp.detect.body = job->body_mode;
     jp.detect.body_boxes = job->body_boxes;
+    if (job->min_score > 0) jp.detect.min_score = job->min_score;
+    if (job->max_hands > 0) jp.detect.max_hands = job->max_hands;
     hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = job->boxes, .n_boxes = job->nbox,
                           .source = job->detect ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN, .params = &jp};
     hamer_job_result r;
@@ -170,6 +230,16 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     uint8_t *bin = NULL;
     size_t len = 0;
     const char *what = "";
+    if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_ALL) {
+        *out = all_formats(pj, job, out_len, job->all_type, sizeof job->all_type, msg, sizeof msg);
+        if (!*out) {
+            rc = HAMER_E_NOMEM;
+            goto fail;
+        }
+        *out_type = job->all_type;
+        *status = 200;
+        goto done;
+    }
     if (job->kind == HM_SRV_JOB_PREDICT && job->format == HM_SRV_FMT_OBJ) {
         what = "obj: ", *out_type = "model/obj";
         rc = hamer_job_obj(pj, &txt, &len);
@@ -187,7 +257,8 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     } else {
         what = "render: ", *out_type = "image/png";
         /* the overlay as `hamer run --render` draws it: meshes and marks */
-        rc = job->side_view ? hamer_job_render_png(pj, 1, &bin, &len) : hamer_job_render_overlay_png(pj, NULL, &bin, &len);
+        const hamer_render_params rp = {.hide = job->draw_hide};
+        rc = job->side_view ? hamer_job_render_png(pj, 1, &bin, &len) : hamer_job_render_overlay_png(pj, &rp, &bin, &len);
     }
     const void *data = txt ? (const void *)txt : (const void *)bin;
     if (rc) {
@@ -269,7 +340,9 @@ static void *worker_main(void *p) {
             hamer_state_set_cancel(st, NULL, NULL);
             hm_srv_hist_observe(&s->metrics.inference, infer_s);
         }
-        if (status == 200 && job->cacheable && s->cache) hm_srv_cache_put(s->cache, job->key, out, out_len, type);
+        /* format=all is not kept: its type (the boundary) is the job's own string, not a literal */
+        if (status == 200 && job->cacheable && s->cache && job->format != HM_SRV_FMT_ALL)
+            hm_srv_cache_put(s->cache, job->key, out, out_len, type);
 
         int was_waiting;
         pthread_mutex_lock(&s->qmu);
