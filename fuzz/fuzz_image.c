@@ -8,6 +8,10 @@
  *   byte 1      rescale = (b + 1) / 16, so (0, 16]
  *   bytes 2-17  x1, y1, x2, y2 as little-endian float32 (any bits: NaN, inf)
  * Inputs under 18 bytes are decoded whole (no crop).
+ *
+ * The size the header declares (hm_image_header_size, the server's bound on
+ * a body's pixels before it decodes) is read first: an image that decodes
+ * must have that size (a JPEG's EXIF orientation may turn it).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,8 +30,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (hm_image_decode(data, size, "fuzz", &img) == HM_OK) hm_image_free(&img);
         return 0;
     }
+    const char *fmt = NULL;
+    long long hw = 0, hh = 0;
+    const int declared = hm_image_header_size(data + HDR, size - HDR, &fmt, &hw, &hh);
     if (hm_image_decode(data + HDR, size - HDR, "fuzz", &img) != HM_OK) return 0;
     if (img.w < 1 || img.h < 1 || (long long)img.w * img.h > HM_IMAGE_MAX_PIXELS) __builtin_trap();
+    if (!declared || !((hw == img.w && hh == img.h) || (!strcmp(fmt, "JPEG") && hw == img.h && hh == img.w)))
+        __builtin_trap();
     volatile uint8_t sink = img.rgb[0] ^ img.rgb[(size_t)img.w * img.h * 3 - 1];
     (void)sink;
     float c[4];

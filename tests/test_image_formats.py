@@ -52,7 +52,14 @@ def read_image(src):
             assert r.stderr.startswith("tool_image: ") and r.stderr.count("\n") == 1, r.stderr
             raise DecodeError(r.stderr[len("tool_image: "):].strip())
         assert r.returncode == 0, r.stderr
-        return np.load(out)["rgb"]
+        rgb = np.load(out)["rgb"]
+        # the size the header declares (the server's bound before decoding) is the size decoded
+        # (a JPEG's EXIF orientation may turn it)
+        head = r.stdout.split()
+        assert head[0] == "header" and head[1] != "none", r.stdout
+        w, h = int(head[1]), int(head[2])
+        assert (h, w) == rgb.shape[:2] or (head[3] == "JPEG" and (w, h) == rgb.shape[:2]), (r.stdout, rgb.shape)
+        return rgb
 
 
 def bgr():

@@ -268,7 +268,9 @@ def test_get_endpoints(main_server, scene):
     assert set(doc["paths"]) == {"/healthz", "/readyz", "/info", "/metrics", "/openapi.json",
                                  "/v1/predict", "/v1/render", "/", "/index.html", "/app.js", "/style.css",
                                  "/vendor/three.module.js", "/vendor/GLTFLoader.js", "/vendor/OrbitControls.js",
-                                 "/vendor/BufferGeometryUtils.js", "/vendor/three-LICENSE.txt"}
+                                 "/vendor/BufferGeometryUtils.js", "/vendor/three-LICENSE.txt",
+                                 "/v1/live", "/vendor/nocurl.jpg", "/vendor/halfcurl.jpg", "/vendor/fullcurl.jpg",
+                                 "/vendor/fingerpose-LICENSE.txt"}
     assert "post" in doc["paths"]["/v1/predict"] and "post" in doc["paths"]["/v1/render"]
     assert "504" in doc["paths"]["/v1/predict"]["post"]["responses"]
 

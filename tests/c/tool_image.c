@@ -5,10 +5,14 @@
  *
  *   tool_image IMAGE OUT.npz
  *
- * OUT.npz: member "rgb", uint8 [h, w, 3]. Errors: the library's one-line message on
- * stderr ("tool_image: MESSAGE"), exit 1 (2: usage).
+ * OUT.npz: member "rgb", uint8 [h, w, 3]. On stdout, once decoded, the
+ * size the header declares (hm_image_header_size, what the server bounds a
+ * body's pixels by before decoding): "header W H FORMAT", or "header none".
+ * Errors: the library's one-line message on stderr ("tool_image:
+ * MESSAGE"), exit 1 (2: usage).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/util.h"
 #include "format/image.h"
@@ -30,6 +34,24 @@ int main(int argc, char **argv) {
         if (!rc) rc = hm_npz_write_finish(w);
         else if (w) hm_npz_write_abort(w);
         hm_image_free(&img);
+    }
+    if (!rc) {
+        FILE *f = fopen(argv[1], "rb");
+        uint8_t *buf = NULL;
+        long n = -1;
+        if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+            (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            const char *fmt = NULL;
+            long long hw = 0, hh = 0;
+            if (hm_image_header_size(buf, (size_t)n, &fmt, &hw, &hh)) printf("header %lld %lld %s\n", hw, hh, fmt);
+            else printf("header none\n");
+        } else {
+            fprintf(stderr, "tool_image: cannot read %s again\n", argv[1]);
+            rc = 2;
+        }
+        free(buf);
+        if (f) fclose(f);
+        if (rc) return 2;
     }
     if (rc) {
         fprintf(stderr, "tool_image: %s\n", hm_errmsg());

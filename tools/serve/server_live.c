@@ -523,7 +523,9 @@ enum MHD_Result hm_srv_live_first(hm_srv *s, struct MHD_Connection *c, hm_srv_re
         }
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (declared > 0 && (!ct || strncasecmp(ct, "image/", 6))) {
+    /* a body comes with a length or chunked (framing checked before this) */
+    const int body = declared > 0 || MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (body && (!ct || strncasecmp(ct, "image/", 6))) {
         hm_srv_reject(r, 415, "a live frame's Content-Type must be an image type (image/jpeg, image/png, ...), got "
                       "'%.60s'", ct ? ct : "(none)");
         return MHD_YES;
