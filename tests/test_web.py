@@ -26,7 +26,7 @@ The webcam (Chromium's fake camera playing a Y4M clip of the photo): the
 page sends frames to /v1/live one at a time (never two in flight), the
 server tracks and regresses them, the page draws the marks over the live
 picture and the hands in the 3D view; Stop ends the session. A video file
-(WebM) played the same way. Screenshot: BUILD/web-live.png.
+(WebM) played as a file until its hands are tracked. Screenshot: BUILD/web-live.png.
 
 Then the server side of the page: only the listed files are served, with
 their Content-Type and the page's headers; other paths (traversal,
@@ -225,15 +225,18 @@ def test_page_in_the_browser(server, tmp_path):
                     "ASan in test_serve_live.py")
 def test_webcam_and_video_file_in_the_browser(server, tmp_path):
     """The page's live mode in Chromium: its fake camera plays a Y4M clip
-    of the photo (one second, looped), then a WebM of it is played from a
-    file. Frames go to /v1/live one at a time; hands come back tracked and
-    regressed, drawn over the picture and in the 3D view."""
+    of the photo (one second, looped): frames go to /v1/live one at a time,
+    hands come back tracked and regressed, drawn over the picture and in the
+    3D view. Then a WebM of it is played from a file until its hands are
+    tracked."""
     exe = node()
     clip, webm = tmp_path / "clip.y4m", tmp_path / "clip.webm"
-    for out, extra in ((clip, ["-f", "yuv4mpegpipe"]), (webm, ["-c:v", "libvpx", "-b:v", "1M"])):
-        subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-i", str(shared_images() / PHOTO), "-vf",
-                        "scale=640:-2,crop=640:480:0:'200+40*sin(t*3)',format=yuv420p", "-r", "30", "-t", "1",
-                        *extra, str(out)], check=True, timeout=120)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-i", str(shared_images() / PHOTO), "-vf",
+                    "scale=640:-2,crop=640:480:0:'200+40*sin(t*3)',format=yuv420p", "-r", "30", "-t", "1",
+                    "-f", "yuv4mpegpipe", str(clip)], check=True, timeout=120)
+    # the file: the clip at 10 fps (the page loops it), VP8 at its fastest setting (its default takes ~6 s of CPU)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(clip), "-r", "10", "-c:v", "libvpx", "-deadline",
+                    "realtime", "-cpu-used", "8", "-b:v", "1M", str(webm)], check=True, timeout=120)
     out = tmp_path / "live"
     out.mkdir()
     proc = subprocess.run([exe, str(WEB / "live.mjs"), server.url + "/", str(clip), str(out), str(8 * SLOW),
@@ -246,8 +249,11 @@ def test_webcam_and_video_file_in_the_browser(server, tmp_path):
     for mode in ("camera", "file"):
         g = got[mode]
         assert g["video"]["width"] == 640 and g["video"]["height"] == 480, g
-        assert g["frames_sent"] >= 3 and g["regressed"] >= 1, g
-        assert int(g["hand_count"]) >= 1 and g["rendered"] == "1" and g["marks"] > 100, g
+        assert g["frames_sent"] >= 3 and g["marks"] > 100, g
+        if mode == "camera":    # its hands regressed and drawn in 3D
+            assert g["regressed"] >= 1 and int(g["hand_count"]) >= 1 and g["rendered"] == "1", g
+        else:                   # its hands tracked
+            assert g["tracked_hands"] >= 1, g
         # one request in flight at most: the newest frame goes when the answer comes
         events = sorted([(x["start"], 1) for x in g["live"]] + [(x["end"], -1) for x in g["live"]])
         inflight = peak = 0
@@ -262,8 +268,11 @@ def test_webcam_and_video_file_in_the_browser(server, tmp_path):
     noise = [m for m in got["console"] if not m.startswith("Canvas2D: Multiple readback operations")]
     assert got["pageErrors"] == [] and noise == [], got
     cam = got["camera"]
-    print(f"\nwebcam (fake, 640x480): {cam['frames_sent']} frames sent, {cam['regressed']} regressed; "
-          f"{dict(cam['stats'])}")
+    print(f"\nwebcam (fake, 640x480): {cam['frames_sent']} frames sent, {cam['regressed']} regressed in "
+          f"{cam['seconds']} s; {dict(cam['stats'])}; video file: {got['file']['frames_sent']} frames in "
+          f"{got['file']['seconds']} s. Seconds from the browser's start: launched {got['launch_s']}, page "
+          f"{got['page_s']}, camera read {cam['read_s']}, screenshot {cam['shot_s']}, file read "
+          f"{got['file']['read_s']}, all {got['total_s']}")
 
 
 def test_only_the_listed_files(server, web_dir):

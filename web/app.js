@@ -565,7 +565,7 @@ async function pickExample(src) {
 
 // ---- live: the webcam or a video file ----
 
-const live = { running: false, session: null, stream: null, faces: null, group: null, sent: 0, t0: 0,
+const live = { running: false, run: 0, stream: null, faces: null, group: null, sent: 0, t0: 0,
                last: null, framed: false, capture: document.createElement('canvas') };
 
 function liveStats(a) {
@@ -643,8 +643,14 @@ function liveOverlay(video) {
   if (live.lastRegressed) drawMarks(g, live.lastRegressed.hands, scale, { ...opts, boxes: false, labels: false });
 }
 
-async function liveLoop(video) {
-  while (live.running) {
+// One loop per run: a loop whose run was stopped (and maybe another started
+// while its request was out) ends at its next step, its answer unused, and
+// then ends its session: never while its own request is out (that request
+// would find the session gone).
+async function liveLoop(video, run) {
+  const current = () => live.running && live.run === run;
+  let session = null;
+  while (current()) {
     if (video.readyState < 2 || !video.videoWidth) {
       await new Promise((r) => setTimeout(r, 30));
       continue;
@@ -654,24 +660,24 @@ async function liveLoop(video) {
     live.capture.height = ch;
     live.capture.getContext('2d').drawImage(video, 0, 0, cw, ch);
     const blob = await new Promise((r) => live.capture.toBlob(r, 'image/jpeg', 0.85));
-    if (!live.running) break;             // stopped meanwhile: the session is ended
-    const q = live.session ? `session=${live.session}` : detectorQuery().join('&');
-    let r;
+    if (!current()) break;                // stopped meanwhile: the session is ended
+    const q = session ? `session=${session}` : detectorQuery().join('&');
+    let r, a = null;
     try {
       r = await request('/v1/live?' + q, blob, 'image/jpeg');
+      if (r.status === 200) a = await r.resp.json();
     } catch (e) {
-      setStatus('error', e.message);
+      if (current()) setStatus('error', e.message);
       break;
     }
-    if (!live.running) break;
-    if (r.status !== 200) {
+    if (a && !session) session = a.session;   // ended below even when stopped meanwhile
+    if (!current()) break;
+    if (!a) {
       setStatus('error', apiError(r.status, await r.resp.text()));
       break;
     }
-    const a = await r.resp.json();
     live.sent++;
-    if (!live.session) {
-      live.session = a.session;
+    if (a.faces) {
       live.faces = a.faces;
       setStatus('busy', 'Live: the hands follow the frames (Stop to end).');
     }
@@ -690,8 +696,10 @@ async function liveLoop(video) {
     liveStats(a);
     document.body.dataset.liveFrames = String(live.sent);
     document.body.dataset.liveRegressed = String((live.last && live.last.frames && live.last.frames.regressed) || 0);
+    document.body.dataset.liveTracked = String((live.last && live.last.hands && live.last.hands.length) || 0);
   }
-  if (live.running) stopLive(true);
+  if (session) fetch(`/v1/live?session=${session}&end=1`, { method: 'POST' }).catch(() => {});
+  if (current()) stopLive(true);
 }
 
 async function startLive(source) {
@@ -713,22 +721,20 @@ async function startLive(source) {
     setStatus('error', (source === 'camera' ? 'cannot start the webcam: ' : 'cannot play the video: ') + e.message);
     return;
   }
-  Object.assign(live, { running: true, session: null, sent: 0, t0: performance.now(), last: null, lastRegressed: null,
+  Object.assign(live, { running: true, run: live.run + 1, sent: 0, t0: performance.now(), last: null, lastRegressed: null,
                         framed: false });
   $('overlay').hidden = true;
   video.hidden = false;
   $('live-overlay').hidden = false;
   $('live-stop').disabled = false;
   setStatus('busy', 'Live: starting a session…');
-  liveLoop(video);
+  liveLoop(video, live.run);
 }
 
 // End the session (the server frees it), stop the camera or the video.
 function stopLive(keepStatus) {
   if (!live.running && !live.stream) return;
   live.running = false;
-  if (live.session) fetch(`/v1/live?session=${live.session}&end=1`, { method: 'POST' }).catch(() => {});
-  live.session = null;
   if (live.stream) for (const t of live.stream.getTracks()) t.stop();
   live.stream = null;
   const video = $('live-video');
