@@ -4,7 +4,8 @@
  * side_view.
  *
  * Input: one byte of request shape (bit 0: /v1/render, else /v1/predict;
- * bit 1: a multipart body, else an image body), then the query string as it
+ * bit 1: a multipart body, else an image body; bit 2: POST /v1/live's
+ * query instead, hm_srv_live_query_add / _check), then the query string as it
  * follows '?' in the URL. The harness splits and decodes it the way
  * libmicrohttpd does before the server sees it: parameters at '&', key and
  * value at the first '=' (none: a key without a value), '+' a space, %XX
@@ -18,7 +19,11 @@
  * an image body (one per ';'-separated item) and none for multipart, every
  * box finite within 1e9 with is_right 0/1, and a box of zero or negative
  * size never passing hm_box_check (the per-hand check before cropping; the
- * query parser leaves geometry to it, see server_query.c).
+ * query parser leaves geometry to it, see server_query.c). /v1/live: an
+ * error is a 400 line as above; a success has a session of 32 lower-case
+ * hex digits or none, end only with a session, a new session's keys only
+ * without one, max_hands in 1..HM_SRV_LIVE_MAX_HANDS, min_score 0 or in
+ * (0, 1), a known smoothing.
  */
 #include <math.h>
 #include <stdint.h>
@@ -102,8 +107,24 @@ static void query_check_ok(const hm_srv_query_args *a, int image_body, const hm_
     }
 }
 
+static void live_check_ok(const hm_srv_live_query *q) {
+    const size_t n = strlen(q->session);
+    if (n != 0 && (n != 32 || q->session[strspn(q->session, "0123456789abcdef")])) __builtin_trap();
+    if (q->end != 0 && q->end != 1) __builtin_trap();
+    if (q->end && !n) __builtin_trap();
+    if (n && (q->seen & (1u << 2 | 1u << 3 | 1u << 4))) __builtin_trap();
+    if (q->max_hands < 1 || q->max_hands > HM_SRV_LIVE_MAX_HANDS) __builtin_trap();
+    if (q->min_score != 0 && !(q->min_score > 0 && q->min_score < 1)) __builtin_trap();
+    if (q->smooth != HAMER_SMOOTH_ONE_EURO && q->smooth != HAMER_SMOOTH_NONE) __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    const int live = data[0] & 4;
+    hm_srv_live_query lq;
+    hm_srv_live_query_init(&lq);
+    int live_status = 0;
+    char live_msg[300];
     int endpoint = data[0] & 1 ? HM_SRV_EP_RENDER : HM_SRV_EP_PREDICT;
     int image_body = !(data[0] & 2);
     const uint8_t *s = data + 1, *end = data + size;
@@ -128,10 +149,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         strs[nstr++] = key;
         if (value) strs[nstr++] = value;
+        if (live) {     /* the server stops at the first refusal */
+            if (!live_status) {
+                memset(live_msg, 0x55, sizeof live_msg);
+                live_status = hm_srv_live_query_add(&lq, key, value, live_msg, sizeof live_msg);
+                if (live_status) query_check_msg(live_status, live_msg, sizeof live_msg);
+            }
+            if (!amp) break;
+            s = amp + 1;
+            continue;
+        }
         int taken = hm_srv_query_add(&a, key, value) == 0;
         if (!taken && !a.bad) __builtin_trap();
         if (!amp) break;
         s = amp + 1;
+    }
+    if (live) {
+        if (!live_status) {
+            memset(live_msg, 0x55, sizeof live_msg);
+            live_status = hm_srv_live_query_check(&lq, live_msg, sizeof live_msg);
+            if (live_status) query_check_msg(live_status, live_msg, sizeof live_msg);
+            else live_check_ok(&lq);
+        }
+        goto out;
     }
     char msg[400], msg2[400];
     memset(msg, 0x55, sizeof msg);

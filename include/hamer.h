@@ -881,7 +881,7 @@ typedef int (*hamer_live_fn)(void *user, const hamer_live_record *record);
 /* Totals of a run: hamer_live_record's counters (a frame a stop left in a
  * slot counts as dropped there, so captured = tracked + dropped_track and,
  * with a state, tracked = regressed_frames + dropped_regress), the records
- * written, the latency (median, 90th percentile, maximum, ms; 0.25 ms bins)
+ * written, the latency (median, 90th percentile, maximum, ms; the quantiles within 0.5%)
  * of the records with regressed hands (of every record without a state)
  * and of the tracked-only ones (every_frame), and the run's seconds. */
 typedef struct {

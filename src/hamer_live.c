@@ -35,8 +35,12 @@
 #include "video/video.h"
 
 #define NBUF 5
-#define NHIST 4096 /* latency histogram: 0.25 ms bins up to ~1 s, the last one open */
-#define HIST_MS 0.25
+/* Latency histogram: bins 1% wide (log-spaced) from 0.05 ms to ~10 hours
+ * (a full-size model on a small CPU takes seconds a frame), bin 0 below;
+ * a quantile is its bin's geometric middle, within 0.5% of the sample's. */
+#define NHIST 2048
+#define HIST_LO_MS 0.05
+#define HIST_RATIO 1.01
 
 typedef struct {
     uint8_t *rgb;
@@ -204,8 +208,8 @@ static void put(hamer_live *L, int *slot, int b, long long *dropped) {
 
 static void record_latency(hamer_live *L, double ms, int tracked_only) {
     const int h = L->state && tracked_only;
-    const double k = ms / HIST_MS;
-    L->hist[h][k < 0 ? 0 : k >= NHIST - 1 ? NHIST - 1 : (int)k]++;
+    const double k = !(ms >= HIST_LO_MS) ? 0 : 1 + floor(log(ms / HIST_LO_MS) / log(HIST_RATIO));
+    L->hist[h][k >= NHIST - 1 ? NHIST - 1 : (int)k]++;
     L->nhist[h]++;
     if (ms > L->maxhist[h]) L->maxhist[h] = ms;
     L->st.records++;
@@ -404,13 +408,15 @@ static void regress_loop(hamer_live *L) {
 
 /* ---- the run ---- */
 
-/* The q-quantile of histogram h: its bin's middle (0.25 ms wide), the
- * maximum for the last, open bin. */
+/* The q-quantile (nearest rank) of histogram h: its bin's geometric
+ * middle, never over the maximum seen (which the last, open bin gives). */
 static double percentile(const hamer_live *L, int h, double q) {
     const long long want = (long long)ceil(q * (double)L->nhist[h]);
     long long seen = 0;
     for (int k = 0; k < NHIST && want > 0; k++)
-        if ((seen += L->hist[h][k]) >= want) return k == NHIST - 1 ? L->maxhist[h] : fmin((k + 0.5) * HIST_MS, L->maxhist[h]);
+        if ((seen += L->hist[h][k]) >= want)
+            return k == NHIST - 1 ? L->maxhist[h]
+                                  : fmin(k == 0 ? HIST_LO_MS / 2 : HIST_LO_MS * pow(HIST_RATIO, k - 0.5), L->maxhist[h]);
     return 0;
 }
 

@@ -18,6 +18,7 @@ than the source.
 """
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -86,6 +87,13 @@ def test_slower_model_drops_and_counts(clips, ckpt):
     assert max(r["latency_ms"] for r in regressed) <= s["latency_ms"]["max"] + 0.01
     assert max(r["latency_ms"] for r in tracked) <= s["tracked_latency_ms"]["max"] + 0.01
     assert s["tracked_latency_ms"]["p50"] < s["latency_ms"]["p50"], s  # tracking answers before the regression
+    # the summary's quantiles are the records' (nearest rank), within the histogram's 0.5% (and the
+    # lines' 6 digits), whatever their size: seconds a frame on a slow CPU included
+    for recs, key in ((regressed, "latency_ms"), (tracked, "tracked_latency_ms")):
+        lat = sorted(r["latency_ms"] for r in recs)
+        for q in ("p50", "p90"):
+            exact = lat[math.ceil(int(q[1:]) / 100 * len(lat)) - 1]
+            assert abs(s[key][q] - exact) <= 0.005 * exact + 0.01, (key, q, s[key], exact, lat)
     # played at its pace: capture times follow the stream times
     span_t = tracked[-1]["time_s"] - tracked[0]["time_s"]
     span_c = (tracked[-1]["capture_time_ms"] - tracked[0]["capture_time_ms"]) / 1e3

@@ -475,7 +475,7 @@ def bad_requests(scene):
         ("zero_rescale", "/v1/predict" + box + "&rescale=0", "image/png", png, 400, "rescale"),
         ("rescale_over_limit", "/v1/predict" + box + "&rescale=20", "image/png", png, 400, "(0, 16]"),
         ("bad_timeout", "/v1/predict" + box + "&timeout_s=inf", "image/png", png, 400, "timeout_s"),
-        ("bad_format", "/v1/predict" + box + "&format=ply", "image/png", png, 400, "format must be json, glb, obj or bvh"),
+        ("bad_format", "/v1/predict" + box + "&format=ply", "image/png", png, 400, "format must be json, glb, obj, bvh or all"),
         ("obj_vertices", "/v1/predict" + box + "&format=obj&vertices=1", "image/png", png, 400, "format=json"),
         ("glb_vertices", "/v1/predict" + box + "&format=glb&vertices=1", "image/png", png, 400, "format=json"),
         ("render_format", "/v1/render" + box + "&format=glb", "image/png", png, 400, "format"),

@@ -226,8 +226,10 @@ int hm_srv_query_parse(const hm_srv_query_args *a, int image_body, hm_srv_query 
 
 /* ---- POST /v1/live (server_live.c) ---- */
 
-/* Its query: session=T (32 hex digits; absent: a new session), end=0|1,
- * and a new session's max_hands (1..8), min_score, smooth. */
+/* Its query (parsed in server_query.c, fuzzed with the others): session=T
+ * (32 hex digits; absent: a new session), end=0|1, and a new session's
+ * max_hands (1..HM_SRV_LIVE_MAX_HANDS), min_score, smooth. */
+#define HM_SRV_LIVE_MAX_HANDS 8
 typedef struct {
     char session[33];
     int end, max_hands;

@@ -43,7 +43,6 @@
 #include "common/common.h"
 #include "serve/server_req.h"
 
-#define LIVE_MAX_HANDS 8
 
 typedef struct hm_srv_live_session {
     int ending;                 /* the janitor frees it */
@@ -206,78 +205,6 @@ static void *janitor_main(void *arg) {
     }
     pthread_mutex_unlock(&T->mu);
     return NULL;
-}
-
-/* ---- the query ---- */
-
-void hm_srv_live_query_init(hm_srv_live_query *q) {
-    memset(q, 0, sizeof *q);
-    q->max_hands = 2;
-    q->smooth = HAMER_SMOOTH_ONE_EURO;
-}
-
-int hm_srv_live_query_add(hm_srv_live_query *q, const char *key, const char *value, char *msg, size_t msglen) {
-    static const char *const keys[] = {"session", "end", "max_hands", "min_score", "smooth"};
-    int k = -1;
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(key, keys[i])) k = i;
-    if (k < 0 || (q->seen >> k & 1) || !value) {
-        snprintf(msg, msglen, "unknown, repeated or valueless query parameter '%.40s' for /v1/live", key);
-        goto bad;
-    }
-    q->seen |= 1u << k;
-    if (k == 0) {
-        size_t n = strlen(value);
-        if (n != 32 || value[strspn(value, "0123456789abcdef")]) {
-            snprintf(msg, msglen, "session must be the 32 hex digits a new session's answer gave, got '%.40s'", value);
-            goto bad;
-        }
-        memcpy(q->session, value, 33);
-    } else if (k == 1) {
-        if (strcmp(value, "0") && strcmp(value, "1")) {
-            snprintf(msg, msglen, "end must be 0 or 1, got '%.40s'", value);
-            goto bad;
-        }
-        q->end = value[0] == '1';
-    } else if (k == 2) {
-        if (hm_tool_parse_int(value, 1, LIVE_MAX_HANDS, &q->max_hands)) {
-            snprintf(msg, msglen, "max_hands must be an integer in 1..%d, got '%.40s'", LIVE_MAX_HANDS, value);
-            goto bad;
-        }
-    } else if (k == 3) {
-        char *end;
-        double x = strtod(value, &end);
-        if (value[strspn(value, "0123456789.")] || end == value || *end || !(x > 0 && x < 1)) {
-            snprintf(msg, msglen, "min_score must be a number in (0, 1), got '%.40s'", value);
-            goto bad;
-        }
-        q->min_score = (float)x;
-    } else {
-        if (!strcmp(value, "one-euro")) q->smooth = HAMER_SMOOTH_ONE_EURO;
-        else if (!strcmp(value, "none")) q->smooth = HAMER_SMOOTH_NONE;
-        else {
-            snprintf(msg, msglen, "smooth must be one-euro or none, got '%.40s'", value);
-            goto bad;
-        }
-    }
-    return 0;
-bad:
-    for (char *c = msg; *c; c++) /* client bytes: one printable line */
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return 400;
-}
-
-int hm_srv_live_query_check(const hm_srv_live_query *q, char *msg, size_t msglen) {
-    const unsigned start_only = 1u << 2 | 1u << 3 | 1u << 4; /* max_hands, min_score, smooth */
-    if (q->session[0] && (q->seen & start_only)) {
-        snprintf(msg, msglen, "max_hands, min_score and smooth are a new session's (leave out session=)");
-        return 400;
-    }
-    if (q->end && !q->session[0]) {
-        snprintf(msg, msglen, "end=1 needs session=");
-        return 400;
-    }
-    return 0;
 }
 
 /* ---- the table ---- */
