@@ -10,8 +10,9 @@
  * Inputs under 18 bytes are decoded whole (no crop).
  *
  * The size the header declares (hm_image_header_size, the server's bound on
- * a body's pixels before it decodes) is read first: an image that decodes
- * must have that size (a JPEG's EXIF orientation may turn it).
+ * a body's pixels before it decodes) is read first: a JPEG, PNG or WebP
+ * that decodes must have that size (a JPEG's EXIF orientation may turn
+ * it), and so must any other image whose header states one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,7 +36,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int declared = hm_image_header_size(data + HDR, size - HDR, &fmt, &hw, &hh);
     if (hm_image_decode(data + HDR, size - HDR, "fuzz", &img) != HM_OK) return 0;
     if (img.w < 1 || img.h < 1 || (long long)img.w * img.h > HM_IMAGE_MAX_PIXELS) __builtin_trap();
-    if (!declared || !((hw == img.w && hh == img.h) || (!strcmp(fmt, "JPEG") && hw == img.h && hh == img.w)))
+    /* JPEG, PNG, WebP: the header read as their libraries read it, so one that decodes has its size there.
+     * The FFmpeg formats' containers may hold none that FFmpeg needs (an AVIF's boxes damaged, its AV1
+     * header whole): the decoder's own max_pixels bounds them; a size stated must be the one decoded. */
+    const int own = fmt && (!strcmp(fmt, "JPEG") || !strcmp(fmt, "PNG") || !strcmp(fmt, "WebP"));
+    if ((own && !declared) ||
+        (declared && !((hw == img.w && hh == img.h) || (!strcmp(fmt, "JPEG") && hw == img.h && hh == img.w))))
         __builtin_trap();
     volatile uint8_t sink = img.rgb[0] ^ img.rgb[(size_t)img.w * img.h * 3 - 1];
     (void)sink;

@@ -56,7 +56,7 @@ def read_image(src):
         # the size the header declares (the server's bound before decoding) is the size decoded
         # (a JPEG's EXIF orientation may turn it)
         head = r.stdout.split()
-        assert head[0] == "header" and head[1] != "none", r.stdout
+        assert head[0] == "header" and head[1] != "none", r.stdout   # every test image states its size
         w, h = int(head[1]), int(head[2])
         assert (h, w) == rgb.shape[:2] or (head[3] == "JPEG" and (w, h) == rgb.shape[:2]), (r.stdout, rgb.shape)
         return rgb

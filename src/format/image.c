@@ -563,9 +563,11 @@ int hm_image_header_size(const void *buf, size_t len, const char **fmt, long lon
     }
     if (!strcmp(k.name, "JPEG")) { /* the first SOF marker's */
         for (size_t i = 2; i + 9 < len;) {
-            if (b[i] != 0xFF) return 0;
+            /* bytes between segments are skipped up to the next 0xFF, as libjpeg does (with a warning) */
+            if (b[i] != 0xFF) { i++; continue; }
             const unsigned m = b[i + 1];
             if (m == 0xFF) { i++; continue; }
+            if (m == 0x00) { i += 2; continue; } /* a stuffed zero, not a marker: libjpeg skips it too */
             if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) { i += 2; continue; } /* no length */
             if (m == 0xDA || m == 0xD9) return 0;
             const size_t seg = (size_t)(b[i + 2] << 8 | b[i + 3]);
@@ -573,8 +575,7 @@ int hm_image_header_size(const void *buf, size_t len, const char **fmt, long lon
                 *h = rd16(b + i + 5, 0), *w = rd16(b + i + 7, 0);
                 return 1;
             }
-            if (seg < 2) return 0;
-            i += 2 + seg;
+            i += 2 + (seg < 2 ? 2 : seg); /* a length under 2 skips nothing after it, as in libjpeg */
         }
         return 0;
     }

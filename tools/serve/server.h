@@ -436,8 +436,9 @@ char *hm_srv_info_json(hm_srv *s, size_t *len);
 
 /* Decoded pixels any body may buy, whatever its size (4 megapixels). */
 #define HM_SRV_FREE_PIXELS 4000000
-/* Width and height a JPEG (SOF) or PNG (IHDR) declares, without decoding;
- * -1 when neither is found (the decoder then says what is wrong). */
+/* Width and height an image's header declares (every format the library
+ * decodes), without decoding; -1 when none is found (the decoder then says
+ * what is wrong, and bounds the pixels itself). */
 int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h);
 
 /* The most bytes the answer of a job can take, reserved from the response

@@ -2,6 +2,7 @@
  * the JSON error body, the answer bounds. */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "common/common.h"
+#include "format/image.h"
 #include "serve/server.h"
 
 /* One "hamer serve: ..." line on stderr. */
@@ -41,44 +43,13 @@ char *hm_srv_error_json(const char *msg, size_t *len) {
 }
 
 int hm_srv_image_dims(const uint8_t *p, size_t n, int *w, int *h) {
-    static const uint8_t PNG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (n >= 24 && !memcmp(p, PNG, 8) && !memcmp(p + 12, "IHDR", 4)) {
-        uint32_t W = (uint32_t)p[16] << 24 | (uint32_t)p[17] << 16 | (uint32_t)p[18] << 8 | p[19];
-        uint32_t H = (uint32_t)p[20] << 24 | (uint32_t)p[21] << 16 | (uint32_t)p[22] << 8 | p[23];
-        if (W > 0x7fffffff || H > 0x7fffffff) return -1;
-        *w = (int)W, *h = (int)H;
-        return 0;
-    }
-    if (n < 4 || p[0] != 0xff || p[1] != 0xd8) {
-        /* WebP, AVIF, BMP, TIFF, GIF: the size their header declares, as the
-         * library reads it (it checks that size again before decoding) */
-        return hamer_image_size(p, n, w, h) == HAMER_OK ? 0 : -1;
-    }
-    /* Walk the marker segments up to the first SOFn (not DHT C4, JPG C8, DAC CC). */
-    size_t i = 2;
-    while (i + 4 <= n) {
-        if (p[i] != 0xff) return -1;
-        uint8_t m = p[i + 1];
-        if (m == 0xff) {
-            i++;
-            continue;
-        }
-        if (m == 0xd8 || (m >= 0xd0 && m <= 0xd7) || m == 0x01) {
-            i += 2;
-            continue;
-        }
-        size_t len = (size_t)p[i + 2] << 8 | p[i + 3];
-        if (len < 2) return -1;
-        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
-            if (i + 9 > n) return -1;
-            *h = p[i + 5] << 8 | p[i + 6];
-            *w = p[i + 7] << 8 | p[i + 8];
-            return 0;
-        }
-        if (m == 0xda || m == 0xd9) return -1;
-        i += 2 + len;
-    }
-    return -1;
+    /* the library's header reader (fuzzed with its decoder: a JPEG, PNG or
+     * WebP that decodes has its size there), any size it states (a huge one
+     * is the budget's to refuse); the decoder checks the size again */
+    long long W = 0, H = 0;
+    if (!hm_image_header_size(p, n, NULL, &W, &H) || W < 0 || H < 0 || W > INT_MAX || H > INT_MAX) return -1;
+    *w = (int)W, *h = (int)H;
+    return 0;
 }
 
 /* Bytes of one hand in RESULT.json at most: ~670 numbers (%.9g: at most 16
