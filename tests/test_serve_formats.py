@@ -132,7 +132,7 @@ def test_openapi_names_the_parameters(srv):
         refs = {p.get("$ref", "").rsplit("/", 1)[-1] for p in doc["paths"][ep]["post"]["parameters"]}
         assert {"min_score", "max_hands", "draw"} <= refs, ep
     fmt = [p for p in doc["paths"]["/v1/predict"]["post"]["parameters"] if p.get("name") == "format"][0]
-    assert fmt["schema"]["enum"] == ["json", "glb", "obj", "all"]
+    assert fmt["schema"]["enum"] == ["json", "glb", "obj", "bvh", "all"]
     assert "multipart/form-data" in doc["paths"]["/v1/predict"]["post"]["responses"]["200"]["content"]
     assert "post" in doc["paths"]["/v1/live"]
 
