@@ -9,134 +9,116 @@
  * Like the server, it uses only the public API (include/hamer.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
 
-static const char *USAGE_RUN =
-    "usage: hamer run --model M --image IMG --output RESULT.json\n"
-    "                 [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
-    "                 [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--single-pass]\n"
-    "                 [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off]\n"
-    "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
-    "                 [--render OVERLAY.png [--draw LIST]] [--side-view SIDE.png] [--obj-dir DIR]\n"
-    "                 [--glb HANDS.glb] [--bvh HANDS.bvh]\n"
-    "                 [--vertices] [--focal PX | --fov DEG]\n"
-    "                 [--mano FILE.npz] [--precision fp32|fast] [--device D]\n"
-    "\n"
-    "Finds the hands of a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF) with\n"
-    "the built-in detector (or takes the boxes given), crops each (the official HaMeR warp by default),\n"
-    "regresses the MANO hand and writes RESULT.json:\n"
-    "  {\"image\": {\"width\", \"height\"}, \"hands\": [{bbox, is_right, global_orient\n"
-    "   (3x3), hand_pose (15x3x3), *_axis_angle, betas, pred_cam, cam_t_full,\n"
-    "   focal_length, crop, keypoints_3d (21x3 m), keypoints_2d (21x2 px),\n"
-    "   vertices (778x3, with --vertices), camera {focal_length, source,\n"
-    "   principal_point}, cam_t, keypoints_3d_cam (and vertices_cam), the\n"
-    "   reprojection_error, *_quaternion, hand_pose_pca, smplx} ...],\n"
-    "   \"timings_ms\": {...}}\n"
-    "Left hands are mirrored back (x negated) as HaMeR's demo does.\n"
-    "The camera: --focal, else --fov, else the photo's EXIF focal length, else\n"
-    "the model's own (5000/256 x the longer side); cam_t places each hand in it\n"
-    "(metres; the old cam_t_full and focal_length are kept as they were).\n"
-    "\n"
-    "  --box B         x1,y1,x2,y2 in pixels, ':left' or ':right' (default right); repeatable\n"
-    "  --boxes FILE    JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...], or a\n"
-    "                  document with such a \"hands\" list ('hamer detect', RESULT.json)\n"
-    "  (no boxes)      detect: --detector DIR (models; default: $HAMER_DETECTOR_DIR,\n"
-    "                  ~/.local/share/hamer/detector), --lite, --max-hands N (default 8),\n"
-    "                  --min-score S (0.5), --single-pass (no tile search for small hands),\n"
-    "                  --body auto|on|off, --body-boxes on|off, --proposals auto|on|off (the body and\n"
-    "                  proposal passes: 'hamer detect --help')\n"
-    "  --rescale S     box scale factor in (0, 16] (default 2.0)\n"
-    "  --crop-mode M   warp (official affine warp, default) or pad (square crop, grey padding)\n"
-    "  --render PNG    the image with every hand's mesh, box, 21 keypoints and label over it\n"
-    "  --draw LIST     what --render shows: " HM_TOOL_DRAW_HELP "\n"
-    "  --glb FILE      every hand as a skinned MANO mesh with its skeleton and keypoints,\n"
-    "                  in the camera frame (binary glTF 2.0: Blender, three.js, Unity import it)\n"
-    "  --bvh FILE      every hand as a BVH skeleton (MANO's 16 joints, fingertips as end\n"
-    "                  sites; metres, y up) at its place in the camera, one frame\n"
-    "  --focal PX      the camera's focal length in pixels of this photo\n"
-    "  --fov DEG       or its field of view across the longer side, in degrees\n"
-    "  --side-view PNG the meshes turned 90 degrees about the vertical axis\n"
-    "  --obj-dir DIR   one .obj per hand, as the official demo writes them\n"
-    "  --vertices      include the 778 vertices per hand in RESULT.json\n"
-    "\n"
-    "Outputs are written to temporary files and renamed into place only when\n"
-    "all are complete (RESULT.json last); an output may not be an input or\n"
-    "another output. Exit status: 0 all hands ok; 1 failed (nothing written,\n"
-    "or the message lists what was); 2 bad usage;\n"
-    "3 written, but some hands failed (see their \"error\" entries); 4 written,\n"
-    "but the detector found no hand.\n";
-
 typedef struct {
-    const char *model, *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *bvh, *mano, *device;
-    hamer_box boxes[HAMER_MAX_HANDS];
-    int nbox, threads, with_vertices, precision;
+    hm_model_args m;               /* --model --mano --precision --device --threads */
+    const char *image, *boxes_file, *output, *render, *side, *obj_dir, *glb, *bvh;
+    hm_box_list boxes;             /* --box */
+    int with_vertices;
     unsigned hide;                 /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;       /* used when no box is given */
-    hamer_predict_params pp;
+    hamer_predict_params pp;       /* --rescale --crop-mode --focal --fov */
 } run_args;
 
-/* Arguments -> a; 0, or the exit status of a usage error (message printed). */
+static const hm_opt run_io[] = {
+    {.name = "--image", .meta = "IMG", .kind = HM_OPT_STR, .off = offsetof(run_args, image),
+     .help = "the photo: JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF (the\nbytes decide, not the name)"},
+    {.name = "--output", .meta = "RESULT.json", .kind = HM_OPT_STR, .off = offsetof(run_args, output),
+     .help = "the hands (above)"},
+    {0},
+};
+
+static const hm_opt run_opts[] = {
+    {.name = "--boxes", .meta = "FILE", .kind = HM_OPT_STR, .off = offsetof(run_args, boxes_file),
+     .help = "JSON [{\"bbox\":[x1,y1,x2,y2],\"is_right\":true}, ...], or a\n"
+             "document with such a \"hands\" list ('hamer detect',\n"
+             "RESULT.json); without --box or --boxes the detector\n"
+             "finds the hands"},
+    {.name = "--render", .meta = "PNG", .kind = HM_OPT_STR, .off = offsetof(run_args, render),
+     .help = "the image with every hand's mesh, box, 21 keypoints and\nlabel over it (--draw chooses)"},
+    {.name = "--side-view", .meta = "PNG", .kind = HM_OPT_STR, .off = offsetof(run_args, side),
+     .help = "the meshes turned 90 degrees about the vertical axis"},
+    {.name = "--obj-dir", .meta = "DIR", .kind = HM_OPT_STR, .off = offsetof(run_args, obj_dir),
+     .help = "one .obj per hand, as the official demo writes them"},
+    {.name = "--glb", .meta = "FILE", .kind = HM_OPT_STR, .off = offsetof(run_args, glb),
+     .help = "every hand as a skinned MANO mesh with its skeleton and\n"
+             "keypoints, in the camera frame (binary glTF 2.0:\n"
+             "Blender, three.js, Unity import it)"},
+    {.name = "--bvh", .meta = "FILE", .kind = HM_OPT_STR, .off = offsetof(run_args, bvh),
+     .help = "every hand as a BVH skeleton (MANO's 16 joints,\n"
+             "fingertips as end sites; metres, y up) at its place in\n"
+             "the camera, one frame"},
+    {.name = "--vertices", .kind = HM_OPT_FLAG, .off = offsetof(run_args, with_vertices),
+     .help = "include the 778 vertices per hand in RESULT.json"},
+    {0},
+};
+
+static const hm_command run_cmd = {
+    .cmd = "run",
+    .synopsis =
+        "usage: hamer run --model M --image IMG --output RESULT.json\n"
+        "                 [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
+        "                 [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
+        "                 [--single-pass] [--body auto|on|off] [--body-boxes on|off]\n"
+        "                 [--proposals auto|on|off]\n"
+        "                 [--rescale 2.0] [--crop-mode warp|pad] [--threads N]\n"
+        "                 [--render OVERLAY.png [--draw LIST]] [--side-view SIDE.png]\n"
+        "                 [--obj-dir DIR] [--glb HANDS.glb] [--bvh HANDS.bvh]\n"
+        "                 [--vertices] [--focal PX | --fov DEG]\n"
+        "                 [--mano FILE.npz] [--precision fp32|fast] [--device D]\n",
+    .about =
+        "Finds the hands of a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF) with\n"
+        "the built-in detector (or takes the boxes given), crops each (the official\n"
+        "HaMeR warp by default), regresses the MANO hand and writes RESULT.json:\n"
+        "  {\"image\": {\"width\", \"height\"}, \"hands\": [{bbox, is_right, global_orient\n"
+        "   (3x3), hand_pose (15x3x3), *_axis_angle, betas, pred_cam, cam_t_full,\n"
+        "   focal_length, crop, keypoints_3d (21x3 m), keypoints_2d (21x2 px),\n"
+        "   vertices (778x3, with --vertices), camera {focal_length, source,\n"
+        "   principal_point}, cam_t, keypoints_3d_cam (and vertices_cam), the\n"
+        "   reprojection_error, *_quaternion, hand_pose_pca, smplx} ...],\n"
+        "   \"timings_ms\": {...}}\n"
+        "Left hands are mirrored back (x negated) as HaMeR's demo does.\n"
+        "The camera: --focal, else --fov, else the photo's EXIF focal length, else\n"
+        "the model's own (5000/256 x the longer side); cam_t places each hand in it\n"
+        "(metres; the old cam_t_full and focal_length are kept as they were).\n",
+    .epilog =
+        "Outputs are written to temporary files and renamed into place only when\n"
+        "all are complete (RESULT.json last); an output may not be an input or\n"
+        "another output. Exit status: 0 all hands ok; 1 failed (nothing written,\n"
+        "or the message lists what was); 2 bad usage;\n"
+        "3 written, but some hands failed (see their \"error\" entries); 4 written,\n"
+        "but the detector found no hand.\n",
+    .groups = (const hm_opt_group[]){{run_io, 0, NULL},
+                                     {hm_opts_box, offsetof(run_args, boxes), NULL},
+                                     {run_opts, 0, NULL},
+                                     {hm_opts_draw, offsetof(run_args, hide), NULL},
+                                     {hm_opts_detect, offsetof(run_args, det),
+                                      "the detector (when no --box or --boxes is given)"},
+                                     {hm_opts_crop, offsetof(run_args, pp), "the crop and the camera"},
+                                     {hm_opts_camera, offsetof(run_args, pp), NULL},
+                                     {hm_opts_model, offsetof(run_args, m), "the model"},
+                                     {hm_opts_threads, offsetof(run_args, m), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--model", "--image", "--output", NULL},
+    .exclusive = (const char *const[]){"--box", "--boxes", NULL},
+};
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
-    a->precision = HAMER_PRECISION_FP32;
+    hm_model_args_defaults(&a->m);
     a->pp = hamer_predict_default_params();
     hm_tool_detect_defaults(&a->det);
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_RUN, stdout);
-            return -1;
-        }
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "run");
-        if (used > 0) return used; /* a usage error, already printed */
-        if (used == 0) continue;
-        if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "run: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "run: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--image")) a->image = v;
-        else if (!strcmp(o, "--boxes")) a->boxes_file = v;
-        else if (!strcmp(o, "--output")) a->output = v;
-        else if (!strcmp(o, "--render")) a->render = v;
-        else if (!strcmp(o, "--side-view")) a->side = v;
-        else if (!strcmp(o, "--obj-dir")) a->obj_dir = v;
-        else if (!strcmp(o, "--glb")) a->glb = v;
-        else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--bvh")) a->bvh = v;
-        else if (!strcmp(o, "--device")) a->device = v;
-        else if (!strcmp(o, "--draw")) {
-            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "run: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
-        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
-            if (hm_tool_camera_option(o + 2, v, &a->pp, "run")) return 2;
-        } else if (!strcmp(o, "--box")) {
-            if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "run: more than 64 --box options%s", "");
-            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "run: %s", hamer_last_error());
-            a->nbox++;
-        } else if (!strcmp(o, "--rescale")) {
-            if (hm_tool_parse_rescale(v, &a->pp.rescale))
-                return hm_tool_fail(2, "run: --rescale must be a number in (0, 16], got '%s'", v);
-        } else if (!strcmp(o, "--crop-mode")) {
-            if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
-            else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
-            else return hm_tool_fail(2, "run: --crop-mode must be warp or pad, got '%s'", v);
-        } else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "run: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "run: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "run: unknown option '%s' (see 'hamer run --help')", o);
-        }
-    }
-    if (!a->model || !a->image || !a->output) return hm_tool_fail(2, "run: --model, --image and --output are required%s", "");
-    if (a->nbox && a->boxes_file) return hm_tool_fail(2, "run: give hand boxes with --box or --boxes, not both%s", "");
-    return 0;
+    return hm_args_parse(&run_cmd, argc, argv, a);
 }
 
 /* RESULT.json, the meshes and the pictures the options ask for, all
@@ -202,7 +184,7 @@ static int write_outputs(const run_args *a, const hamer_job *job, const hamer_jo
 
     /* The mesh names are known only now: check them against the inputs
      * and the other outputs before anything is written. */
-    const char *paths[MAXOUT], *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
+    const char *paths[MAXOUT], *ins[4] = {a->image, a->boxes_file, a->m.model, a->m.mano};
     for (int i = 0; i < n; i++) paths[i] = outs[i].path;
     if (a->obj_dir) {
         struct stat st;
@@ -229,16 +211,16 @@ static int run(run_args *a) {
     /* Before any work: no output may overwrite an input or another output,
      * and each must be creatable. */
     const char *outs[5] = {a->output, a->render, a->side, a->glb, a->bvh};
-    const char *ins[4] = {a->image, a->boxes_file, a->model, a->mano};
+    const char *ins[4] = {a->image, a->boxes_file, a->m.model, a->m.mano};
     int bad = hm_cli_check_outputs("run", outs, 5, ins, 4);
     if (bad) return bad;
     if (a->boxes_file) {
         size_t len = 0;
         char *text = hm_tool_read_file(a->boxes_file, HM_TOOL_BOXES_FILE_MAX, &len, err, sizeof err);
         if (!text) return hm_tool_fail(1, "%s", err);
-        a->nbox = hamer_boxes_parse(text, len, a->boxes, HAMER_MAX_HANDS);
+        a->boxes.n = hamer_boxes_parse(text, len, a->boxes.box, HAMER_MAX_HANDS);
         free(text);
-        if (a->nbox < 0) {
+        if (a->boxes.n < 0) {
             fprintf(stderr, "hamer: %s: %s\n", a->boxes_file, hamer_last_error());
             return 1;
         }
@@ -253,7 +235,7 @@ static int run(run_args *a) {
     double decode_ms = 1e3 * (hm_now() - t0);
 
     /* No boxes given: the built-in detector finds the hands. */
-    int detected = !a->nbox && !a->boxes_file;
+    int detected = !a->boxes.n && !a->boxes_file;
     hamer_detector *det = NULL;
     hamer_detect_state *ds = NULL;
     hamer_model *hm = NULL;
@@ -261,7 +243,7 @@ static int run(run_args *a) {
     hamer_job *job = NULL;
     char *json = NULL;
     int status = 1;
-    if (detected && (!(det = hm_tool_load_detector(&a->det)) || !(ds = hamer_detect_state_new(det, a->threads)))) {
+    if (detected && (!(det = hm_tool_load_detector(&a->det)) || !(ds = hamer_detect_state_new(det, a->m.threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
@@ -269,15 +251,15 @@ static int run(run_args *a) {
     jp.predict = a->pp;
     jp.detect = a->det.params;
     /* Detected hands are regressed in passes of up to 16, as the server does. */
-    int batch = detected ? 16 : a->nbox > 0 ? (a->nbox < 16 ? a->nbox : 16) : 1;
-    if (!(hm = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) || !(st = hamer_state_new(hm, batch, a->threads)) ||
+    int batch = detected ? 16 : a->boxes.n > 0 ? (a->boxes.n < 16 ? a->boxes.n : 16) : 1;
+    if (!(hm = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device)) || !(st = hamer_state_new(hm, batch, a->m.threads)) ||
         !(job = hamer_job_new(st, ds, &jp))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (hm_tool_require_mano(hm, a->model)) goto done;
+    if (hm_tool_require_mano(hm, a->m.model)) goto done;
     hamer_job_input in = {.path = a->image, .rgb = rgb, .width = w, .height = h, .decode_ms = decode_ms,
-                          .boxes = a->boxes, .n_boxes = a->nbox,
+                          .boxes = a->boxes.box, .n_boxes = a->boxes.n,
                           .source = detected ? HAMER_BOXES_DETECTED : HAMER_BOXES_GIVEN};
     hamer_job_result r;
     if (hamer_job_run(job, &in) || hamer_job_get_result(job, &r)) {

@@ -1,14 +1,14 @@
-/* args.c - the option tables' parser and --help printer (args.h), and the
- * groups the commands share. */
+/* args.c - the option tables' parser and --help printer (args.h); the
+ * groups the commands share are in args_groups.c. */
 #include "common/args.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/common.h"
-#include "hamer.h"
+#define MAX_OPTS 256
 
 static void *field(void *args, size_t base, const hm_opt *o) { return (char *)args + base + o->off; }
 
@@ -17,11 +17,12 @@ static const char *want_of(const hm_opt *o, char *buf, size_t n) {
     if (o->want) return o->want;
     switch (o->kind) {
     case HM_OPT_INT:
+    case HM_OPT_LLONG:
         snprintf(buf, n, "an integer in %.0f..%.0f", o->lo, o->hi);
         return buf;
     case HM_OPT_REAL:
     case HM_OPT_FLOAT:
-        snprintf(buf, n, "a number in %s%g, %g]", o->open_lo ? "(" : "[", o->lo, o->hi);
+        snprintf(buf, n, "a number in %s%g, %g%s", o->open_lo ? "(" : "[", o->lo, o->hi, o->open_hi ? ")" : "]");
         return buf;
     case HM_OPT_CHOICE: {
         size_t used = 0;
@@ -38,7 +39,7 @@ static const char *want_of(const hm_opt *o, char *buf, size_t n) {
     }
 }
 
-/* A whole number / a finite number written as such (no hex, no inf). */
+/* A finite number written as such (no hex, no inf, no nan). */
 static int number(const char *s, double *out) {
     char *end;
     if (!*s || strspn(s, "0123456789.eE+-") != strlen(s)) return -1;
@@ -49,49 +50,129 @@ static int number(const char *s, double *out) {
     return 0;
 }
 
-/* The value v of option o into its field: 0 ok, -1 bad. */
-static int store(const hm_command *c, const hm_opt *o, void *dst, const char *v) {
+/* A whole number written as decimal digits with an optional sign (no
+ * "1e3", no "2.0", no spaces), within long long. */
+static int whole(const char *s, long long *out) {
+    const char *d = s + (*s == '+' || *s == '-');
+    if (!*d || strspn(d, "0123456789") != strlen(d)) return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The value v of option o into its field: 0 ok, -1 bad (why may say why). */
+static int store(const hm_command *c, const hm_opt *o, void *dst, const char *v, char *why, size_t n) {
     double x;
+    long long k;
     switch (o->kind) {
     case HM_OPT_STR:
         *(const char **)dst = v;
         return 0;
     case HM_OPT_INT:
-        if (number(v, &x) || x != floor(x) || x < o->lo || x > o->hi) return -1;
-        *(int *)dst = (int)x;
+    case HM_OPT_LLONG:
+        if (whole(v, &k) || (double)k < o->lo || (double)k > o->hi) return -1;
+        if (o->kind == HM_OPT_INT) *(int *)dst = (int)k;
+        else *(long long *)dst = k;
         return 0;
     case HM_OPT_REAL:
     case HM_OPT_FLOAT:
-        if (number(v, &x) || x < o->lo || (o->open_lo && x == o->lo) || x > o->hi) return -1;
+        if (number(v, &x) || x < o->lo || (o->open_lo && x == o->lo) || x > o->hi || (o->open_hi && x == o->hi))
+            return -1;
         if (o->kind == HM_OPT_REAL) *(double *)dst = x;
         else *(float *)dst = (float)x;
         return 0;
     case HM_OPT_CHOICE:
         for (int i = 0; o->choices[i]; i++)
             if (!strcmp(v, o->choices[i])) {
-                *(int *)dst = o->values ? o->values[i] : i;
+                int val = o->values ? o->values[i] : i;
+                if (o->as_bool) *(bool *)dst = val != 0;
+                else *(int *)dst = val;
                 return 0;
             }
         return -1;
     case HM_OPT_FN:
-        return o->fn(v, dst, c->ctx);
+        return o->fn(v, dst, c->ctx, why, n);
     case HM_OPT_FLAG:
+    case HM_OPT_REFUSED:
         break;
     }
     return -1;
 }
 
-static const hm_opt *find(const hm_command *c, const char *name, size_t *base) {
+/* The option called name among c's groups, its group's base and its index
+ * over all groups (for the given-set); NULL if none. */
+static const hm_opt *find(const hm_command *c, const char *name, size_t *base, int *index) {
+    int k = 0;
     for (const hm_opt_group *g = c->groups; g->opts; g++)
-        for (const hm_opt *o = g->opts; o->name; o++)
+        for (const hm_opt *o = g->opts; o->name; o++, k++)
             if (!strcmp(o->name, name)) {
                 *base = g->base;
+                *index = k;
                 return o;
             }
     return NULL;
 }
 
+/* argv[*i], known to be option o: its value (if any) into args. 0, or 2
+ * after printing the usage line. */
+static int take(const hm_command *c, const hm_opt *o, size_t base, int argc, char **argv, int *i, void *args) {
+    const char *a = argv[*i];
+    void *dst = field(args, base, o);
+    if (o->kind == HM_OPT_REFUSED) {
+        fprintf(stderr, "hamer: %s: %s %s\n", c->cmd, a, o->want ? o->want : "is not taken here");
+        return 2;
+    }
+    if (o->kind == HM_OPT_FLAG) {
+        int val = o->clear ? 0 : o->set ? o->set : 1;
+        if (o->as_bool) *(bool *)dst = val != 0;
+        else *(int *)dst = val;
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "hamer: %s: option '%s' needs a value\n", c->cmd, a);
+        return 2;
+    }
+    const char *v = argv[++*i];
+    int nth = 0;
+    if (o->repeat) {
+        int *count = (int *)((char *)args + base + o->count_off);
+        if (*count >= o->repeat) {
+            fprintf(stderr, "hamer: %s: more than %d %s options\n", c->cmd, o->repeat, a);
+            return 2;
+        }
+        nth = ++*count;
+        dst = (char *)dst + (size_t)(nth - 1) * o->elem;
+    }
+    char why[512] = "";
+    if (store(c, o, dst, v, why, sizeof why)) {
+        char buf[256];
+        if (why[0] && nth) fprintf(stderr, "hamer: %s: %s %d: %s\n", c->cmd, a, nth, why);
+        else if (why[0]) fprintf(stderr, "hamer: %s: %s\n", c->cmd, why);
+        else fprintf(stderr, "hamer: %s: %s must be %s, got '%s'\n", c->cmd, a, want_of(o, buf, sizeof buf), v);
+        return 2;
+    }
+    return 0;
+}
+
+int hm_args_parse_one(const hm_command *c, int argc, char **argv, int *i, void *args) {
+    size_t base = 0;
+    int index;
+    const hm_opt *o = find(c, argv[*i], &base, &index);
+    return o ? take(c, o, base, argc, argv, i, args) : -1;
+}
+
+/* Whether the option called name was given (its index marked in given). */
+static int was_given(const hm_command *c, const unsigned char *given, const char *name) {
+    size_t base;
+    int index;
+    return find(c, name, &base, &index) && index < MAX_OPTS && given[index];
+}
+
 int hm_args_parse(const hm_command *c, int argc, char **argv, void *args) {
+    unsigned char given[MAX_OPTS] = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -99,48 +180,41 @@ int hm_args_parse(const hm_command *c, int argc, char **argv, void *args) {
             return -1;
         }
         size_t base = 0;
-        const hm_opt *o = find(c, a, &base);
+        int index = 0;
+        const hm_opt *o = find(c, a, &base, &index);
         if (!o) {
             fprintf(stderr, "hamer: %s: %s '%s' (see 'hamer %s --help')\n", c->cmd,
                     a[0] == '-' ? "unknown option" : "unexpected argument", a, c->cmd);
             return 2;
         }
-        void *dst = field(args, base, o);
-        if (o->kind == HM_OPT_FLAG) {
-            *(int *)dst = o->set ? o->set : 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "hamer: %s: option '%s' needs a value\n", c->cmd, a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (store(c, o, dst, v)) {
-            char buf[256];
-            fprintf(stderr, "hamer: %s: %s must be %s, got '%s'\n", c->cmd, a, want_of(o, buf, sizeof buf), v);
-            return 2;
-        }
+        int rc = take(c, o, base, argc, argv, &i, args);
+        if (rc) return rc;
+        if (index < MAX_OPTS) given[index] = 1;
     }
-    for (int k = 0; c->required && c->required[k]; k++) {
-        size_t base = 0;
-        const hm_opt *o = find(c, c->required[k], &base);
-        if (o && o->kind == HM_OPT_STR && !*(const char **)field(args, base, o)) {
-            fprintf(stderr, "hamer: %s: missing %s\n", c->cmd, o->name);
+    for (int k = 0; c->required && c->required[k]; k++)
+        if (!was_given(c, given, c->required[k])) {
+            fprintf(stderr, "hamer: %s: missing %s\n", c->cmd, c->required[k]);
             return 2;
         }
-    }
+    for (int k = 0; c->exclusive && c->exclusive[k] && c->exclusive[k + 1]; k += 2)
+        if (was_given(c, given, c->exclusive[k]) && was_given(c, given, c->exclusive[k + 1])) {
+            fprintf(stderr, "hamer: %s: give %s or %s, not both\n", c->cmd, c->exclusive[k], c->exclusive[k + 1]);
+            return 2;
+        }
     return 0;
 }
 
 /* "  --name META   help" with the help's later lines under its first. */
 static void print_opt(const hm_opt *o, FILE *f) {
-    char head[64];
+    char head[96];
     snprintf(head, sizeof head, "  %s%s%s", o->name, o->meta ? " " : "", o->meta ? o->meta : "");
     const int col = 22;
     int n = (int)strlen(head);
     fputs(head, f);
     const char *h = o->help ? o->help : "";
-    if (n >= col) {
+    /* at least two spaces before the text, so that the name and its
+     * value's name can be told from it */
+    if (n + 2 > col) {
         fputc('\n', f);
         n = 0;
     }
@@ -161,42 +235,8 @@ void hm_args_help(const hm_command *c, FILE *f) {
         /* untitled groups run on as one list */
         if (g == c->groups || g->title) fputc('\n', f);
         if (g->title) fprintf(f, "%s:\n", g->title);
-        for (const hm_opt *o = g->opts; o->name; o++) print_opt(o, f);
+        for (const hm_opt *o = g->opts; o->name; o++)
+            if (o->kind != HM_OPT_REFUSED) print_opt(o, f);
     }
     if (c->epilog) fprintf(f, "\n%s", c->epilog);
-}
-
-/* ---- shared groups ---------------------------------------------------------- */
-
-static const char *const precisions[] = {"fp32", "fast", NULL};
-static const int precision_values[] = {HAMER_PRECISION_FP32, HAMER_PRECISION_FAST};
-
-const hm_opt hm_opts_model[] = {
-    {.name = "--model", .meta = "M", .kind = HM_OPT_STR, .off = offsetof(hm_model_args, model),
-     .help = "the released hamer.ckpt (a PyTorch Lightning\ncheckpoint), or a packed model file ('hamer convert')"},
-    {.name = "--mano", .meta = "FILE.npz", .kind = HM_OPT_STR, .off = offsetof(hm_model_args, mano),
-     .help = "MANO buffers (v_template, shapedirs, posedirs,\n"
-             "J_regressor, parents, lbs_weights, faces_tensor) when\n"
-             "the checkpoint has no mano.* entries"},
-    {.name = "--precision", .meta = "P", .kind = HM_OPT_CHOICE, .off = offsetof(hm_model_args, precision),
-     .choices = precisions, .values = precision_values,
-     .help = "fp32 (default: the PyTorch model to float precision)\n"
-             "or fast (the gated low-precision scheme; 'hamer\n"
-             "--version' names it)"},
-    {.name = "--device", .meta = "D", .kind = HM_OPT_STR, .off = offsetof(hm_model_args, device),
-     .help = "where the model runs: cpu (default) or a backend this\n"
-             "build has, as NAME or NAME:INDEX ('hamer --version'\n"
-             "lists them)"},
-    {0},
-};
-
-const hm_opt hm_opts_threads[] = {
-    {.name = "--threads", .meta = "N", .kind = HM_OPT_INT, .off = offsetof(hm_model_args, threads), .lo = 1,
-     .hi = 1024, .help = "worker threads (default: the online CPUs)"},
-    {0},
-};
-
-void hm_model_args_defaults(hm_model_args *m) {
-    memset(m, 0, sizeof *m);
-    m->precision = HAMER_PRECISION_FP32;
 }

@@ -163,56 +163,6 @@ void hm_tool_detect_defaults(hm_tool_detect_args *d) {
     d->params = hamer_detect_default_params();
 }
 
-int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d, const char *cmd) {
-    const char *o = argv[*i];
-    if (!strcmp(o, "--lite")) return d->lite = 1, 0;
-    if (!strcmp(o, "--single-pass")) return d->params.tiles = 0, 0;
-    if (strcmp(o, "--detector") && strcmp(o, "--max-hands") && strcmp(o, "--min-score") && strcmp(o, "--body") &&
-        strcmp(o, "--body-boxes") && strcmp(o, "--proposals"))
-        return -1;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "hamer: %s: option '%s' needs a value\n", cmd, o);
-        return 2;
-    }
-    const char *v = argv[++*i];
-    if (!strcmp(o, "--detector")) {
-        d->dir = v;
-    } else if (!strcmp(o, "--body")) {
-        if (hm_tool_parse_body(v, &d->params.body)) {
-            fprintf(stderr, "hamer: %s: --body must be auto, on or off, got '%s'\n", cmd, v);
-            return 2;
-        }
-    } else if (!strcmp(o, "--proposals")) {
-        hamer_body_mode m;
-        if (hm_tool_parse_body(v, &m)) {
-            fprintf(stderr, "hamer: %s: --proposals must be auto, on or off, got '%s'\n", cmd, v);
-            return 2;
-        }
-        d->params.proposals = m == HAMER_BODY_ON ? HAMER_PROPOSALS_ON : m == HAMER_BODY_OFF ? HAMER_PROPOSALS_OFF
-                                                                                              : HAMER_PROPOSALS_AUTO;
-    } else if (!strcmp(o, "--body-boxes")) {
-        if (strcmp(v, "on") && strcmp(v, "off")) {
-            fprintf(stderr, "hamer: %s: --body-boxes must be on or off, got '%s'\n", cmd, v);
-            return 2;
-        }
-        d->params.body_boxes = v[1] == 'n';
-    } else if (!strcmp(o, "--max-hands")) {
-        if (hm_tool_parse_int(v, 1, HAMER_MAX_HANDS, &d->params.max_hands)) {
-            fprintf(stderr, "hamer: %s: --max-hands must be an integer in 1..%d, got '%s'\n", cmd, HAMER_MAX_HANDS, v);
-            return 2;
-        }
-    } else {
-        char *end;
-        double s = strtod(v, &end);
-        if (end == v || *end || strspn(v, "0123456789.eE+-") != strlen(v) || !(s > 0 && s < 1)) {
-            fprintf(stderr, "hamer: %s: --min-score must be a number in (0, 1), got '%s'\n", cmd, v);
-            return 2;
-        }
-        d->params.min_score = (float)s;
-    }
-    return 0;
-}
-
 hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d) {
     hamer_detector_params p = hamer_detector_default_params();
     p.dir = d->dir;

@@ -70,9 +70,10 @@ typedef struct {
                                    --body-boxes on|off, --proposals auto|on|off */
 } hm_tool_detect_args;
 void hm_tool_detect_defaults(hm_tool_detect_args *d);
-/* If argv[*i] is a detector option, consume it (and its value) into d:
- * returns 0; a usage error is printed and returned as 2 (cmd names the
- * subcommand); -1 when argv[*i] is not a detector option. */
+/* For a command that parses by hand: if argv[*i] is one of the detector
+ * options (the table hm_opts_detect, args_groups.c), take it (and its
+ * value) into d: returns 0; a usage error is printed and returned as 2
+ * (cmd names the subcommand); -1 when argv[*i] is not a detector option. */
 int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d, const char *cmd);
 /* hamer_detector_load with those options; NULL with hamer_last_error(). */
 hamer_detector *hm_tool_load_detector(const hm_tool_detect_args *d);
