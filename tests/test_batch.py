@@ -345,7 +345,7 @@ def test_name_clash(folder, tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    ([], "required"), (["--jobs", "0"], "--jobs"), (["--prefetch", "-1"], "--prefetch"),
+    ([], "missing --model"), (["--jobs", "0"], "--jobs"), (["--prefetch", "-1"], "--prefetch"),
     (["--bogus", "x"], "unknown option"), (["--glob"], "needs a value"),
 ])
 def test_usage_errors(tmp_path, args, needle):

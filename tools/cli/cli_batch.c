@@ -41,142 +41,123 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
-
-static const char *USAGE_BATCH =
-    "usage: hamer batch --model M --input-dir DIR --out-dir OUT\n"
-    "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N] [--prefetch N]\n"
-    "                   [--force] [--retry-failed] [--save-mesh] [--render [--draw LIST]] [--side-view] [--glb]\n"
-    "                   [--bvh] [--vertices] [--focal PX | --fov DEG]\n"
-    "                   [--boxes-dir D] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off] [--rescale 2.0] [--crop-mode warp|pad] [--mano FILE.npz]\n"
-    "                   [--precision fp32|fast] [--device D] [--json]\n"
-    "\n"
-    "Every image of DIR through `hamer run` with one model load: per image NAME\n"
-    "OUT/NAME.json (RESULT.json), and NAME_all.png (--render), NAME_side.png\n"
-    "(--side-view), NAME_N.obj per hand (--save-mesh), NAME.glb (--glb: the hands as\n"
-    "a skinned binary glTF), NAME.bvh (--bvh: BVH skeletons). Boxes from D/NAME.json\n"
-    "(any document `hamer run --boxes` reads) with --boxes-dir, else detected.\n"
-    "\n"
-    "  --draw LIST     what NAME_all.png shows: " HM_TOOL_DRAW_HELP "\n"
-    "  --recursive     also the subfolders (mirrored in OUT; links followed, each\n"
-    "                  folder once; at most 64 deep and 1000000 names)\n"
-    "  --glob P        only files whose name matches P (fnmatch, e.g. '*.jpg';\n"
-    "                  repeatable); default every file not starting with '.'\n"
-    "  --jobs N        images in flight at once (default 1), --threads split between them\n"
-    "  --threads N     worker threads in all (default: online CPUs)\n"
-    "  --prefetch N    images decoded ahead of the inference (default 2; 0: none)\n"
-    "  --force         redo images whose outputs are already there\n"
-    "  --retry-failed  retry images an earlier run recorded as bad\n"
-    "  --json          the summary as one JSON object on stdout\n"
-    "  --focal PX      every photo's focal length in pixels, or --fov DEG its field of\n"
-    "                  view across the longer side (default: each photo's EXIF, else the\n"
-    "                  model's own camera): the hands' metric place (cam_t)\n"
-    "\n"
-    "Resumable: an image whose NAME.json records it (path, size, mtime) and whose\n"
-    "outputs are all present and newer than it (and than its boxes file) is\n"
-    "skipped; every file is written atomically. Two images with one NAME: the one\n"
-    "NAME.json records (else the first by name) keeps it, the other fails. A bad\n"
-    "image (not decodable, no boxes file, a failed hand) is one line {\"path\",\n"
-    "\"reason\", ...} of OUT/errors.jsonl and never stops the run; images that do\n"
-    "not decode are not retried while unchanged (--retry-failed). A photo\n"
-    "without hands is a result: NAME.json lists none.\n"
-    "\n"
-    "Exit status: 0 all images done; 1 could not run (message on stderr); 2 bad\n"
-    "usage; 3 some images failed (OUT/errors.jsonl); 130 interrupted (rerun to\n"
-    "resume).\n";
 
 /* ---- arguments ---- */
 
 #define MAX_GLOBS 16
 
 typedef struct {
-    const char *model, *input_dir, *out_dir, *boxes_dir, *mano, *device;
+    hm_model_args m;                /* --model --mano --precision --device --threads */
+    const char *input_dir, *out_dir, *boxes_dir;
     const char *globs[MAX_GLOBS];
-    int nglob, recursive, jobs, threads, prefetch, force, retry_failed, json;
-    int save_mesh, render, side, glb, bvh, with_vertices, precision;
+    int nglob, recursive, jobs, prefetch, force, retry_failed, json;
+    int save_mesh, render, side, glb, bvh, with_vertices;
     unsigned hide;                  /* --draw: HAMER_DRAW_* bits not drawn */
     hm_tool_detect_args det;
-    hamer_predict_params pp;
+    hamer_predict_params pp;        /* --rescale --crop-mode --focal --fov */
 } batch_args;
+
+#define B(field) (offsetof(batch_args, field))
+
+static const hm_opt batch_opts[] = {
+    {.name = "--input-dir", .meta = "DIR", .kind = HM_OPT_STR, .off = B(input_dir), .help = "the photos"},
+    {.name = "--out-dir", .meta = "OUT", .kind = HM_OPT_STR, .off = B(out_dir),
+     .help = "the results: NAME.json (and the files asked for) per\nimage"},
+    {.name = "--recursive", .kind = HM_OPT_FLAG, .off = B(recursive),
+     .help = "also the subfolders (mirrored in OUT; links followed,\n"
+             "each folder once; at most 64 deep and 1000000 names)"},
+    {.name = "--glob", .meta = "P", .kind = HM_OPT_STR, .off = B(globs), .repeat = MAX_GLOBS,
+     .elem = sizeof(const char *), .count_off = B(nglob),
+     .help = "only files whose name matches P (fnmatch, e.g. '*.jpg';\n"
+             "repeatable, up to 16); default every file not\n"
+             "starting with '.'"},
+    {.name = "--boxes-dir", .meta = "D", .kind = HM_OPT_STR, .off = B(boxes_dir),
+     .help = "the boxes of image NAME from D/NAME.json (any document\n"
+             "'hamer run --boxes' reads), else detected"},
+    {.name = "--jobs", .meta = "N", .kind = HM_OPT_INT, .off = B(jobs), .lo = 1, .hi = 64,
+     .help = "images in flight at once (default 1), --threads split\nbetween them"},
+    {.name = "--prefetch", .meta = "N", .kind = HM_OPT_INT, .off = B(prefetch), .lo = 0, .hi = 64,
+     .help = "images decoded ahead of the inference (default 2; 0:\nnone)"},
+    {.name = "--force", .kind = HM_OPT_FLAG, .off = B(force), .help = "redo images whose outputs are already there"},
+    {.name = "--retry-failed", .kind = HM_OPT_FLAG, .off = B(retry_failed),
+     .help = "retry images an earlier run recorded as bad"},
+    {.name = "--save-mesh", .kind = HM_OPT_FLAG, .off = B(save_mesh), .help = "NAME_N.obj per hand"},
+    {.name = "--render", .kind = HM_OPT_FLAG, .off = B(render),
+     .help = "NAME_all.png: every hand over the image (--draw\nchooses what)"},
+    {.name = "--side-view", .kind = HM_OPT_FLAG, .off = B(side),
+     .help = "NAME_side.png: the meshes turned 90 degrees"},
+    {.name = "--glb", .kind = HM_OPT_FLAG, .off = B(glb), .help = "NAME.glb: the hands as a skinned binary glTF"},
+    {.name = "--bvh", .kind = HM_OPT_FLAG, .off = B(bvh), .help = "NAME.bvh: the hands as BVH skeletons"},
+    {.name = "--vertices", .kind = HM_OPT_FLAG, .off = B(with_vertices),
+     .help = "the 778 vertices per hand in NAME.json"},
+    {.name = "--json", .kind = HM_OPT_FLAG, .off = B(json), .help = "the summary as one JSON object on stdout"},
+    {0},
+};
+
+static const hm_command batch_cmd = {
+    .cmd = "batch",
+    .synopsis =
+        "usage: hamer batch --model M --input-dir DIR --out-dir OUT\n"
+        "                   [--recursive] [--glob PATTERN ...] [--jobs N] [--threads N]\n"
+        "                   [--prefetch N] [--force] [--retry-failed] [--save-mesh]\n"
+        "                   [--render [--draw LIST]] [--side-view] [--glb] [--bvh]\n"
+        "                   [--vertices] [--focal PX | --fov DEG] [--boxes-dir D]\n"
+        "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
+        "                   [--single-pass] [--body auto|on|off] [--body-boxes on|off]\n"
+        "                   [--proposals auto|on|off] [--rescale 2.0]\n"
+        "                   [--crop-mode warp|pad] [--mano FILE.npz]\n"
+        "                   [--precision fp32|fast] [--device D] [--json]\n",
+    .about =
+        "Every image of DIR through `hamer run` with one model load: per image NAME\n"
+        "OUT/NAME.json (RESULT.json), and NAME_all.png (--render), NAME_side.png\n"
+        "(--side-view), NAME_N.obj per hand (--save-mesh), NAME.glb (--glb: the hands\n"
+        "as a skinned binary glTF), NAME.bvh (--bvh: BVH skeletons). Boxes from\n"
+        "D/NAME.json (any document `hamer run --boxes` reads) with --boxes-dir, else\n"
+        "detected. --focal / --fov give every photo that camera (default: each\n"
+        "photo's EXIF, else the model's own camera).\n",
+    .epilog =
+        "Resumable: an image whose NAME.json records it (path, size, mtime) and whose\n"
+        "outputs are all present and newer than it (and than its boxes file) is\n"
+        "skipped; every file is written atomically. Two images with one NAME: the one\n"
+        "NAME.json records (else the first by name) keeps it, the other fails. A bad\n"
+        "image (not decodable, no boxes file, a failed hand) is one line {\"path\",\n"
+        "\"reason\", ...} of OUT/errors.jsonl and never stops the run; images that do\n"
+        "not decode are not retried while unchanged (--retry-failed). A photo\n"
+        "without hands is a result: NAME.json lists none.\n"
+        "\n"
+        "Exit status: 0 all images done; 1 could not run (message on stderr); 2 bad\n"
+        "usage; 3 some images failed (OUT/errors.jsonl); 130 interrupted (rerun to\n"
+        "resume).\n",
+    .groups = (const hm_opt_group[]){{batch_opts, 0, NULL},
+                                     {hm_opts_draw, B(hide), NULL},
+                                     {hm_opts_detect, B(det), "the detector (images without a boxes file)"},
+                                     {hm_opts_crop, B(pp), "the crop and the camera"},
+                                     {hm_opts_camera, B(pp), NULL},
+                                     {hm_opts_model, B(m), "the model"},
+                                     {hm_opts_threads, B(m), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--model", "--input-dir", "--out-dir", NULL},
+};
 
 static int parse(int argc, char **argv, batch_args *a) {
     memset(a, 0, sizeof *a);
-    a->precision = HAMER_PRECISION_FP32;
+    hm_model_args_defaults(&a->m);
     a->pp = hamer_predict_default_params();
     a->jobs = 1;
     a->prefetch = 2;
     hm_tool_detect_defaults(&a->det);
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_BATCH, stdout);
-            return -1;
-        }
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "batch");
-        if (used > 0) return used;
-        if (used == 0) continue;
-        int *flag = !strcmp(o, "--recursive")      ? &a->recursive
-                    : !strcmp(o, "--force")        ? &a->force
-                    : !strcmp(o, "--retry-failed") ? &a->retry_failed
-                    : !strcmp(o, "--save-mesh")    ? &a->save_mesh
-                    : !strcmp(o, "--render")       ? &a->render
-                    : !strcmp(o, "--side-view")    ? &a->side
-                    : !strcmp(o, "--glb")          ? &a->glb
-                    : !strcmp(o, "--bvh")          ? &a->bvh
-                    : !strcmp(o, "--vertices")     ? &a->with_vertices
-                    : !strcmp(o, "--json")         ? &a->json
-                                                   : NULL;
-        if (flag) {
-            *flag = 1;
-            continue;
-        }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "batch: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "batch: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--input-dir")) a->input_dir = v;
-        else if (!strcmp(o, "--out-dir")) a->out_dir = v;
-        else if (!strcmp(o, "--boxes-dir")) a->boxes_dir = v;
-        else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--draw")) {
-            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "batch: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
-            if (a->hide == HAMER_DRAW_ALL) return hm_tool_fail(2, "batch: --draw %s draws nothing (leave --render out)", v);
-        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
-            if (hm_tool_camera_option(o + 2, v, &a->pp, "batch")) return 2;
-        } else if (!strcmp(o, "--glob")) {
-            if (a->nglob == MAX_GLOBS) return hm_tool_fail(2, "batch: more than 16 --glob options%s", "");
-            a->globs[a->nglob++] = v;
-        } else if (!strcmp(o, "--jobs")) {
-            if (hm_tool_parse_int(v, 1, 64, &a->jobs)) return hm_tool_fail(2, "batch: --jobs must be an integer in 1..64, got '%s'", v);
-        } else if (!strcmp(o, "--prefetch")) {
-            if (hm_tool_parse_int(v, 0, 64, &a->prefetch))
-                return hm_tool_fail(2, "batch: --prefetch must be an integer in 0..64, got '%s'", v);
-        } else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "batch: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(o, "--rescale")) {
-            if (hm_tool_parse_rescale(v, &a->pp.rescale))
-                return hm_tool_fail(2, "batch: --rescale must be a number in (0, 16], got '%s'", v);
-        } else if (!strcmp(o, "--crop-mode")) {
-            if (!strcmp(v, "warp")) a->pp.crop_mode = HAMER_CROP_WARP;
-            else if (!strcmp(v, "pad")) a->pp.crop_mode = HAMER_CROP_PAD;
-            else return hm_tool_fail(2, "batch: --crop-mode must be warp or pad, got '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            a->device = v;
-        } else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "batch: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "batch: unknown option '%s' (see 'hamer batch --help')", o);
-        }
-    }
-    if (!a->model || !a->input_dir || !a->out_dir)
-        return hm_tool_fail(2, "batch: --model, --input-dir and --out-dir are required%s", "");
+    int rc = hm_args_parse(&batch_cmd, argc, argv, a);
+    if (rc) return rc;
+    if (a->hide == HAMER_DRAW_ALL) return hm_tool_fail(2, "batch: --draw %s draws nothing (leave --render out)", "none");
     return 0;
 }
 
@@ -359,7 +340,7 @@ static void progress(batch *b, double t_start, int final) {
 static int compute(batch *b, double *t_load) {
     const batch_args *a = b->a;
     double t0 = hm_now();
-    b->model = hm_tool_load_model(a->model, a->mano, a->precision, a->device);
+    b->model = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device);
     if (!b->model || (!a->boxes_dir && !(b->det = hm_tool_load_detector(&a->det)))) {
         snprintf(b->fatal, sizeof b->fatal, "%s", hamer_last_error());
         return -1;
@@ -367,11 +348,11 @@ static int compute(batch *b, double *t_load) {
     hamer_model_info info;
     if (hamer_model_get_info(b->model, &info) == HAMER_OK && !info.has_mano) {
         snprintf(b->fatal, sizeof b->fatal, "%s has no MANO buffers (mano.*), so no mesh can be computed: %s",
-                 a->model, hm_tool_mano_advice);
+                 a->m.model, hm_tool_mano_advice);
         return -1;
     }
     *t_load = hm_now() - t0;
-    int total = hm_tool_threads(a->threads);
+    int total = hm_tool_threads(a->m.threads);
     int jobs = a->jobs < b->ntodo ? a->jobs : b->ntodo;
     b->threads_per_job = total / jobs > 0 ? total / jobs : 1;
     b->qcap = a->prefetch;
