@@ -6,61 +6,13 @@
  * written, with an empty list); 1 failed (nothing written); 2 bad usage.
  * Uses only the public API (include/hamer.h).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
-
-static const char *USAGE_DETECT =
-    "usage: hamer detect --image IMG --output BOXES.json [--render PNG] [--detector DIR] [--lite]\n"
-    "                    [--max-hands N] [--min-score S] [--single-pass] [--body auto|on|off] [--body-boxes on|off]\n"
-    "                    [--proposals auto|on|off] [--threads N]\n"
-    "\n"
-    "Finds the hands in a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF: the\n"
-    "bytes decide, not the name) with the built-in detector (MediaPipe\n"
-    "Hands' palm detector and hand landmark model, installed by\n"
-    "scripts/get_detector.sh) and writes\n"
-    "  {\"image\": {\"width\", \"height\"}, \"detector\": {...}, \"hands\": [{\"bbox\":\n"
-    "   [x1,y1,x2,y2], \"is_right\", \"score\", \"presence\", \"handedness\", \"pass\",\n"
-    "   \"landmarks\" (21 x [x, y, z] pixels)}, ...], \"timings_ms\": {\"detect\"}}\n"
-    "which `hamer run --boxes` reads. The box is the tight box of the 21 landmarks.\n"
-    "\n"
-    "  --render PNG    the photo with the boxes and landmark skeletons drawn over it\n"
-    "  --detector DIR  the models' directory (default: $HAMER_DETECTOR_DIR, then\n"
-    "                  ~/.local/share/hamer/detector, then /usr/local/share/hamer/detector)\n"
-    "  --lite          the lite models (faster, less accurate)\n"
-    "  --max-hands N   at most N hands (1..64, default 8)\n"
-    "  --min-score S   palm score threshold in (0, 1) (default 0.5)\n"
-    "  --single-pass   MediaPipe's one full-frame pass only (faster; misses small\n"
-    "                  hands in large photos, which the default tile pass finds)\n"
-    "  --body MODE     the body pass (MediaPipe Holistic: pose -> hand re-crop ->\n"
-    "                  hand landmarks; its models come with scripts/get_detector.sh):\n"
-    "                  auto (default) runs it with the tile pass when its models are\n"
-    "                  installed (else the palm pass only: \"detector\": {\"body\"} says\n"
-    "                  which) and the palm pass found fewer than 2 hands (a person's\n"
-    "                  two), on always (an error without its models), off never.\n"
-    "                  Hands it found carry \"source\" (\"palm\" / \"body\") and \"person\";\n"
-    "                  is_right is then the person's side (person -1: the landmark\n"
-    "                  model confidently said the other side)\n"
-    "  --body-boxes on|off  when the body pass runs, also the box it takes from a\n"
-    "                  wrist, index and pinky where the hand landmark model rejected\n"
-    "                  the hand but the pose sees the wrist (visibility >= 0.5; HaMeR's\n"
-    "                  own demo boxes hands from body keypoints): \"source\":\n"
-    "                  \"body-keypoints\", \"landmarks\": null, \"score\" the wrist's\n"
-    "                  visibility (default on)\n"
-    "  --proposals MODE  the proposal pass (the hand-box detector of @vladmandic/human,\n"
-    "                  installed by scripts/get_detector.sh, proposes boxes; each\n"
-    "                  becomes a hand only when the hand landmark model, on the body\n"
-    "                  pass's re-crop of it, finds one there; for hands holding things\n"
-    "                  or seen from the owner's eyes, which the palm model misses):\n"
-    "                  auto (default) runs it with the tile pass when its model (and\n"
-    "                  the body models) are installed and the other passes found fewer\n"
-    "                  than 2 hands, on always, off never. Its hands carry \"source\":\n"
-    "                  \"proposal\"; is_right from the landmark model\n"
-    "\n"
-    "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
-    "(nothing written); 2 bad usage.\n";
 
 typedef struct {
     const char *image, *output, *render;
@@ -68,34 +20,70 @@ typedef struct {
     int threads;
 } detect_args;
 
+static const hm_opt detect_opts[] = {
+    {.name = "--image", .meta = "IMG", .kind = HM_OPT_STR, .off = offsetof(detect_args, image),
+     .help = "the photo"},
+    {.name = "--output", .meta = "BOXES.json", .kind = HM_OPT_STR, .off = offsetof(detect_args, output),
+     .help = "the hands found (above)"},
+    {.name = "--render", .meta = "PNG", .kind = HM_OPT_STR, .off = offsetof(detect_args, render),
+     .help = "the photo with the boxes and landmark skeletons drawn\nover it"},
+    {.name = "--threads", .meta = "N", .kind = HM_OPT_INT, .off = offsetof(detect_args, threads), .lo = 1,
+     .hi = 1024, .help = "worker threads (default: the online CPUs)"},
+    {0},
+};
+
+static const hm_command detect_cmd = {
+    .cmd = "detect",
+    .synopsis =
+        "usage: hamer detect --image IMG --output BOXES.json [--render PNG]\n"
+        "                    [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
+        "                    [--single-pass] [--body auto|on|off] [--body-boxes on|off]\n"
+        "                    [--proposals auto|on|off] [--threads N]\n",
+    .about =
+        "Finds the hands in a photo (JPEG, PNG, WebP, AVIF, BMP, TIFF or GIF: the\n"
+        "bytes decide, not the name) with the built-in detector (MediaPipe\n"
+        "Hands' palm detector and hand landmark model, installed by\n"
+        "scripts/get_detector.sh) and writes\n"
+        "  {\"image\": {\"width\", \"height\"}, \"detector\": {...}, \"hands\": [{\"bbox\":\n"
+        "   [x1,y1,x2,y2], \"is_right\", \"score\", \"presence\", \"handedness\", \"pass\",\n"
+        "   \"landmarks\" (21 x [x, y, z] pixels)}, ...], \"timings_ms\": {\"detect\"}}\n"
+        "which `hamer run --boxes` reads. The box is the tight box of the 21 landmarks.\n",
+    .epilog =
+        "The body pass (MediaPipe Holistic: pose -> hand re-crop -> hand landmarks;\n"
+        "its models come with scripts/get_detector.sh): auto (default) runs it with\n"
+        "the tile pass when its models are installed (else the palm pass only:\n"
+        "\"detector\": {\"body\"} says which) and the palm pass found fewer than 2\n"
+        "hands (a person's two), on always (an error without its models), off never.\n"
+        "Hands it found carry \"source\" (\"palm\" / \"body\") and \"person\"; is_right is\n"
+        "then the person's side (person -1: the landmark model confidently said the\n"
+        "other side). --body-boxes: when the body pass runs, also the box it takes\n"
+        "from a wrist, index and pinky where the hand landmark model rejected the\n"
+        "hand but the pose sees the wrist (visibility >= 0.5; HaMeR's own demo boxes\n"
+        "hands from body keypoints): \"source\": \"body-keypoints\", \"landmarks\":\n"
+        "null, \"score\" the wrist's visibility (default on).\n"
+        "\n"
+        "The proposal pass (the hand-box detector of @vladmandic/human, installed by\n"
+        "scripts/get_detector.sh, proposes boxes; each becomes a hand only when the\n"
+        "hand landmark model, on the body pass's re-crop of it, finds one there; for\n"
+        "hands holding things or seen from the owner's eyes, which the palm model\n"
+        "misses): auto (default) runs it with the tile pass when its model (and the\n"
+        "body models) are installed and the other passes found fewer than 2 hands,\n"
+        "on always, off never. Its hands carry \"source\": \"proposal\"; is_right from\n"
+        "the landmark model.\n"
+        "\n"
+        "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
+        "(nothing written); 2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{detect_opts, 0, NULL},
+                                     {hm_opts_detect, offsetof(detect_args, det), "the detector"},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--image", "--output", NULL},
+};
+
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, detect_args *a) {
     memset(a, 0, sizeof *a);
     hm_tool_detect_defaults(&a->det);
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_DETECT, stdout);
-            return -1;
-        }
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "detect");
-        if (used > 0) return used; /* a usage error, already printed */
-        if (used == 0) continue;
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "detect: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "detect: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--image")) a->image = v;
-        else if (!strcmp(o, "--output")) a->output = v;
-        else if (!strcmp(o, "--render")) a->render = v;
-        else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads))
-                return hm_tool_fail(2, "detect: --threads must be an integer in 1..1024, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "detect: unknown option '%s' (see 'hamer detect --help')", o);
-        }
-    }
-    if (!a->image || !a->output) return hm_tool_fail(2, "detect: --image and --output are required%s", "");
-    return 0;
+    return hm_args_parse(&detect_cmd, argc, argv, a);
 }
 
 static int run(const detect_args *a) {
