@@ -7,96 +7,58 @@
  * the output file appears only once every crop has succeeded (written to a
  * temporary name, then renamed).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "format/image.h"
 #include "format/npy.h"
 #include "pipeline/preprocess.h"
 #include "core/util.h"
 #include "core/fileio.h"
 
-#define CROP_MAX_HANDS 64
-
-static const char *USAGE_CROP =
-    "usage: hamer crop --image IMG --box x1,y1,x2,y2[:left|:right] [--box ...]\n"
-    "                  [--rescale 2.0] [--crop-mode warp|pad] [--u8] --output CROP.npy\n"
-    "\n"
-    "Cuts the hand crops the regressor sees (input of 'hamer regress').\n"
-    "\n"
-    "  --image IMG        JPEG (EXIF orientation applied) or PNG, at most 100\n"
-    "                     megapixels\n"
-    "  --box BOX          a hand box in pixels, corners x1,y1,x2,y2, optionally\n"
-    "                     ':left' or ':right' (default right; left hands are\n"
-    "                     mirrored); repeat for up to 64 hands, kept in order\n"
-    "  --rescale F        box enlargement (default 2.0, as the official demo),\n"
-    "                     in (0, 16]\n"
-    "  --crop-mode MODE   warp: the official demo (anti-alias blur when the box\n"
-    "                     is large, OpenCV bilinear warp, black border; default)\n"
-    "                     pad: square crop with grey padding, Pillow bilinear\n"
-    "                     resize\n"
-    "  --u8               write uint8 [B,256,192,3] RGB crops instead\n"
-    "  --output CROP.npy  float32 [B,3,256,192] crops normalised as\n"
-    "                     (x/255 - mean)/std, RGB, mean 0.485,0.456,0.406,\n"
-    "                     std 0.229,0.224,0.225\n"
-    "\n"
-    "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
-    "stderr saying what was wrong.\n";
-
 typedef struct {
-    const char *image, *output, *box_text[CROP_MAX_HANDS];
-    hm_box boxes[CROP_MAX_HANDS];
-    int nbox, u8;
-    double rescale;
-    hm_crop_mode mode;
+    const char *image, *output;
+    hm_box_list boxes;          /* --box */
+    int u8;
+    hamer_predict_params pp;    /* --rescale --crop-mode */
 } crop_args;
+
+static const hm_opt crop_opts[] = {
+    {.name = "--image", .meta = "IMG", .kind = HM_OPT_STR, .off = offsetof(crop_args, image),
+     .help = "JPEG (EXIF orientation applied) or PNG, at most 100\nmegapixels"},
+    {.name = "--output", .meta = "CROP.npy", .kind = HM_OPT_STR, .off = offsetof(crop_args, output),
+     .help = "float32 [B,3,256,192] crops normalised as\n"
+             "(x/255 - mean)/std, RGB, mean 0.485,0.456,0.406,\n"
+             "std 0.229,0.224,0.225"},
+    {.name = "--u8", .kind = HM_OPT_FLAG, .off = offsetof(crop_args, u8),
+     .help = "write uint8 [B,256,192,3] RGB crops instead"},
+    {0},
+};
+
+static const hm_command crop_cmd = {
+    .cmd = "crop",
+    .synopsis = "usage: hamer crop --image IMG --box x1,y1,x2,y2[:left|:right] [--box ...]\n"
+                "                  [--rescale 2.0] [--crop-mode warp|pad] [--u8]\n"
+                "                  --output CROP.npy\n",
+    .about = "Cuts the hand crops the regressor sees (input of 'hamer regress').\n",
+    .epilog = "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
+              "stderr saying what was wrong.\n",
+    .groups = (const hm_opt_group[]){{crop_opts, 0, NULL},
+                                     {hm_opts_box, offsetof(crop_args, boxes), NULL},
+                                     {hm_opts_crop, offsetof(crop_args, pp), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--image", "--output", "--box", NULL},
+};
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, crop_args *a) {
     memset(a, 0, sizeof *a);
-    a->rescale = 2.0;
-    const char *mode_s = "warp";
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_CROP, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--u8")) {
-            a->u8 = 1;
-            continue;
-        }
-        if (strcmp(o, "--image") && strcmp(o, "--output") && strcmp(o, "--box") && strcmp(o, "--rescale") &&
-            strcmp(o, "--crop-mode"))
-            return hm_tool_fail(2, "crop: unknown option '%s' (see 'hamer crop --help')", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "crop: option '%s' needs a value", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--image")) a->image = v;
-        else if (!strcmp(o, "--output")) a->output = v;
-        else if (!strcmp(o, "--crop-mode")) mode_s = v;
-        else if (!strcmp(o, "--rescale")) {
-            if (hm_tool_parse_rescale(v, &a->rescale))
-                return hm_tool_fail(2, "crop: --rescale must be a number in (0, 16], got '%s'", v);
-        } else {
-            if (a->nbox == CROP_MAX_HANDS) return hm_tool_fail(2, "crop: at most 64 boxes (hands) per request%s", "");
-            hamer_box hb;
-            if (hamer_box_parse(v, &hb)) {
-                fprintf(stderr, "hamer: crop: box %d: %s\n", a->nbox + 1, hamer_last_error());
-                return 2;
-            }
-            a->boxes[a->nbox] = (hm_box){hb.bbox[0], hb.bbox[1], hb.bbox[2], hb.bbox[3], hb.is_right};
-            a->box_text[a->nbox++] = v;
-        }
-    }
-    if (!strcmp(mode_s, "warp")) a->mode = HM_CROP_WARP;
-    else if (!strcmp(mode_s, "pad")) a->mode = HM_CROP_PAD;
-    else return hm_tool_fail(2, "crop: --crop-mode must be 'warp' or 'pad', got '%s'", mode_s);
-    if (!a->image) return hm_tool_fail(2, "crop: missing --image%s", "");
-    if (!a->output) return hm_tool_fail(2, "crop: missing --output%s", "");
-    if (!a->nbox) return hm_tool_fail(2, "crop: missing --box (one per hand)%s", "");
-    return 0;
+    a->pp = hamer_predict_default_params();
+    return hm_args_parse(&crop_cmd, argc, argv, a);
 }
 
 /* The crops as one .npy at output (core/fileio: temp file, renamed). */
@@ -115,16 +77,22 @@ static int write_crops(const char *output, int u8, int nbox, const float *crops,
     return rc ? hm_tool_fail(1, "crop: %s", hm_errmsg()) : 0;
 }
 
+/* A box as the crop's code takes it. */
+static hm_box crop_box(const hamer_box *b) { return (hm_box){b->bbox[0], b->bbox[1], b->bbox[2], b->bbox[3], b->is_right}; }
+
 static int run(const crop_args *a) {
-    int nbox = a->nbox;
+    int nbox = a->boxes.n;
+    hm_crop_mode mode = a->pp.crop_mode == HAMER_CROP_PAD ? HM_CROP_PAD : HM_CROP_WARP;
+    hm_box boxes[HAMER_MAX_HANDS];
+    for (int i = 0; i < nbox; i++) boxes[i] = crop_box(&a->boxes.box[i]);
     const char *outs[1] = {a->output}, *ins[1] = {a->image};
     int bad = hm_cli_check_outputs("crop", outs, 1, ins, 1);
     if (bad) return bad;
     hm_image img;
     if (hm_image_load(a->image, &img)) return hm_tool_fail(1, "%s", hm_errmsg());
     for (int i = 0; i < nbox; i++)
-        if (hm_box_check(&a->boxes[i], img.w, img.h)) {
-            fprintf(stderr, "hamer: crop: box %d '%s': %s\n", i + 1, a->box_text[i], hm_errmsg());
+        if (hm_box_check(&boxes[i], img.w, img.h)) {
+            fprintf(stderr, "hamer: crop: box %d: %s\n", i + 1, hm_errmsg());
             hm_image_free(&img);
             return 1;
         }
@@ -137,8 +105,8 @@ static int run(const crop_args *a) {
         goto done;
     }
     for (int i = 0; i < nbox; i++) {
-        if (hm_crop(&img, &a->boxes[i], a->rescale, a->mode, crops + per * i, NULL)) {
-            fprintf(stderr, "hamer: crop: box %d '%s': %s\n", i + 1, a->box_text[i], hm_errmsg());
+        if (hm_crop(&img, &boxes[i], a->pp.rescale, mode, crops + per * i, NULL)) {
+            fprintf(stderr, "hamer: crop: box %d: %s\n", i + 1, hm_errmsg());
             rc = 1;
             goto done;
         }
