@@ -74,7 +74,8 @@ static const hm_command detect_cmd = {
         "Exit status: 0 hands found; 4 none found (BOXES.json lists none); 1 failed\n"
         "(nothing written); 2 bad usage.\n",
     .groups = (const hm_opt_group[]){{detect_opts, 0, NULL},
-                                     {hm_opts_detect, offsetof(detect_args, det), "the detector"},
+                                     {hm_opts_detector, offsetof(detect_args, det), "the detector"},
+                                     {hm_opts_detect, offsetof(detect_args, det), NULL},
                                      {NULL, 0, NULL}},
     .required = (const char *const[]){"--image", "--output", NULL},
 };

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,182 +24,221 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "cli/cli_video.h"
+#include "common/args.h"
 #include "hamer.h"
 #include "core/fileio.h"
-
-static const char *USAGE_VIDEO =
-    "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4] [--render-dir DIR]\n"
-    "                   [--draw LIST] [--glb ANIM.glb] [--bvh ANIM.bvh] [--shape track|first]\n"
-    "                   [--focal PX | --fov DEG]\n"
-    "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S] [--tiles] [--body auto|on|off]\n"
-    "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B] [--d-cutoff HZ]\n"
-    "                   [--start T] [--duration T] [--stride K] [--threads N] [--precision fp32|fast] [--device D]\n"
-    "                   [--vertices] [--mano FILE.npz] [--redetect-every N] [--cut-threshold X]\n"
-    "                   [--track-presence P] [--queue N]\n"
-    "\n"
-    "Tracks the hands of a video (any container and codec FFmpeg reads; rotation\n"
-    "metadata applied; every frame keeps its presentation time) as MediaPipe does:\n"
-    "the landmarks of one frame give the hand's crop in the next, palm detection\n"
-    "runs again when a hand is lost, on a scene cut and every --redetect-every\n"
-    "frames while fewer than --max-hands hands are tracked. With --model every\n"
-    "frame's hands are regressed as one batch and smoothed over their track.\n"
-    "\n"
-    "OUT.jsonl, one JSON object per line, each flushed when written:\n"
-    "  {\"video\": {...}, \"options\": {...}, \"render\": ...}            the header\n"
-    "  {\"frame\", \"time_s\", \"detected\", \"cut\", \"hands\": [{RESULT.json fields,\n"
-    "   \"track_id\", \"tracked\", \"frames\", \"detector_score\", \"handedness_vote\",\n"
-    "   \"detection\", \"raw\": {the smoothed fields as regressed}}], \"timings_ms\"}\n"
-    "  {\"summary\": {\"frames\", \"hands\", \"tracks\", \"timings_ms\", ...}}   the last line\n"
-    "\n"
-    "  --model M         HaMeR checkpoint or packed model; without it: tracking only\n"
-    "  --render OUT      the overlay video (frame rate, size and timestamps of the\n"
-    "                    input; H.264 with libx264, else MPEG-4 part 2); needs --model\n"
-    "  --render-dir DIR  the overlay of every processed frame as DIR/frame_NNNNNN.png\n"
-    "  --draw LIST       what the overlays show: " HM_TOOL_DRAW_HELP "\n"
-    "  --glb FILE        one skinned hand per track, animated over the frames it was\n"
-    "                    tracked (its joints, its place; the frames' times): binary glTF\n"
-    "                    2.0 for Blender, three.js, Unity; needs --model); keys on the\n"
-    "                    clip's whole frames, its frame rate in the scene's extras \"fps\"\n"
-    "  --bvh FILE        one skeleton per track as BVH motion (16 MANO joints, fingertips\n"
-    "                    as end sites, metres, y up), one line per processed frame at\n"
-    "                    the clip's frame rate; needs --model\n"
-    "  --shape MODE      the animation files' skeleton: track (default: one MANO shape\n"
-    "                    per track fitted over the whole clip, each frame's place solved\n"
-    "                    again for it) or first (the track's first frame's shape)\n"
-    "  --focal PX        the camera's focal length in pixels of the frames, or\n"
-    "  --fov DEG         its field of view across the longer side: the hands' metric\n"
-    "                    place (cam_t) through it; default the model's own camera\n"
-    "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
-    "  --tiles           palm detection also on tiles (small hands; slower)\n"
-    "  --body MODE       the body pass on detection frames (auto: with --tiles, when its\n"
-    "                    models are installed; on; off): its hands start tracks too\n"
-    "  --smooth MODE     one-euro (default) or none\n"
-    "  --min-cutoff HZ   One Euro minimum cutoff (default 1.0)\n"
-    "  --beta B          One Euro speed coefficient (default 1.0; speeds in metres\n"
-    "                    over 0.1 m, pixels over the hand's crop size, quaternions)\n"
-    "  --d-cutoff HZ     One Euro cutoff of the speed (default 1.0)\n"
-    "  --start T         begin at the first frame at or after T seconds\n"
-    "  --duration T      process T seconds (0, the default: to the end)\n"
-    "  --stride K        every K-th frame (frame numbers stay the input's)\n"
-    "  --vertices        the 778 vertices of every hand in the lines\n"
-    "  --redetect-every N  frames between palm detections with hands missing (10)\n"
-    "  --cut-threshold X   scene-cut threshold on 16x16 thumbnails, 0..1 (0.15)\n"
-    "  --track-presence P  presence below which a track is lost (0.5)\n"
-    "  --queue N         frames decoded ahead, 1..64 (4)\n"
-    "\n"
-    "Exit status: 0 done; 1 failed; 2 bad usage; 5 the input is damaged or\n"
-    "truncated (frames before the damage are written); 130 interrupted.\n";
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
 
-/* A number in [lo, hi] in plain decimal notation; 0 ok, -1 bad. */
-static int parse_num(const char *s, double lo, double hi, double *out) {
-    char *end;
-    if (strspn(s, "0123456789.eE+-") != strlen(s)) return -1;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= lo && v <= hi)) return -1;
-    *out = v;
-    return 0;
-}
+/* CHOICE stores an int: the enums it fills must be ints. */
+_Static_assert(sizeof(hamer_anim_shape) == sizeof(int), "hamer_anim_shape is an int");
+_Static_assert(sizeof(hamer_smooth_mode) == sizeof(int), "hamer_smooth_mode is an int");
 
-/* The video parameters after option o changed them, by the library's
+/* The video parameters after option opt set one of them, by the library's
  * check (the others are defaults or were checked when given, so the
- * message is about o); 0 or -1 (printed). */
-static int check_video_params(const hm_video_args *a, const char *o) {
-    if (!hamer_video_check_params(&a->vp)) return 0;
-    fprintf(stderr, "hamer: %s (option %s)\n", hamer_last_error(), o);
+ * message is about opt); 0, or -1 with the library's message in why. */
+static int check_video_params(const hamer_video_params *vp, const char *opt, char *why, size_t n) {
+    if (!hamer_video_check_params(vp)) return 0;
+    const char *m = hamer_last_error();
+    if (!strncmp(m, "video: ", 7)) m += 7; /* the line says "hamer: video: " already */
+    snprintf(why, n, "%s (option %s)", m, opt);
     return -1;
 }
+
+/* --start, --duration: only the syntax here (seconds, a decimal number);
+ * the ranges are hamer_video_check_params's, the one check the library and
+ * the Python binding use. field is the member at off of a hamer_video_params. */
+static int seconds_option(const char *v, void *field, size_t off, const char *opt, char *why, size_t n) {
+    char *end;
+    if (!*v || strspn(v, "0123456789.eE+-") != strlen(v)) return -1;
+    double x = strtod(v, &end);
+    if (*end || !isfinite(x)) return -1;
+    *(double *)field = x;
+    return check_video_params((const hamer_video_params *)((char *)field - off), opt, why, n);
+}
+static int start_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx;
+    return seconds_option(v, field, offsetof(hamer_video_params, start_s), "--start", why, n);
+}
+static int duration_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx;
+    return seconds_option(v, field, offsetof(hamer_video_params, duration_s), "--duration", why, n);
+}
+
+/* --stride, --queue: any integer here, the range by the library's check. */
+static int count_option(const char *v, void *field, size_t off, const char *opt, char *why, size_t n) {
+    if (hm_tool_parse_int(v, INT_MIN, INT_MAX, (int *)field)) return -1;
+    return check_video_params((const hamer_video_params *)((char *)field - off), opt, why, n);
+}
+static int stride_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx;
+    return count_option(v, field, offsetof(hamer_video_params, stride), "--stride", why, n);
+}
+static int queue_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx;
+    return count_option(v, field, offsetof(hamer_video_params, queue), "--queue", why, n);
+}
+
+#define V(field) (offsetof(hm_video_args, field))
+
+static const char *const shapes[] = {"track", "first", NULL};
+static const int shape_values[] = {HAMER_ANIM_SHAPE_TRACK, HAMER_ANIM_SHAPE_FIRST};
+static const char *const smooths[] = {"one-euro", "none", NULL};
+static const int smooth_values[] = {HAMER_SMOOTH_ONE_EURO, HAMER_SMOOTH_NONE};
+static const char *const auto_on_off[] = {"auto", "on", "off", NULL};
+static const int body_values[] = {HAMER_BODY_AUTO, HAMER_BODY_ON, HAMER_BODY_OFF};
+static const int proposals_values[] = {HAMER_PROPOSALS_AUTO, HAMER_PROPOSALS_ON, HAMER_PROPOSALS_OFF};
+
+static const hm_opt video_opts[] = {
+    {.name = "--video", .meta = "IN", .kind = HM_OPT_STR, .off = V(video),
+     .help = "the video (any container and codec FFmpeg reads)"},
+    {.name = "--output", .meta = "OUT.jsonl", .kind = HM_OPT_STR, .off = V(output), .help = "the lines (above)"},
+    {.name = "--render", .meta = "OUT", .kind = HM_OPT_STR, .off = V(render),
+     .help = "the overlay video (frame rate, size and timestamps of\n"
+             "the input; H.264 with libx264, else MPEG-4 part 2);\n"
+             "needs --model"},
+    {.name = "--render-dir", .meta = "DIR", .kind = HM_OPT_STR, .off = V(render_dir),
+     .help = "the overlay of every processed frame as\nDIR/frame_NNNNNN.png; needs --model"},
+    {.name = "--glb", .meta = "FILE", .kind = HM_OPT_STR, .off = V(glb),
+     .help = "one skinned hand per track, animated over the frames\n"
+             "it was tracked (its joints, its place; the frames'\n"
+             "times): binary glTF 2.0 for Blender, three.js, Unity;\n"
+             "keys on the clip's whole frames, its frame rate in the\n"
+             "scene's extras \"fps\"; needs --model"},
+    {.name = "--bvh", .meta = "FILE", .kind = HM_OPT_STR, .off = V(bvh),
+     .help = "one skeleton per track as BVH motion (16 MANO joints,\n"
+             "fingertips as end sites, metres, y up), one line per\n"
+             "processed frame at the clip's frame rate; needs --model"},
+    {.name = "--shape", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(shape), .choices = shapes,
+     .values = shape_values,
+     .help = "the animation files' skeleton: track (default: one MANO\n"
+             "shape per track fitted over the whole clip, each\n"
+             "frame's place solved again for it) or first (the\n"
+             "track's first frame's shape)"},
+    {.name = "--vertices", .kind = HM_OPT_FLAG, .off = V(with_vertices),
+     .help = "the 778 vertices of every hand in the lines"},
+    {0},
+};
+
+static const hm_opt video_frames[] = {
+    {.name = "--start", .meta = "T", .kind = HM_OPT_FN, .off = V(vp.start_s), .fn = start_option,
+     .want = "seconds (a decimal number)", .help = "begin at the first frame at or after T seconds"},
+    {.name = "--duration", .meta = "T", .kind = HM_OPT_FN, .off = V(vp.duration_s), .fn = duration_option,
+     .want = "seconds (a decimal number)", .help = "process T seconds (0, the default: to the end)"},
+    {.name = "--stride", .meta = "K", .kind = HM_OPT_FN, .off = V(vp.stride), .fn = stride_option,
+     .want = "an integer", .help = "every K-th frame (frame numbers stay the input's)"},
+    {.name = "--queue", .meta = "N", .kind = HM_OPT_FN, .off = V(vp.queue), .fn = queue_option,
+     .want = "an integer", .help = "frames decoded ahead, 1..64 (4)"},
+    {0},
+};
+
+static const hm_opt video_detect[] = {
+    {.name = "--max-hands", .meta = "N", .kind = HM_OPT_INT, .off = V(det.params.max_hands), .lo = 1,
+     .hi = HAMER_MAX_HANDS, .help = "hands tracked at once, 1..64 (default 2)"},
+    {.name = "--min-score", .meta = "S", .kind = HM_OPT_FLOAT, .off = V(det.params.min_score), .lo = 0, .hi = 1,
+     .open_lo = 1, .open_hi = 1, .help = "palm score threshold in (0, 1) (default 0.5)"},
+    {.name = "--tiles", .kind = HM_OPT_FLAG, .off = V(det.params.tiles), .as_bool = 1,
+     .help = "palm detection also on tiles (small hands; slower)"},
+    {.name = "--single-pass", .kind = HM_OPT_FLAG, .off = V(det.params.tiles), .clear = 1, .as_bool = 1,
+     .help = "palm detection on the whole frame only (the default;\nundoes --tiles)"},
+    {.name = "--body", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(det.params.body), .choices = auto_on_off,
+     .values = body_values,
+     .help = "the body pass on detection frames (auto: with --tiles,\n"
+             "when its models are installed; on; off): its hands\n"
+             "start tracks too"},
+    {.name = "--proposals", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(det.params.proposals),
+     .choices = auto_on_off, .values = proposals_values,
+     .help = "the proposal pass on detection frames (auto: with\n"
+             "--tiles, when its models are installed; on; off): its\n"
+             "hands start tracks too"},
+    {.name = "--body-boxes", .kind = HM_OPT_REFUSED,
+     .want = "is for photos: a track follows a hand's landmarks, which a box from the body keypoints does not "
+             "have"},
+    {.name = "--redetect-every", .meta = "N", .kind = HM_OPT_INT, .off = V(tp.redetect_every), .lo = 1,
+     .hi = 10000, .help = "frames between palm detections with hands missing\n(10)"},
+    {.name = "--cut-threshold", .meta = "X", .kind = HM_OPT_FLOAT, .off = V(tp.cut_threshold), .lo = 0,
+     .hi = 1e6, .want = "a number in [0, 1e6]",
+     .help = "scene-cut threshold on 16x16 thumbnails, 0..1 (0.15)"},
+    {.name = "--track-presence", .meta = "P", .kind = HM_OPT_FLOAT, .off = V(tp.track_presence), .lo = 0,
+     .hi = 1, .help = "presence below which a track is lost (0.5)"},
+    {0},
+};
+
+static const hm_opt video_smooth[] = {
+    {.name = "--smooth", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(tp.smooth), .choices = smooths,
+     .values = smooth_values, .help = "one-euro (default) or none"},
+    {.name = "--min-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = V(tp.min_cutoff), .lo = 1e-6, .hi = 1e6,
+     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro minimum cutoff (default 1.0)"},
+    {.name = "--beta", .meta = "B", .kind = HM_OPT_REAL, .off = V(tp.beta), .lo = 0, .hi = 1e6,
+     .want = "a number in [0, 1e6]",
+     .help = "One Euro speed coefficient (default 1.0; speeds in\n"
+             "metres over 0.1 m, pixels over the hand's crop size,\n"
+             "quaternions)"},
+    {.name = "--d-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = V(tp.d_cutoff), .lo = 1e-6, .hi = 1e6,
+     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro cutoff of the speed (default 1.0)"},
+    {0},
+};
+
+static const hm_command video_cmd = {
+    .cmd = "video",
+    .synopsis =
+        "usage: hamer video --video IN --output OUT.jsonl [--model M] [--render OUT.mp4]\n"
+        "                   [--render-dir DIR] [--draw LIST] [--glb ANIM.glb]\n"
+        "                   [--bvh ANIM.bvh] [--shape track|first]\n"
+        "                   [--focal PX | --fov DEG]\n"
+        "                   [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
+        "                   [--tiles] [--body auto|on|off] [--proposals auto|on|off]\n"
+        "                   [--smooth one-euro|none] [--min-cutoff HZ] [--beta B]\n"
+        "                   [--d-cutoff HZ] [--start T] [--duration T] [--stride K]\n"
+        "                   [--threads N] [--precision fp32|fast] [--device D]\n"
+        "                   [--vertices] [--mano FILE.npz] [--redetect-every N]\n"
+        "                   [--cut-threshold X] [--track-presence P] [--queue N]\n",
+    .about =
+        "Tracks the hands of a video (any container and codec FFmpeg reads; rotation\n"
+        "metadata applied; every frame keeps its presentation time) as MediaPipe does:\n"
+        "the landmarks of one frame give the hand's crop in the next, palm detection\n"
+        "runs again when a hand is lost, on a scene cut and every --redetect-every\n"
+        "frames while fewer than --max-hands hands are tracked. With --model every\n"
+        "frame's hands are regressed as one batch and smoothed over their track;\n"
+        "without it: tracking only.\n"
+        "\n"
+        "OUT.jsonl, one JSON object per line, each flushed when written:\n"
+        "  {\"video\": {...}, \"options\": {...}, \"render\": ...}            the header\n"
+        "  {\"frame\", \"time_s\", \"detected\", \"cut\", \"hands\": [{RESULT.json fields,\n"
+        "   \"track_id\", \"tracked\", \"frames\", \"detector_score\", \"handedness_vote\",\n"
+        "   \"detection\", \"raw\": {the smoothed fields as regressed}}], \"timings_ms\"}\n"
+        "  {\"summary\": {\"frames\", \"hands\", \"tracks\", \"timings_ms\", ...}}   the last line\n",
+    .epilog = "Exit status: 0 done; 1 failed; 2 bad usage; 5 the input is damaged or\n"
+              "truncated (frames before the damage are written); 130 interrupted.\n",
+    .groups = (const hm_opt_group[]){{video_opts, 0, NULL},
+                                     {hm_opts_draw, V(hide), NULL},
+                                     {video_frames, 0, "the frames"},
+                                     {hm_opts_detector, V(det), "tracking and detection"},
+                                     {video_detect, 0, NULL},
+                                     {video_smooth, 0, "smoothing"},
+                                     {hm_opts_camera, V(pp), "the camera"},
+                                     {hm_opts_model, V(m), "the model"},
+                                     {hm_opts_threads, V(m), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--video", "--output", NULL},
+};
 
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, hm_video_args *a) {
     memset(a, 0, sizeof *a);
-    a->precision = HAMER_PRECISION_FP32;
+    hm_model_args_defaults(&a->m);
     a->vp = hamer_video_default_params();
     a->tp = hamer_tracker_default_params();
     a->pp = hamer_predict_default_params();
     hm_tool_detect_defaults(&a->det);
     a->det.params.max_hands = a->tp.max_hands;
     a->det.params.tiles = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_VIDEO, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--body-boxes"))
-            return hm_tool_fail(2, "video: %s is for photos: a track follows a hand's landmarks, which a box "
-                                "from the body keypoints does not have", o);
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "video");
-        if (used > 0) return used;
-        if (used == 0) continue;
-        if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
-        if (!strcmp(o, "--tiles")) { a->det.params.tiles = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "video: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "video: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        double x;
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--video")) a->video = v;
-        else if (!strcmp(o, "--output")) a->output = v;
-        else if (!strcmp(o, "--render")) a->render = v;
-        else if (!strcmp(o, "--render-dir")) a->render_dir = v;
-        else if (!strcmp(o, "--draw")) {
-            if (hm_tool_parse_draw(v, &a->hide)) return hm_tool_fail(2, "video: --draw takes " HM_TOOL_DRAW_HELP ", got '%s'", v);
-        }
-        else if (!strcmp(o, "--glb")) a->glb = v;
-        else if (!strcmp(o, "--bvh")) a->bvh = v;
-        else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
-            if (hm_tool_camera_option(o + 2, v, &a->pp, "video")) return 2;
-        } else if (!strcmp(o, "--shape")) {
-            if (!strcmp(v, "track")) a->shape = HAMER_ANIM_SHAPE_TRACK;
-            else if (!strcmp(v, "first")) a->shape = HAMER_ANIM_SHAPE_FIRST;
-            else return hm_tool_fail(2, "video: --shape must be track or first, got '%s'", v);
-        }
-        else if (!strcmp(o, "--smooth")) {
-            if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
-            else if (!strcmp(v, "none")) a->tp.smooth = HAMER_SMOOTH_NONE;
-            else return hm_tool_fail(2, "video: --smooth must be one-euro or none, got '%s'", v);
-        } else if (!strcmp(o, "--min-cutoff") || !strcmp(o, "--d-cutoff")) {
-            if (parse_num(v, 1e-6, 1e6, &x)) return hm_tool_fail(2, "video: cutoffs must be numbers in (0, 1e6] Hz, got '%s'", v);
-            *(o[2] == 'm' ? &a->tp.min_cutoff : &a->tp.d_cutoff) = x;
-        } else if (!strcmp(o, "--beta")) {
-            if (parse_num(v, 0, 1e6, &x)) return hm_tool_fail(2, "video: --beta must be a number in [0, 1e6], got '%s'", v);
-            a->tp.beta = x;
-        } else if (!strcmp(o, "--start") || !strcmp(o, "--duration")) {
-            /* only the syntax here: the ranges are hamer_video_check_params's
-             * (below), the one check the library and the Python binding use */
-            if (parse_num(v, -HUGE_VAL, HUGE_VAL, &x)) return hm_tool_fail(2, "video: --start / --duration take seconds (a decimal number), got '%s'", v);
-            *(o[2] == 's' ? &a->vp.start_s : &a->vp.duration_s) = x;
-            if (check_video_params(a, o)) return 2;
-        } else if (!strcmp(o, "--stride") || !strcmp(o, "--queue")) {
-            if (hm_tool_parse_int(v, INT_MIN, INT_MAX, o[2] == 's' ? &a->vp.stride : &a->vp.queue))
-                return hm_tool_fail(2, "video: --stride / --queue take an integer, got '%s'", v);
-            if (check_video_params(a, o)) return 2;
-        } else if (!strcmp(o, "--redetect-every")) {
-            if (hm_tool_parse_int(v, 1, 10000, &a->tp.redetect_every)) return hm_tool_fail(2, "video: --redetect-every must be an integer in 1..10000, got '%s'", v);
-        } else if (!strcmp(o, "--cut-threshold")) {
-            if (parse_num(v, 0, 1e6, &x)) return hm_tool_fail(2, "video: --cut-threshold must be a number >= 0, got '%s'", v);
-            a->tp.cut_threshold = (float)x;
-        } else if (!strcmp(o, "--track-presence")) {
-            if (parse_num(v, 0, 1, &x)) return hm_tool_fail(2, "video: --track-presence must be a number in [0, 1], got '%s'", v);
-            a->tp.track_presence = (float)x;
-        } else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "video: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            a->device = v;
-        } else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "video: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "video: unknown option '%s' (see 'hamer video --help')", o);
-        }
-    }
-    if (!a->video || !a->output) return hm_tool_fail(2, "video: --video and --output are required%s", "");
-    if ((a->glb || a->bvh) && !a->model)
+    int rc = hm_args_parse(&video_cmd, argc, argv, a);
+    if (rc) return rc;
+    if ((a->glb || a->bvh) && !a->m.model)
         return hm_tool_fail(2, "video: --glb and --bvh animate the hands: they need --model%s", "");
-    if ((a->render || a->render_dir) && !a->model)
+    if ((a->render || a->render_dir) && !a->m.model)
         return hm_tool_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
     a->tp.max_hands = a->det.params.max_hands;
     a->tp.min_score = a->det.params.min_score;
@@ -259,8 +299,8 @@ static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const 
                           t->beta, "d_cutoff", t->d_cutoff, "betas_frames", t->betas_frames, "betas_min",
                           t->betas_min, "redetect_every", t->redetect_every, "cut_threshold", (double)t->cut_threshold,
                           "track_presence", (double)t->track_presence);
-    json_object_set_new(o, "model", a->model ? json_string(a->model) : json_null());
-    json_object_set_new(o, "precision", json_string(a->precision == HAMER_PRECISION_FAST ? "fast" : "fp32"));
+    json_object_set_new(o, "model", a->m.model ? json_string(a->m.model) : json_null());
+    json_object_set_new(o, "precision", json_string(a->m.precision == HAMER_PRECISION_FAST ? "fast" : "fp32"));
     json_t *r = a->render ? json_pack("{s:s,s:s}", "path", a->render, "codec", codec) : json_null();
     return json_pack("{s:o,s:o,s:o,s:o}", "video", v, "options", o, "render", r, "render_dir",
                      a->render_dir ? json_string(a->render_dir) : json_null());
@@ -448,7 +488,7 @@ static int run(hm_video_args *a) {
     FILE *out = NULL;
     hm_outfile of = {0};
     hamer_video_info vi;
-    const char *outs[4] = {a->output, a->render, a->glb, a->bvh}, *ins[3] = {a->video, a->model, a->mano};
+    const char *outs[4] = {a->output, a->render, a->glb, a->bvh}, *ins[3] = {a->video, a->m.model, a->m.mano};
     if ((status = hm_cli_check_outputs("video", outs, 4, ins, 3))) return status;
     status = 1;
     if (!(r.video = hamer_video_open(a->video, &a->vp)) || hamer_video_get_info(r.video, &vi)) {
@@ -458,16 +498,16 @@ static int run(hm_video_args *a) {
     if (a->render && (status = open_writer(&r, &vi))) goto done;
     status = 1;
     if (!(r.detector = hm_tool_load_detector(&a->det)) ||
-        !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->threads))) {
+        !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->m.threads))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (a->model && (!(r.model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
-                     !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->threads)))) {
+    if (a->m.model && (!(r.model = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device)) ||
+                     !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->m.threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (r.model && hm_tool_require_mano(r.model, a->model)) goto done;
+    if (r.model && hm_tool_require_mano(r.model, a->m.model)) goto done;
     hamer_anim_params ap = hamer_anim_default_params();
     ap.fps = vi.fps > 0 && vi.fps <= 1e4 ? vi.fps : 0;  /* keys on the clip's frames */
     ap.shape = a->shape;

@@ -4,13 +4,15 @@
 
 #include "hamer.h"
 #include "cli/cli.h"
+#include "common/args.h"
 
 typedef struct {
-    const char *model, *video, *output, *render, *render_dir, *glb, *bvh, *mano, *device;
-    int threads, precision, with_vertices;
+    hm_model_args m;            /* --model (none: tracking only) --mano --precision --device --threads */
+    const char *video, *output, *render, *render_dir, *glb, *bvh;
+    int with_vertices;
     unsigned hide;              /* --draw: HAMER_DRAW_* bits not drawn */
     hamer_anim_shape shape;     /* --shape track|first: the animation files' skeleton */
-    hm_tool_detect_args det;     /* --detector, --lite, --max-hands, --min-score, --tiles */
+    hm_tool_detect_args det;    /* --detector, --lite, --max-hands, --min-score, --tiles, --body, --proposals */
     hamer_video_params vp;      /* --start, --duration, --stride, --queue */
     hamer_tracker_params tp;    /* --smooth and its parameters, --redetect-every, ... */
     hamer_predict_params pp;

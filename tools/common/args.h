@@ -110,10 +110,11 @@ extern const hm_opt hm_opts_model[];      /* --model --mano --precision --device
 extern const hm_opt hm_opts_threads[];    /* --threads (in hm_model_args) */
 void hm_model_args_defaults(hm_model_args *m);
 
-/* The detector's options for photos (run, batch, detect, worker, bench) on
- * an hm_tool_detect_args (common.h; hm_tool_detect_defaults): --detector
- * --lite --max-hands --min-score --single-pass --body --body-boxes
- * --proposals. */
+/* The detector on an hm_tool_detect_args (common.h; hm_tool_detect_defaults):
+ * its models (--detector --lite; every command that detects), and its
+ * options for photos (--max-hands --min-score --single-pass --body
+ * --body-boxes --proposals; run, batch, detect, worker, bench). */
+extern const hm_opt hm_opts_detector[];
 extern const hm_opt hm_opts_detect[];
 /* The crop on a hamer_predict_params: --rescale --crop-mode. */
 extern const hm_opt hm_opts_crop[];

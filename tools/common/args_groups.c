@@ -61,12 +61,16 @@ static const int on_off_values[] = {1, 0};
 
 #define DET(field) (offsetof(hm_tool_detect_args, field))
 
-const hm_opt hm_opts_detect[] = {
+const hm_opt hm_opts_detector[] = {
     {.name = "--detector", .meta = "DIR", .kind = HM_OPT_STR, .off = DET(dir),
      .help = "the detector's models (default: $HAMER_DETECTOR_DIR,\n"
              "then ~/.local/share/hamer/detector, then\n"
              "/usr/local/share/hamer/detector)"},
     {.name = "--lite", .kind = HM_OPT_FLAG, .off = DET(lite), .help = "the lite models (faster, less accurate)"},
+    {0},
+};
+
+const hm_opt hm_opts_detect[] = {
     {.name = "--max-hands", .meta = "N", .kind = HM_OPT_INT, .off = DET(params.max_hands), .lo = 1,
      .hi = HAMER_MAX_HANDS, .help = "at most N hands, 1..64 (default 8)"},
     {.name = "--min-score", .meta = "S", .kind = HM_OPT_FLOAT, .off = DET(params.min_score), .lo = 0, .hi = 1,
@@ -98,7 +102,7 @@ const hm_opt hm_opts_detect[] = {
 };
 
 int hm_tool_detect_option(int argc, char **argv, int *i, hm_tool_detect_args *d, const char *cmd) {
-    const hm_opt_group groups[] = {{hm_opts_detect, 0, NULL}, {NULL, 0, NULL}};
+    const hm_opt_group groups[] = {{hm_opts_detector, 0, NULL}, {hm_opts_detect, 0, NULL}, {NULL, 0, NULL}};
     const hm_command c = {.cmd = cmd, .groups = groups};
     return hm_args_parse_one(&c, argc, argv, i, d);
 }
