@@ -63,12 +63,38 @@ static int whole(const char *s, long long *out) {
     return 0;
 }
 
+static int store(const hm_command *c, const hm_opt *o, void *dst, const char *v, char *why, size_t n);
+
+/* STR with like: v checked by the option of o's name in o->like (into a
+ * scratch field); 0 ok, -1 with the line's text in why. */
+static int check_like(const hm_command *c, const hm_opt *o, const char *v, char *why, size_t n) {
+    const hm_opt *l = o->like;
+    while (l->name && strcmp(l->name, o->name)) l++;
+    if (!l->name || l->kind == HM_OPT_STR || l->kind == HM_OPT_FLAG || l->kind == HM_OPT_REFUSED) {
+        snprintf(why, n, "%s: no option of that name to check it by", o->name);  /* a table's mistake */
+        return -1;
+    }
+    union {
+        long long k;
+        double x;
+        void *p;
+        char bytes[256];
+    } scratch;
+    if (!store(c, l, &scratch, v, why, n)) return 0;
+    if (!why[0]) {
+        char buf[256];
+        snprintf(why, n, "%s must be %s, got '%s'", o->name, want_of(l, buf, sizeof buf), v);
+    }
+    return -1;
+}
+
 /* The value v of option o into its field: 0 ok, -1 bad (why may say why). */
 static int store(const hm_command *c, const hm_opt *o, void *dst, const char *v, char *why, size_t n) {
     double x;
     long long k;
     switch (o->kind) {
     case HM_OPT_STR:
+        if (o->like && check_like(c, o, v, why, n)) return -1;
         *(const char **)dst = v;
         return 0;
     case HM_OPT_INT:

@@ -61,6 +61,10 @@ typedef struct hm_opt {
      * at count_off of the same struct. 0: once (a later value replaces). */
     int repeat;
     size_t elem, count_off;
+    /* STR: the value is kept as given, but refused where the option of
+     * the same name in the table `like` would refuse it (its line then):
+     * a command that passes a value on checks it as the one that uses it. */
+    const struct hm_opt *like;
 } hm_opt;
 
 /* A table and where its group's struct is inside the command's arguments;

@@ -74,15 +74,6 @@ int hm_tool_camera_value(const char *name, const char *value, hamer_predict_para
     return 0;
 }
 
-int hm_tool_camera_option(const char *name, const char *value, hamer_predict_params *pp, const char *cmd) {
-    if (strcmp(name, "focal") && strcmp(name, "fov")) return -1;
-    if (!hm_tool_camera_value(name, value, pp)) return 0;
-    fprintf(stderr, "hamer: %s: --%s must be %s, got '%s'\n", cmd, name,
-            !strcmp(name, "focal") ? "a focal length in pixels, in (0, 1e7]" : "a field of view in degrees, in (0, 180)",
-            value);
-    return 2;
-}
-
 int hm_tool_parse_precision(const char *s, int *out) {
     if (!strcmp(s, "fp32")) *out = HAMER_PRECISION_FP32;
     else if (!strcmp(s, "fast")) *out = HAMER_PRECISION_FAST;

@@ -35,14 +35,10 @@ int hm_tool_parse_precision(const char *s, int *out);
  * list of mesh, boxes, keypoints, labels, or "all" or "none" -> the
  * HAMER_DRAW_* bits not to draw; 0 ok, -1 bad (an unknown or empty name). */
 int hm_tool_parse_draw(const char *s, unsigned *hide);
-#define HM_TOOL_DRAW_HELP "mesh,boxes,keypoints,labels (default all; 'mesh' for the meshes alone)"
-/* The camera of `run`, `batch`, `video` (and the server's / worker's
- * focal, fov): "--focal" PX in (0, HAMER_MAX_FOCAL] or "--fov" DEG in
- * (0, 180) into pp. name is the option without dashes ("focal", "fov");
- * 0 ok, -1 not a camera option, 2 a bad value (message printed, naming
- * cmd). */
-int hm_tool_camera_option(const char *name, const char *value, hamer_predict_params *pp, const char *cmd);
-/* The same without the message: 0 ok, -1 a bad value or name. */
+/* The worker's job fields focal, fov (the commands' --focal, --fov are
+ * the table hm_opts_camera, args_groups.c): "focal" PX in (0,
+ * HAMER_MAX_FOCAL] or "fov" DEG in (0, 180) into pp; 0 ok, -1 a bad value
+ * or name. */
 int hm_tool_camera_value(const char *name, const char *value, hamer_predict_params *pp);
 
 /* ---- the model and the detector ---- */

@@ -7,35 +7,75 @@
  */
 #include <jansson.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/args.h"
 #include "common/common.h"
 #include "worker/worker.h"
-
-static const char *USAGE_RESULTS =
-    "usage: hamer results --redis URL [--results hamer:results] [--from ID] [--follow] [--count N]\n"
-    "       hamer results --redis URL --stats [--stream hamer:jobs] [--group hamer] [--results hamer:results]\n"
-    "                     [--dead-letters STREAM]\n"
-    "\n"
-    "Prints the results stream, one JSON object a line: {\"id\", \"entry\" (the job's\n"
-    "entry ID), \"status\" (\"ok\" | \"error\"), \"worker\", \"result_entry\", and \"result\"\n"
-    "(RESULT.json of 'hamer run') or \"error\"}. --from ID: after that results entry\n"
-    "('$': only new ones); --follow: keep waiting for new ones (until SIGINT/SIGTERM);\n"
-    "--count N: stop after N. --stats: one JSON summary instead (reads the whole\n"
-    "results stream to count duplicate job ids).\n"
-    "\n"
-    "  --redis URL   redis://[[user]:password@]HOST[:PORT][/DB] (default: $HAMER_REDIS_URL)\n";
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
 typedef struct {
-    const char *url, *stream, *group, *results, *from;
+    const char *url, *url_given, *stream, *group, *results, *from, *dead_given;
     char dead[512];
     int follow, stats;
     long long count;
 } results_args;
+
+/* --from: a stream entry ID (digits and '-') or '$'. */
+static int from_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx, (void)why, (void)n;
+    if (strlen(v) >= HM_WK_ENTRY_MAX || (strcmp(v, "$") && strspn(v, "0123456789-") != strlen(v))) return -1;
+    *(const char **)field = v;
+    return 0;
+}
+
+#define R(field) (offsetof(results_args, field))
+
+static const hm_opt results_opts[] = {
+    {.name = "--redis", .meta = "URL", .kind = HM_OPT_STR, .off = R(url_given),
+     .help = "redis://[[user]:password@]HOST[:PORT][/DB] (default:\n$HAMER_REDIS_URL)"},
+    {.name = "--results", .meta = "S", .kind = HM_OPT_STR, .off = R(results),
+     .help = "the results stream (default hamer:results)"},
+    {.name = "--from", .meta = "ID", .kind = HM_OPT_FN, .off = R(from), .fn = from_option,
+     .want = "a stream entry ID or '$'",
+     .help = "after that results entry ('$': only new ones)"},
+    {.name = "--follow", .kind = HM_OPT_FLAG, .off = R(follow),
+     .help = "keep waiting for new ones (until SIGINT/SIGTERM)"},
+    {.name = "--count", .meta = "N", .kind = HM_OPT_LLONG, .off = R(count), .lo = 1, .hi = 2000000000,
+     .want = "a positive integer", .help = "stop after N"},
+    {.name = "--stats", .kind = HM_OPT_FLAG, .off = R(stats),
+     .help = "one JSON summary of the queue instead (reads the whole\n"
+             "results stream to count duplicate job ids)"},
+    {.name = "--stream", .meta = "S", .kind = HM_OPT_STR, .off = R(stream),
+     .help = "--stats: the jobs stream (default hamer:jobs)"},
+    {.name = "--group", .meta = "G", .kind = HM_OPT_STR, .off = R(group),
+     .help = "--stats: the consumer group (default hamer)"},
+    {.name = "--dead-letters", .meta = "S", .kind = HM_OPT_STR, .off = R(dead_given),
+     .help = "--stats: the dead letters (default <stream>:dead)"},
+    {0},
+};
+
+static const hm_command results_cmd = {
+    .cmd = "results",
+    .synopsis =
+        "usage: hamer results --redis URL [--results hamer:results] [--from ID]\n"
+        "                     [--follow] [--count N]\n"
+        "       hamer results --redis URL --stats [--stream hamer:jobs] [--group hamer]\n"
+        "                     [--results hamer:results] [--dead-letters STREAM]\n",
+    .about =
+        "Prints the results stream, one JSON object a line: {\"id\", \"entry\" (the job's\n"
+        "entry ID), \"status\" (\"ok\" | \"error\"), \"worker\", \"result_entry\", and \"result\"\n"
+        "(RESULT.json of 'hamer run') or \"error\"}. --from ID: after that results entry\n"
+        "('$': only new ones); --follow: keep waiting for new ones (until\n"
+        "SIGINT/SIGTERM); --count N: stop after N. --stats: one JSON summary instead\n"
+        "(reads the whole results stream to count duplicate job ids).\n",
+    .epilog = "Exit status: 0; 1 Redis failure; 2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{results_opts, 0, NULL}, {NULL, 0, NULL}},
+};
 
 /* A field of a flat [name, value, ...] array, or NULL. */
 static const redisReply *field(const redisReply *f, const char *name) {
@@ -240,36 +280,10 @@ static int stats(hm_wk_redis *r, const results_args *a) {
 static int parse(int argc, char **argv, results_args *a) {
     memset(a, 0, sizeof *a);
     a->stream = "hamer:jobs", a->group = "hamer", a->results = "hamer:results";
-    const char *url = NULL, *dead = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_RESULTS, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--follow")) { a->follow = 1; continue; }
-        if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "results: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "results: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        int n;
-        if (!strcmp(o, "--redis")) url = v;
-        else if (!strcmp(o, "--results")) a->results = v;
-        else if (!strcmp(o, "--stream")) a->stream = v;
-        else if (!strcmp(o, "--group")) a->group = v;
-        else if (!strcmp(o, "--dead-letters")) dead = v;
-        else if (!strcmp(o, "--from")) {
-            if (strlen(v) >= HM_WK_ENTRY_MAX || (strcmp(v, "$") && strspn(v, "0123456789-") != strlen(v)))
-                return hm_tool_fail(2, "results: --from must be a stream entry ID or '$', got '%s'", v);
-            a->from = v;
-        } else if (!strcmp(o, "--count")) {
-            if (hm_tool_parse_int(v, 1, 2000000000, &n)) return hm_tool_fail(2, "results: --count must be a positive integer, got '%s'", v);
-            a->count = n;
-        } else {
-            return hm_tool_fail(2, "results: unknown option '%s' (see 'hamer results --help')", o);
-        }
-    }
-    if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "results: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
+    int rc = hm_args_parse(&results_cmd, argc, argv, a);
+    if (rc) return rc;
+    const char *dead = a->dead_given;
+    if (!(a->url = hm_wk_url_arg(a->url_given))) return hm_tool_fail(2, "results: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
     if (strlen(a->stream) > 400) return hm_tool_fail(2, "results: --stream is too long%s", "");
     snprintf(a->dead, sizeof a->dead, "%s", dead ? dead : "");
     if (!dead) snprintf(a->dead, sizeof a->dead, "%s:dead", a->stream);

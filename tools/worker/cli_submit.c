@@ -6,40 +6,94 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/args.h"
 #include "common/common.h"
 #include "worker/worker.h"
 
-static const char *USAGE_SUBMIT =
-    "usage: hamer submit --redis URL --image IMG [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
-    "                    [--id ID] [--vertices] [--rescale S] [--crop-mode warp|pad] [--stream hamer:jobs]\n"
-    "                    [--focal PX | --fov DEG]\n"
-    "\n"
-    "Adds one job to the jobs stream for 'hamer worker': XADD <stream> * [id ID]\n"
-    "image <bytes> [boxes JSON] [vertices 1] [rescale S] [crop_mode M] [focal PX]\n"
-    "[fov DEG]. Without\n"
-    "boxes the worker's detector finds the hands. Prints the job id (--id, else\n"
-    "the entry ID); its result appears on the results stream ('hamer results').\n"
-    "\n"
-    "  --redis URL   redis://[[user]:password@]HOST[:PORT][/DB] (default: $HAMER_REDIS_URL)\n"
-    "  --id ID       1..200 printable characters without spaces; a job id already\n"
-    "                answered (within the workers' --result-ttl-s) is not computed again\n";
-
 typedef struct {
-    const char *url, *image, *boxes_file, *id, *stream, *rescale, *crop_mode, *focal, *fov;
-    hamer_box boxes[HAMER_MAX_HANDS];
-    int nbox, vertices;
+    const char *url, *url_given, *image, *boxes_file, *id, *stream, *rescale, *crop_mode, *focal, *fov;
+    hm_box_list boxes;      /* --box */
+    int vertices;
 } submit_args;
+
+/* --id: 1..HM_WK_ID_MAX printable characters without spaces. */
+static int id_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx, (void)why, (void)n;
+    size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
+    for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
+    if (!ok) return -1;
+    *(const char **)field = v;
+    return 0;
+}
+
+#define S(field) (offsetof(submit_args, field))
+
+/* The job's fields go to the worker as given, checked here as the
+ * worker's own options would check them (.like). */
+static const hm_opt submit_in[] = {
+    {.name = "--redis", .meta = "URL", .kind = HM_OPT_STR, .off = S(url_given),
+     .help = "redis://[[user]:password@]HOST[:PORT][/DB] (default:\n$HAMER_REDIS_URL)"},
+    {.name = "--image", .meta = "IMG", .kind = HM_OPT_STR, .off = S(image),
+     .help = "the photo (its bytes are the job's image field)"},
+    {0},
+};
+
+static const hm_opt submit_opts[] = {
+    {.name = "--boxes", .meta = "FILE.json", .kind = HM_OPT_STR, .off = S(boxes_file),
+     .help = "the hands' boxes, any document 'hamer run --boxes'\nreads (checked here)"},
+    {.name = "--id", .meta = "ID", .kind = HM_OPT_FN, .off = S(id), .fn = id_option,
+     .want = "1..200 printable characters without spaces",
+     .help = "1..200 printable characters without spaces; a job id\n"
+             "already answered (within the workers' --result-ttl-s)\n"
+             "is not computed again"},
+    {.name = "--vertices", .kind = HM_OPT_FLAG, .off = S(vertices),
+     .help = "the 778 vertices per hand in the result"},
+    {.name = "--rescale", .meta = "S", .kind = HM_OPT_STR, .off = S(rescale), .like = hm_opts_crop,
+     .help = "the job's box enlargement, in (0, 16] (default 2.0)"},
+    {.name = "--crop-mode", .meta = "M", .kind = HM_OPT_STR, .off = S(crop_mode), .like = hm_opts_crop,
+     .help = "the job's crop: warp (default) or pad ('hamer run\n--help')"},
+    {.name = "--focal", .meta = "PX", .kind = HM_OPT_STR, .off = S(focal), .like = hm_opts_camera,
+     .help = "the photo's focal length in pixels, in (0, 1e7]"},
+    {.name = "--fov", .meta = "DEG", .kind = HM_OPT_STR, .off = S(fov), .like = hm_opts_camera,
+     .help = "or its field of view across the longer side, in\ndegrees, in (0, 180) (default: its EXIF, else the\nmodel's camera)"},
+    {.name = "--stream", .meta = "S", .kind = HM_OPT_STR, .off = S(stream),
+     .help = "the jobs stream (default hamer:jobs)"},
+    {0},
+};
+
+static const hm_command submit_cmd = {
+    .cmd = "submit",
+    .synopsis =
+        "usage: hamer submit --redis URL --image IMG\n"
+        "                    [--box x1,y1,x2,y2[:left|:right] ... | --boxes FILE.json]\n"
+        "                    [--id ID] [--vertices] [--rescale S] [--crop-mode warp|pad]\n"
+        "                    [--stream hamer:jobs] [--focal PX | --fov DEG]\n",
+    .about =
+        "Adds one job to the jobs stream for 'hamer worker': XADD <stream> * [id ID]\n"
+        "image <bytes> [boxes JSON] [vertices 1] [rescale S] [crop_mode M] [focal PX]\n"
+        "[fov DEG]. Without boxes the worker's detector finds the hands. Prints the\n"
+        "job id (--id, else the entry ID); its result appears on the results stream\n"
+        "('hamer results').\n",
+    .epilog = "Exit status: 0 submitted; 1 failed (file, Redis); 2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{submit_in, 0, NULL},
+                                     {hm_opts_box, S(boxes), NULL},
+                                     {submit_opts, 0, NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--image", NULL},
+    .exclusive = (const char *const[]){"--box", "--boxes", NULL},
+};
 
 /* The --box list as the boxes document the worker reads (malloc'd by jansson). */
 static char *boxes_json(const submit_args *a) {
     json_t *arr = json_array();
-    for (int i = 0; arr && i < a->nbox; i++) {
-        const float *b = a->boxes[i].bbox;
+    for (int i = 0; arr && i < a->boxes.n; i++) {
+        const float *b = a->boxes.box[i].bbox;
         json_t *o = json_pack("{s:[f,f,f,f],s:b}", "bbox", (double)b[0], (double)b[1], (double)b[2], (double)b[3],
-                              "is_right", a->boxes[i].is_right);
+                              "is_right", a->boxes.box[i].is_right);
         if (!o || json_array_append_new(arr, o)) {
             json_decref(arr);
             return NULL;
@@ -54,51 +108,10 @@ static char *boxes_json(const submit_args *a) {
 static int parse(int argc, char **argv, submit_args *a) {
     memset(a, 0, sizeof *a);
     a->stream = "hamer:jobs";
-    const char *url = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_SUBMIT, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--vertices")) {
-            a->vertices = 1;
-            continue;
-        }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "submit: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "submit: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        double rescale;
-        if (!strcmp(o, "--redis")) url = v;
-        else if (!strcmp(o, "--image")) a->image = v;
-        else if (!strcmp(o, "--boxes")) a->boxes_file = v;
-        else if (!strcmp(o, "--stream")) a->stream = v;
-        else if (!strcmp(o, "--id")) {
-            size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
-            for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
-            if (!ok) return hm_tool_fail(2, "submit: --id must be 1..200 printable characters without spaces, got '%s'", v);
-            a->id = v;
-        } else if (!strcmp(o, "--box")) {
-            if (a->nbox == HAMER_MAX_HANDS) return hm_tool_fail(2, "submit: more than 64 --box options%s", "");
-            if (hamer_box_parse(v, &a->boxes[a->nbox])) return hm_tool_fail(2, "submit: %s", hamer_last_error());
-            a->nbox++;
-        } else if (!strcmp(o, "--rescale")) {
-            if (hm_tool_parse_rescale(v, &rescale)) return hm_tool_fail(2, "submit: --rescale must be a number in (0, 16], got '%s'", v);
-            a->rescale = v;
-        } else if (!strcmp(o, "--focal") || !strcmp(o, "--fov")) {
-            hamer_predict_params pp = hamer_predict_default_params();
-            if (hm_tool_camera_option(o + 2, v, &pp, "submit")) return 2;
-            *(o[4] == 'c' ? &a->focal : &a->fov) = v;
-        } else if (!strcmp(o, "--crop-mode")) {
-            if (strcmp(v, "warp") && strcmp(v, "pad")) return hm_tool_fail(2, "submit: --crop-mode must be warp or pad, got '%s'", v);
-            a->crop_mode = v;
-        } else {
-            return hm_tool_fail(2, "submit: unknown option '%s' (see 'hamer submit --help')", o);
-        }
-    }
-    if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "submit: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
-    if (!a->image) return hm_tool_fail(2, "submit: --image is required%s", "");
-    if (a->nbox && a->boxes_file) return hm_tool_fail(2, "submit: give hand boxes with --box or --boxes, not both%s", "");
+    int rc = hm_args_parse(&submit_cmd, argc, argv, a);
+    if (rc) return rc;
+    if (!(a->url = hm_wk_url_arg(a->url_given)))
+        return hm_tool_fail(2, "submit: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
     return 0;
 }
 
@@ -125,7 +138,7 @@ int hm_submit_main(int argc, char **argv) {
             fprintf(stderr, "hamer: %s: %s\n", a.boxes_file, hamer_last_error());
             rc = 1;
         }
-    } else if (a.nbox) {
+    } else if (a.boxes.n) {
         char *j = boxes_json(&a);
         boxes = j ? strdup(j) : NULL;
         free(j);

@@ -16,51 +16,15 @@
  * stopping (those jobs stay pending for the other workers); 2 bad usage.
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/args.h"
 #include "common/common.h"
 #include "worker/worker.h"
-
-static const char *USAGE_WORKER =
-    "usage: hamer worker --model M --redis redis://[[user]:password@]HOST[:PORT][/DB]\n"
-    "                    [--stream hamer:jobs] [--group hamer] [--consumer NAME] [--results hamer:results]\n"
-    "                    [--dead-letters STREAM] [--batch 4] [--claim-idle-ms 60000] [--max-deliveries 5]\n"
-    "                    [--result-ttl-s 604800] [--max-payload-mb 20] [--precision fp32|fast] [--device D] [--threads N]\n"
-    "                    [--mano FILE.npz] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                    [--single-pass] [--body auto|on|off] [--body-boxes on|off] [--no-detect] [--metrics-port P] [--metrics-host 127.0.0.1]\n"
-    "                    [--redis-timeout-s 10]\n"
-    "\n"
-    "Serves HaMeR jobs from a Redis stream as one consumer of a consumer group\n"
-    "(created if absent, from the stream's start). A job is an entry with the\n"
-    "fields image (JPEG/PNG bytes), and optionally id, boxes (JSON as 'hamer run\n"
-    "--boxes' reads; without it the built-in detector finds the hands), vertices\n"
-    "(0|1), rescale, crop_mode, body (auto|on|off: the detector's body pass, for\n"
-    "jobs without boxes; default the worker's --body), body_boxes (0|1: its\n"
-    "keypoint-only boxes too; default the worker's --body-boxes), focal (pixels)\n"
-    "or fov (degrees): the photo's camera (default: its EXIF, else the model's).\n"
-    "Each job gets one entry on the results stream:\n"
-    "id, entry, status (ok|error), result (RESULT.json of 'hamer run') or error,\n"
-    "worker. See docs/server.md \"Scaling out\".\n"
-    "\n"
-    "  --redis URL          the Redis server (default: $HAMER_REDIS_URL); no TLS (rediss://)\n"
-    "  --consumer NAME      this worker's name in the group (default HOSTNAME-PID)\n"
-    "  --dead-letters S     stream of jobs delivered more than --max-deliveries times\n"
-    "                       (default <stream>:dead); they also get an error result\n"
-    "  --batch N            entries per read, 1..256 (default 4)\n"
-    "  --claim-idle-ms MS   take over jobs pending this long on other consumers (default\n"
-    "                       60000); must exceed the time a batch takes\n"
-    "  --max-deliveries K   deliveries before a job is a dead letter (default 5)\n"
-    "  --result-ttl-s S     how long a job id stays answered (its done marker; default 7 days)\n"
-    "  --max-payload-mb MB  the most a job's fields may hold together (default 20, as serve)\n"
-    "  --no-detect          do not load the detector: jobs without boxes get an error result\n"
-    "                       (without it, missing detector models stop the worker at start)\n"
-    "  --metrics-port P     Prometheus text on http://HOST:P/metrics (0: any free port)\n"
-    "  --redis-timeout-s T  connect timeout and the longest wait for a reply (default 10)\n"
-    "\n"
-    "Exit status: 0 after SIGTERM/SIGINT (the batch in hand answered); 1 failure; 2 bad usage.\n";
 
 /* Set by SIGTERM/SIGINT; read by the loop between steps. */
 static volatile sig_atomic_t g_stop;
@@ -68,10 +32,11 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
 
 typedef struct {
-    const char *model, *mano, *url, *metrics_host, *device;
+    hm_model_args m;        /* --model --mano --precision --device --threads */
+    const char *url, *url_given, *metrics_host, *dead_given;
     hm_wk_queue q;
     char consumer[HM_WK_ID_MAX + 1];
-    int precision, threads, no_detect, metrics_port;
+    int no_detect, metrics_port;
     double redis_timeout_s, payload_mb;
     hm_tool_detect_args det;
 } worker_args;
@@ -88,91 +53,108 @@ typedef struct {
     char history[HM_WK_ENTRY_MAX];  /* own-pending cursor; "" when done */
 } worker;
 
-/* Real option in (lo, hi]; -1 if malformed. */
-static int parse_real(const char *v, double lo, double hi, double *out) {
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || strspn(v, "0123456789.eE+-") != strlen(v) || !(x > lo && x <= hi)) return -1;
-    *out = x;
+/* --consumer: 1..HM_WK_ID_MAX printable characters, into the array. */
+static int consumer_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx, (void)why, (void)n;
+    size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
+    for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
+    if (!ok) return -1;
+    snprintf((char *)field, HM_WK_ID_MAX + 1, "%s", v);
     return 0;
 }
 
-/* Integer option in [lo, hi]. */
-static int parse_ll(const char *v, long long lo, long long hi, long long *out) {
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end || x < lo || x > hi) return -1;
-    *out = x;
-    return 0;
-}
+#define W(field) (offsetof(worker_args, field))
+
+static const hm_opt worker_opts[] = {
+    {.name = "--redis", .meta = "URL", .kind = HM_OPT_STR, .off = W(url_given),
+     .help = "the Redis server (default: $HAMER_REDIS_URL); no TLS\n(rediss://)"},
+    {.name = "--stream", .meta = "S", .kind = HM_OPT_STR, .off = W(q.stream),
+     .help = "the jobs stream (default hamer:jobs)"},
+    {.name = "--group", .meta = "G", .kind = HM_OPT_STR, .off = W(q.group),
+     .help = "the consumer group (default hamer)"},
+    {.name = "--consumer", .meta = "NAME", .kind = HM_OPT_FN, .off = W(consumer), .fn = consumer_option,
+     .want = "1..200 printable characters",
+     .help = "this worker's name in the group (default\nHOSTNAME-PID)"},
+    {.name = "--results", .meta = "S", .kind = HM_OPT_STR, .off = W(q.results),
+     .help = "the results stream (default hamer:results)"},
+    {.name = "--dead-letters", .meta = "S", .kind = HM_OPT_STR, .off = W(dead_given),
+     .help = "stream of jobs delivered more than --max-deliveries\n"
+             "times (default <stream>:dead); they also get an error\n"
+             "result"},
+    {.name = "--batch", .meta = "N", .kind = HM_OPT_INT, .off = W(q.batch), .lo = 1, .hi = 256,
+     .help = "entries per read, 1..256 (default 4)"},
+    {.name = "--claim-idle-ms", .meta = "MS", .kind = HM_OPT_LLONG, .off = W(q.claim_idle_ms), .lo = 10,
+     .hi = 86400000.0 * 30,
+     .help = "take over jobs pending this long on other consumers\n"
+             "(default 60000); must exceed the time a batch takes"},
+    {.name = "--max-deliveries", .meta = "K", .kind = HM_OPT_LLONG, .off = W(q.max_deliveries), .lo = 1,
+     .hi = 1000000, .help = "deliveries before a job is a dead letter (default 5)"},
+    {.name = "--result-ttl-s", .meta = "S", .kind = HM_OPT_LLONG, .off = W(q.result_ttl_s), .lo = 1,
+     .hi = 86400.0 * 3650,
+     .help = "how long a job id stays answered (its done marker;\ndefault 7 days)"},
+    {.name = "--max-payload-mb", .meta = "MB", .kind = HM_OPT_REAL, .off = W(payload_mb), .lo = 0, .hi = 4096,
+     .open_lo = 1, .help = "the most a job's fields may hold together (default\n20, as serve)"},
+    {.name = "--redis-timeout-s", .meta = "T", .kind = HM_OPT_REAL, .off = W(redis_timeout_s), .lo = 0,
+     .hi = 3600, .open_lo = 1, .help = "connect timeout and the longest wait for a reply\n(default 10)"},
+    {.name = "--no-detect", .kind = HM_OPT_FLAG, .off = W(no_detect),
+     .help = "do not load the detector: jobs without boxes get an\n"
+             "error result (without it, missing detector models stop\n"
+             "the worker at start)"},
+    {.name = "--metrics-port", .meta = "P", .kind = HM_OPT_INT, .off = W(metrics_port), .lo = 0, .hi = 65535,
+     .help = "Prometheus text on http://HOST:P/metrics (0: any free\nport; default: none)"},
+    {.name = "--metrics-host", .meta = "HOST", .kind = HM_OPT_STR, .off = W(metrics_host),
+     .help = "the address the metrics listen on (default 127.0.0.1)"},
+    {0},
+};
+
+static const hm_command worker_cmd = {
+    .cmd = "worker",
+    .synopsis =
+        "usage: hamer worker --model M --redis redis://[[user]:password@]HOST[:PORT][/DB]\n"
+        "                    [--stream hamer:jobs] [--group hamer] [--consumer NAME]\n"
+        "                    [--results hamer:results] [--dead-letters STREAM]\n"
+        "                    [--batch 4] [--claim-idle-ms 60000] [--max-deliveries 5]\n"
+        "                    [--result-ttl-s 604800] [--max-payload-mb 20]\n"
+        "                    [--precision fp32|fast] [--device D] [--threads N]\n"
+        "                    [--mano FILE.npz] [--detector DIR] [--lite] [--max-hands N]\n"
+        "                    [--min-score S] [--single-pass] [--body auto|on|off]\n"
+        "                    [--body-boxes on|off] [--proposals auto|on|off] [--no-detect]\n"
+        "                    [--metrics-port P] [--metrics-host 127.0.0.1]\n"
+        "                    [--redis-timeout-s 10]\n",
+    .about =
+        "Serves HaMeR jobs from a Redis stream as one consumer of a consumer group\n"
+        "(created if absent, from the stream's start). A job is an entry with the\n"
+        "fields image (JPEG/PNG bytes), and optionally id, boxes (JSON as 'hamer run\n"
+        "--boxes' reads; without it the built-in detector finds the hands), vertices\n"
+        "(0|1), rescale, crop_mode, body (auto|on|off: the detector's body pass, for\n"
+        "jobs without boxes; default the worker's --body), body_boxes (0|1: its\n"
+        "keypoint-only boxes too; default the worker's --body-boxes), focal (pixels)\n"
+        "or fov (degrees): the photo's camera (default: its EXIF, else the model's).\n"
+        "Each job gets one entry on the results stream:\n"
+        "id, entry, status (ok|error), result (RESULT.json of 'hamer run') or error,\n"
+        "worker. See docs/server.md \"Scaling out\".\n",
+    .epilog = "Exit status: 0 after SIGTERM/SIGINT (the batch in hand answered); 1 failure;\n"
+              "2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{worker_opts, 0, NULL},
+                                     {hm_opts_detector, W(det), "the detector (jobs without boxes)"},
+                                     {hm_opts_detect, W(det), NULL},
+                                     {hm_opts_model, W(m), "the model"},
+                                     {hm_opts_threads, W(m), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--model", NULL},
+};
 
 /* Arguments -> a; 0, 1 (help printed) or 2 (usage error reported). */
 static int parse(int argc, char **argv, worker_args *a) {
     memset(a, 0, sizeof *a);
+    hm_model_args_defaults(&a->m);
     a->q.stream = "hamer:jobs", a->q.group = "hamer", a->q.results = "hamer:results";
     a->q.batch = 4, a->q.claim_idle_ms = 60000, a->q.max_deliveries = 5, a->q.result_ttl_s = 604800;
     a->payload_mb = 20, a->redis_timeout_s = 10, a->metrics_port = -1, a->metrics_host = "127.0.0.1";
-    a->precision = HAMER_PRECISION_FP32;
-    const char *dead = NULL, *url = NULL;
     hm_tool_detect_defaults(&a->det);
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_WORKER, stdout);
-            return 1;
-        }
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "worker");
-        if (used > 0) return used;
-        if (used == 0) continue;
-        if (!strcmp(o, "--no-detect")) {
-            a->no_detect = 1;
-            continue;
-        }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "worker: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "worker: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--redis")) url = v;
-        else if (!strcmp(o, "--stream")) a->q.stream = v;
-        else if (!strcmp(o, "--group")) a->q.group = v;
-        else if (!strcmp(o, "--results")) a->q.results = v;
-        else if (!strcmp(o, "--dead-letters")) dead = v;
-        else if (!strcmp(o, "--metrics-host")) a->metrics_host = v;
-        else if (!strcmp(o, "--consumer")) {
-            size_t k = strlen(v), ok = k >= 1 && k <= HM_WK_ID_MAX;
-            for (size_t j = 0; j < k; j++) ok &= (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
-            if (!ok) return hm_tool_fail(2, "worker: --consumer must be 1..200 printable characters, got '%s'", v);
-            snprintf(a->consumer, sizeof a->consumer, "%s", v);
-        } else if (!strcmp(o, "--batch")) {
-            if (hm_tool_parse_int(v, 1, 256, &a->q.batch)) return hm_tool_fail(2, "worker: --batch must be 1..256, got '%s'", v);
-        } else if (!strcmp(o, "--claim-idle-ms")) {
-            if (parse_ll(v, 10, 86400000LL * 30, &a->q.claim_idle_ms))
-                return hm_tool_fail(2, "worker: --claim-idle-ms must be 10..2592000000, got '%s'", v);
-        } else if (!strcmp(o, "--max-deliveries")) {
-            if (parse_ll(v, 1, 1000000, &a->q.max_deliveries))
-                return hm_tool_fail(2, "worker: --max-deliveries must be 1..1000000, got '%s'", v);
-        } else if (!strcmp(o, "--result-ttl-s")) {
-            if (parse_ll(v, 1, 86400LL * 3650, &a->q.result_ttl_s))
-                return hm_tool_fail(2, "worker: --result-ttl-s must be 1..315360000, got '%s'", v);
-        } else if (!strcmp(o, "--max-payload-mb")) {
-            if (parse_real(v, 0, 4096, &a->payload_mb)) return hm_tool_fail(2, "worker: --max-payload-mb must be in (0, 4096], got '%s'", v);
-        } else if (!strcmp(o, "--redis-timeout-s")) {
-            if (parse_real(v, 0, 3600, &a->redis_timeout_s))
-                return hm_tool_fail(2, "worker: --redis-timeout-s must be in (0, 3600], got '%s'", v);
-        } else if (!strcmp(o, "--metrics-port")) {
-            if (hm_tool_parse_int(v, 0, 65535, &a->metrics_port)) return hm_tool_fail(2, "worker: --metrics-port must be 0..65535, got '%s'", v);
-        } else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "worker: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            a->device = v;
-        } else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "worker: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "worker: unknown option '%s' (see 'hamer worker --help')", o);
-        }
-    }
-    if (!a->model) return hm_tool_fail(2, "worker: --model is required%s", "");
+    int rc = hm_args_parse(&worker_cmd, argc, argv, a);
+    if (rc) return rc < 0 ? 1 : rc;
+    const char *url = a->url_given, *dead = a->dead_given;
     if (!(a->url = hm_wk_url_arg(url))) return hm_tool_fail(2, "worker: --redis URL (or $HAMER_REDIS_URL) is required%s", "");
     const char *names[4] = {a->q.stream, a->q.group, a->q.results, dead ? dead : "x"};
     for (int k = 0; k < 4; k++)
@@ -378,19 +360,19 @@ static int next_batch(worker *w, hm_wk_batch *b, char *cursor, size_t cursorlen,
 static int load(worker *w) {
     worker_args *a = w->a;
     hamer_model_info info;
-    if (!(w->e.model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
-        !(w->e.state = hamer_state_new(w->e.model, 16, a->threads))) {
+    if (!(w->e.model = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device)) ||
+        !(w->e.state = hamer_state_new(w->e.model, 16, a->m.threads))) {
         hm_wk_log("%s", hamer_last_error());
         return 1;
     }
     hamer_model_get_info(w->e.model, &info);
     if (!info.has_mano) {
-        hm_wk_log("%s has no MANO buffers (mano.*), so no mesh can be computed: %s", a->model, hm_tool_mano_advice);
+        hm_wk_log("%s has no MANO buffers (mano.*), so no mesh can be computed: %s", a->m.model, hm_tool_mano_advice);
         return 1;
     }
     w->e.dparams = a->det.params;
     if (!a->no_detect && (!(w->e.detector = hm_tool_load_detector(&a->det)) ||
-                          !(w->e.dstate = hamer_detect_state_new(w->e.detector, a->threads)))) {
+                          !(w->e.dstate = hamer_detect_state_new(w->e.detector, a->m.threads)))) {
         hm_wk_log("%s (or start with --no-detect: jobs without boxes then get an error result)", hamer_last_error());
         return 1;
     }
