@@ -28,8 +28,8 @@ static const hm_opt convert_opts[] = {
 
 static const hm_command convert_cmd = {
     .cmd = "convert",
-    .synopsis = "usage: hamer convert --model CKPT --output FILE [--precision fp32|fast] [--device D]\n"
-                "                     [--mano FILE.npz]\n",
+    .synopsis = "usage: hamer convert --model CKPT --output FILE [--precision fp32|fast]\n"
+                "                     [--device D] [--mano FILE.npz]\n",
     .about = "Writes a packed model file: the weights already in this machine's kernel\n"
              "layout and in the chosen precision, which every --model option accepts in\n"
              "place of the checkpoint and loads by mapping it (no repacking). --mano's\n"

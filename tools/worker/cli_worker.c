@@ -118,8 +118,8 @@ static const hm_command worker_cmd = {
         "                    [--precision fp32|fast] [--device D] [--threads N]\n"
         "                    [--mano FILE.npz] [--detector DIR] [--lite] [--max-hands N]\n"
         "                    [--min-score S] [--single-pass] [--body auto|on|off]\n"
-        "                    [--body-boxes on|off] [--proposals auto|on|off] [--no-detect]\n"
-        "                    [--metrics-port P] [--metrics-host 127.0.0.1]\n"
+        "                    [--body-boxes on|off] [--proposals auto|on|off]\n"
+        "                    [--no-detect] [--metrics-port P] [--metrics-host 127.0.0.1]\n"
         "                    [--redis-timeout-s 10]\n",
     .about =
         "Serves HaMeR jobs from a Redis stream as one consumer of a consumer group\n"
