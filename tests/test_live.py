@@ -157,7 +157,11 @@ def test_errors_say_what(clips, tmp_path, args, want):
 
 
 def test_usage_errors():
-    for args, want in ((["--model", "m"], "--input is required"), (["--input", "x", "--pace", "fast"], "--pace"),
-                       (["--input", "x", "--option", "novalue"], "KEY=VALUE")):
+    for args, want in ((["--model", "m"], "missing --input"), (["--input", "x", "--pace", "fast"], "--pace"),
+                       (["--input", "x", "--option", "novalue"], "KEY=VALUE"),
+                       (["--input", "x", "--body-boxes", "on"], "--body-boxes is for photos"),
+                       (["--input", "x", "--frames", "0"], "--frames"),
+                       (["--input", "x", "--duration", "0"], "--duration")):
         proc = live(*args)
-        assert proc.returncode == 2 and want in proc.stderr, describe(proc)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and want in lines[0], describe(proc)

@@ -12,13 +12,16 @@
  *
  * Errors: one line on stderr ("hamer: ..."), exit 1 (2 for usage errors).
  */
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
 #include "load/load.h"
 #include "model/model.h"
@@ -26,54 +29,6 @@
 #include "core/cpu.h"
 #include "core/util.h"
 #include "kernels/peak.h"
-
-static const char *USAGE_BENCH =
-    "usage: hamer bench (--model CKPT | --synthetic) [--precision fp32|fast]\n"
-    "                   [--batch B] [--iters N] [--warmup W] [--threads N]\n"
-    "                   [--mano FILE.npz] [--reference M] [--seed S] [--peak GFLOPS]\n"
-    "                   [--critical-path] [--json]\n"
-    "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P] [--iters N]\n"
-    "                   [--detector DIR] [--lite] [--max-hands N] [--single-pass] [--json]\n"
-    "                   [--body auto|on|off] [--body-boxes on|off] [--proposals auto|on|off]\n"
-    "       hamer bench --folder DIR --model M [--precision P] [--variants] (see --folder --help)\n"
-    "       hamer bench (--model CKPT | --synthetic) --video IN [--precision P] [--iters FRAMES]\n"
-    "                   [--max-hands N] [--detector DIR] [--json]\n"
-    "\n"
-    "Measures the regressor's speed on random crops and the accuracy of the\n"
-    "chosen precision against fp32. With --image: the whole photo-to-hands job\n"
-    "(decode, detect, crop, regress, finalise; medians per stage) and the\n"
-    "detector's time against one hand's regression. With --video: per frame,\n"
-    "decoding, tracking (landmarks only), palm detection, regression and\n"
-    "smoothing of `hamer video` on the first FRAMES frames (default 30), fps.\n"
-    "\n"
-    "  --model CKPT      a HaMeR checkpoint or packed model file (hamer convert)\n"
-    "  --synthetic       a full-size model with random weights, built in memory\n"
-    "                    (--depth D / --head-depth H: a smaller one, for tests)\n"
-    "  --device D        where the model runs: cpu (default) or a backend this build\n"
-    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
-    "  --precision P     fp32 (default) or fast; fast is compared with fp32 on\n"
-    "                    the same crops (params PCC, vertices mean abs error)\n"
-    "  --batch B         crops per forward (default 1)\n"
-    "  --iters N         timed iterations (default 5), after\n"
-    "  --warmup W        untimed warm-up iterations (default 1)\n"
-    "  --threads N       worker threads (default: online CPUs)\n"
-    "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
-    "  --reference M     the model the fp32 comparison loads (default: --model);\n"
-    "                    needed when --model is a packed file in precision fast\n"
-    "  --seed S          seed of the crops and of --synthetic (default 0)\n"
-    "  --peak GFLOPS     machine fp32 peak for '% of peak' (default: measured\n"
-    "                    here with a register-only FMA loop, ~0.3 s)\n"
-    "  --critical-path   then model each stage on P = 1, 2, 4, 8 and 16 threads:\n"
-    "                    the work cut as for P threads, run here (N more\n"
-    "                    iterations per P), its tasks' measured durations\n"
-    "                    replayed on P threads (each task, in order, to the\n"
-    "                    first free one; serial parts stay serial)\n"
-    "  --json            one JSON object on stdout instead of the report\n"
-    "\n"
-    "Per-crop times are the median and the minimum over the timed iterations;\n"
-    "stage times are per crop, the median over the timed iterations.\n"
-    "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
-    "stderr saying what was wrong.\n";
 
 /* ---- helpers ---- */
 
@@ -193,77 +148,126 @@ typedef struct {
     hm_tool_detect_args det;
 } bench_args;
 
+/* What the option table fills: the model group's fields go to src after
+ * the parse; iters 0 means not given (30 for --video, else 5). */
+typedef struct {
+    bench_args b;
+    hm_model_args m;
+    const char *folder;
+} bench_opts_args;
+
+/* --seed: an unsigned 64-bit integer, decimal digits. */
+static int seed_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx, (void)why, (void)n;
+    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 20) return -1;
+    errno = 0;
+    unsigned long long x = strtoull(v, NULL, 10);
+    if (errno) return -1;
+    *(unsigned long long *)field = x;
+    return 0;
+}
+
+#define B(field) (offsetof(bench_opts_args, b.field))
+
+static const hm_opt bench_opts[] = {
+    {.name = "--synthetic", .kind = HM_OPT_FLAG, .off = B(src.synthetic),
+     .help = "a full-size model with random weights, built in memory\n"
+             "(--depth D / --head-depth H: a smaller one, for tests)"},
+    {.name = "--depth", .meta = "D", .kind = HM_OPT_INT, .off = B(src.depth), .lo = 1, .hi = 256,
+     .help = "--synthetic's ViT blocks (default 32)"},
+    {.name = "--head-depth", .meta = "H", .kind = HM_OPT_INT, .off = B(src.head_depth), .lo = 1, .hi = 64,
+     .help = "--synthetic's decoder layers (default 6)"},
+    {.name = "--seed", .meta = "S", .kind = HM_OPT_FN, .off = B(src.seed), .fn = seed_option,
+     .want = "a non-negative integer", .help = "seed of the crops and of --synthetic (default 0)"},
+    {.name = "--reference", .meta = "M", .kind = HM_OPT_STR, .off = B(src.reference_path),
+     .help = "the model the fp32 comparison loads (default: --model);\n"
+             "needed when --model is a packed file in precision fast"},
+    {.name = "--batch", .meta = "B", .kind = HM_OPT_INT, .off = B(B), .lo = 1, .hi = 4096,
+     .help = "crops per forward (default 1)"},
+    {.name = "--iters", .meta = "N", .kind = HM_OPT_INT, .off = B(iters), .lo = 1, .hi = 1000000,
+     .help = "timed iterations (default 5; --video: frames, 30)"},
+    {.name = "--warmup", .meta = "W", .kind = HM_OPT_INT, .off = B(warmup), .lo = 0, .hi = 1000000,
+     .help = "untimed warm-up iterations (default 1)"},
+    {.name = "--peak", .meta = "GFLOPS", .kind = HM_OPT_REAL, .off = B(peak), .lo = 0, .hi = 1e12, .open_lo = 1,
+     .help = "machine fp32 peak for '% of peak' (default: measured\n"
+             "here with a register-only FMA loop, ~0.3 s)"},
+    {.name = "--critical-path", .kind = HM_OPT_FLAG, .off = B(crit),
+     .help = "then model each stage on P = 1, 2, 4, 8 and 16 threads:\n"
+             "the work cut as for P threads, run here (N more\n"
+             "iterations per P), its tasks' measured durations\n"
+             "replayed on P threads (each task, in order, to the\n"
+             "first free one; serial parts stay serial)"},
+    {.name = "--image", .meta = "IMG", .kind = HM_OPT_STR, .off = B(image),
+     .help = "the whole photo-to-hands job on this photo instead"},
+    {.name = "--video", .meta = "IN", .kind = HM_OPT_STR, .off = B(video),
+     .help = "hamer video's per-frame job on its first --iters frames\ninstead"},
+    {.name = "--folder", .meta = "DIR", .kind = HM_OPT_STR, .off = offsetof(bench_opts_args, folder),
+     .help = "hamer batch against hamer run over a folder, whole\n"
+             "processes timed ('hamer bench --folder DIR -h')"},
+    {.name = "--json", .kind = HM_OPT_FLAG, .off = B(json),
+     .help = "one JSON object on stdout instead of the report"},
+    {0},
+};
+
+static const hm_command bench_cmd = {
+    .cmd = "bench",
+    .synopsis =
+        "usage: hamer bench (--model CKPT | --synthetic) [--precision fp32|fast]\n"
+        "                   [--device D] [--batch B] [--iters N] [--warmup W]\n"
+        "                   [--threads N] [--mano FILE.npz] [--reference M]\n"
+        "                   [--seed S] [--peak GFLOPS] [--critical-path] [--json]\n"
+        "       hamer bench (--model CKPT | --synthetic) --image IMG [--precision P]\n"
+        "                   [--iters N] [--detector DIR] [--lite] [--max-hands N]\n"
+        "                   [--single-pass] [--body auto|on|off]\n"
+        "                   [--body-boxes on|off] [--proposals auto|on|off] [--json]\n"
+        "       hamer bench --folder DIR --model M ... (hamer bench --folder DIR -h)\n"
+        "       hamer bench (--model CKPT | --synthetic) --video IN [--precision P]\n"
+        "                   [--iters FRAMES] [--max-hands N] [--detector DIR] [--json]\n",
+    .about =
+        "Measures the regressor's speed on random crops and the accuracy of the\n"
+        "chosen precision against fp32 (params PCC, vertices mean abs error, on the\n"
+        "same crops). With --image: the whole photo-to-hands job (decode, detect,\n"
+        "crop, regress, finalise; medians per stage) and the detector's time against\n"
+        "one hand's regression. With --video: per frame, decoding, tracking\n"
+        "(landmarks only), palm detection, regression and smoothing of `hamer video`\n"
+        "on the first FRAMES frames (default 30), fps.\n",
+    .epilog = "Per-crop times are the median and the minimum over the timed iterations;\n"
+              "stage times are per crop, the median over the timed iterations.\n"
+              "Exit status 0 on success; otherwise 1 (2 for bad usage) with one line on\n"
+              "stderr saying what was wrong.\n",
+    .groups = (const hm_opt_group[]){{hm_opts_model, offsetof(bench_opts_args, m), NULL},
+                                     {hm_opts_threads, offsetof(bench_opts_args, m), NULL},
+                                     {bench_opts, 0, NULL},
+                                     {hm_opts_detector, B(det), "the detector (--image, --video)"},
+                                     {hm_opts_detect, B(det), NULL},
+                                     {NULL, 0, NULL}},
+    .exclusive = (const char *const[]){"--model", "--synthetic", "--image", "--video", NULL},
+};
+
 /* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, bench_args *args) {
-    model_src src = {.depth = 32, .head_depth = 6};
-    int precision = HAMER_PRECISION_FP32, B = 1, iters = 5, warmup = 1, threads = 0, json = 0, crit = 0;
-    double peak = 0;
-    const char *image = NULL, *video = NULL;
-    int iters_given = 0;
-    hm_tool_detect_args det;
-    hm_tool_detect_defaults(&det);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(USAGE_BENCH, stdout);
-            return -1;
-        }
-        if (!strcmp(a, "--synthetic")) { src.synthetic = 1; continue; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--critical-path")) { crit = 1; continue; }
-        int used = hm_tool_detect_option(argc, argv, &i, &det, "bench");
-        if (used > 0) return used; /* a usage error, already printed */
-        if (used == 0) continue;
-        static const char *const valued[] = {"--model", "--precision", "--batch", "--iters", "--warmup", "--threads",
-                                             "--mano", "--seed", "--peak", "--depth", "--head-depth", "--reference",
-                                             "--image", "--video", "--device"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
-        if (!known) return hm_tool_fail(2, "bench: unknown option '%s' (see 'hamer bench --help')", a);
-        if (i + 1 >= argc) return hm_tool_fail(2, "bench: option '%s' needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) src.model_path = v;
-        else if (!strcmp(a, "--image")) image = v;
-        else if (!strcmp(a, "--video")) video = v;
-        else if (!strcmp(a, "--mano")) src.mano = v;
-        else if (!strcmp(a, "--reference")) src.reference_path = v;
-        else if (!strcmp(a, "--device")) src.device = v;
-        else if (!strcmp(a, "--precision")) {
-            if (hm_tool_parse_precision(v, &precision))
-                return hm_tool_fail(2, "bench: --precision must be fp32 or fast, got '%s'", v);
-        } else if (!strcmp(a, "--batch")) {
-            if (hm_tool_parse_int(v, 1, 4096, &B)) return hm_tool_fail(2, "bench: --batch must be an integer in 1..4096, got '%s'", v);
-        } else if (!strcmp(a, "--iters")) {
-            if (hm_tool_parse_int(v, 1, 1000000, &iters)) return hm_tool_fail(2, "bench: --iters must be a positive integer, got '%s'", v);
-            iters_given = 1;
-        } else if (!strcmp(a, "--warmup")) {
-            if (hm_tool_parse_int(v, 0, 1000000, &warmup)) return hm_tool_fail(2, "bench: --warmup must be a non-negative integer, got '%s'", v);
-        } else if (!strcmp(a, "--threads")) {
-            if (hm_tool_parse_threads(v, &threads)) return hm_tool_fail(2, "bench: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(a, "--depth")) {
-            if (hm_tool_parse_int(v, 1, 256, &src.depth)) return hm_tool_fail(2, "bench: --depth must be an integer in 1..256, got '%s'", v);
-        } else if (!strcmp(a, "--head-depth")) {
-            if (hm_tool_parse_int(v, 1, 64, &src.head_depth)) return hm_tool_fail(2, "bench: --head-depth must be an integer in 1..64, got '%s'", v);
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            src.seed = strtoull(v, &end, 10);
-            if (*v == 0 || *end || *v == '-') return hm_tool_fail(2, "bench: --seed must be a non-negative integer, got '%s'", v);
-        } else { /* --peak */
-            char *end;
-            peak = strtod(v, &end);
-            if (*v == 0 || *end || !(peak > 0) || !isfinite(peak)) return hm_tool_fail(2, "bench: --peak must be a positive number (GFLOP/s), got '%s'", v);
-        }
-    }
-    if (!!src.model_path == src.synthetic)
+    static bench_opts_args o;
+    memset(&o, 0, sizeof o);
+    hm_model_args_defaults(&o.m);
+    o.b.src.depth = 32, o.b.src.head_depth = 6;
+    o.b.B = 1, o.b.warmup = 1;
+    hm_tool_detect_defaults(&o.b.det);
+    int rc = hm_args_parse(&bench_cmd, argc, argv, &o);
+    if (rc) return rc;
+    if (!o.m.model && !o.b.src.synthetic)
         return hm_tool_fail(2, "bench: give exactly one of --model CKPT and --synthetic%s", "");
-    if (threads == 0) {
+    o.b.src.model_path = o.m.model;
+    o.b.src.mano = o.m.mano;
+    o.b.src.device = o.m.device;
+    o.b.precision = o.m.precision;
+    o.b.threads = o.m.threads;
+    if (o.b.threads == 0) {
         int n = hm_cpu_online();
-        threads = n <= 1024 ? n : 1;
+        o.b.threads = n <= 1024 ? n : 1;
     }
-    src.nthreads = threads;
-
-    if (video && !iters_given) iters = 30;
-    *args = (bench_args){src, precision, B, iters, warmup, threads, json, crit, peak, image, video, det};
+    o.b.src.nthreads = o.b.threads;
+    if (!o.b.iters) o.b.iters = o.b.video ? 30 : 5;
+    *args = o.b;
     return 0;
 }
 
@@ -522,7 +526,7 @@ done:
 }
 
 int hm_cli_bench(int argc, char **argv) {
-    for (int i = 0; i < argc; i++) /* --folder: whole processes timed (cli_bench_folder.c) */
+    for (int i = 0; i < argc; i++) /* --folder: whole processes timed (cli_bench_folder.c, its own options) */
         if (!strcmp(argv[i], "--folder")) return hm_cli_bench_folder(argc, argv);
     bench_args a;
     int rc = parse(argc, argv, &a);

@@ -27,119 +27,115 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "common/args.h"
 #include "hamer.h"
 
-static const char *USAGE_LIVE =
-    "usage: hamer live --input URL [--format F] [--option KEY=VALUE ...] [--pace auto|on|off]\n"
-    "                  [--model M] [--output OUT.jsonl] [--every-frame] [--vertices]\n"
-    "                  [--duration S] [--frames N] [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
-    "                  [--body auto|on|off] [--smooth one-euro|none] [--threads N] [--precision fp32|fast]\n"
-    "                  [--device D] [--mano FILE.npz]\n"
-    "\n"
-    "Hands live from a camera, a stream or a file, read through FFmpeg:\n"
-    "  hamer live --format v4l2 --input /dev/video0 --option video_size=640x480 --model hamer.ckpt\n"
-    "  hamer live --input rtsp://camera.local/stream --model hamer.ckpt --output hands.jsonl\n"
-    "  hamer live --input clip.mp4 --model hamer.ckpt      (played at its own pace)\n"
-    "The detector and tracker run at the source's pace; the regressor takes the\n"
-    "newest tracked frame whenever it is free. A stage slower than the one before\n"
-    "it drops frames (counted): nothing queues, the latency stays one frame's\n"
-    "work. Each line: {\"frame\", \"time_s\", \"capture_time_ms\" (Unix ms),\n"
-    "\"latency_ms\" (capture to line), \"regressed\", \"hands\": [RESULT.json fields,\n"
-    "\"track_id\", ...], \"timings_ms\", \"frames\": {captured, tracked, regressed},\n"
-    "\"dropped\": {source, track, regress}}.\n"
-    "\n"
-    "  --input URL       a device (with --format v4l2), a stream URL, a file\n"
-    "  --format F        FFmpeg's input format (v4l2, lavfi, ...; default: from the URL)\n"
-    "  --option K=V      an option of the input (video_size, framerate, input_format,\n"
-    "                    rtsp_transport, ...); repeatable\n"
-    "  --pace P          auto (default: a file at its timestamps, a device or stream as\n"
-    "                    it delivers), on, off (as fast as it decodes)\n"
-    "  --model M         HaMeR checkpoint or packed model; without it: tracking only\n"
-    "  --output FILE     the JSON Lines (default '-': standard output)\n"
-    "  --every-frame     a line for every tracked frame, not only the regressed ones\n"
-    "  --duration S      stop after S seconds; --frames N: after N captured frames\n"
-    "  --max-hands N     hands tracked at once, 1..64 (default 2)\n"
-    "  --smooth MODE     one-euro (default) or none, per track over the regressed frames\n";
-
 typedef struct {
-    const char *input, *format, *model, *output, *mano, *device;
-    char options[4096];
+    hm_model_args m;            /* --model (none: tracking only) --mano --precision --device --threads */
+    const char *input, *format, *output;
+    char options[4096];         /* --option values joined by ':' (FFmpeg's dictionary syntax) */
     hamer_pace pace;
-    int every_frame, with_vertices, threads, precision;
+    int every_frame, with_vertices;
     long long frames;
     double duration;
-    hm_tool_detect_args det;
-    hamer_tracker_params tp;
+    hm_track_args tr;           /* the detector and the tracker */
 } live_args;
 
+_Static_assert(sizeof(hamer_pace) == sizeof(int), "hamer_pace is an int");
+
+/* --option K=V, repeatable: appended to the dictionary string. */
+static int option_option(const char *v, void *field, void *ctx, char *why, size_t n) {
+    (void)ctx;
+    char *opts = field;
+    const size_t cap = sizeof ((live_args *)0)->options, len = strlen(opts);
+    if (!strchr(v, '=') || strchr(v, ':') || v[0] == '=') {
+        snprintf(why, n, "--option takes KEY=VALUE (no ':'), got '%s'", v);
+        return -1;
+    }
+    if (len + strlen(v) + 2 > cap) {
+        snprintf(why, n, "--option: the options together exceed %zu bytes", cap - 1);
+        return -1;
+    }
+    snprintf(opts + len, cap - len, "%s%s", len ? ":" : "", v);
+    return 0;
+}
+
+#define L(field) (offsetof(live_args, field))
+
+static const char *const paces[] = {"auto", "on", "off", NULL};
+static const int pace_values[] = {HAMER_PACE_AUTO, HAMER_PACE_ON, HAMER_PACE_OFF};
+
+static const hm_opt live_opts[] = {
+    {.name = "--input", .meta = "URL", .kind = HM_OPT_STR, .off = L(input),
+     .help = "a device (with --format v4l2), a stream URL, a file"},
+    {.name = "--format", .meta = "F", .kind = HM_OPT_STR, .off = L(format),
+     .help = "FFmpeg's input format (v4l2, lavfi, ...; default: from\nthe URL)"},
+    {.name = "--option", .meta = "K=V", .kind = HM_OPT_FN, .off = L(options), .fn = option_option,
+     .want = "KEY=VALUE",
+     .help = "an option of the input (video_size, framerate,\n"
+             "input_format, rtsp_transport, ...); repeatable"},
+    {.name = "--pace", .meta = "P", .kind = HM_OPT_CHOICE, .off = L(pace), .choices = paces, .values = pace_values,
+     .help = "auto (default: a file at its timestamps, a device or\n"
+             "stream as it delivers), on, off (as fast as it decodes)"},
+    {.name = "--output", .meta = "FILE", .kind = HM_OPT_STR, .off = L(output),
+     .help = "the JSON Lines (default '-': standard output)"},
+    {.name = "--every-frame", .kind = HM_OPT_FLAG, .off = L(every_frame),
+     .help = "a line for every tracked frame, not only the regressed\nones"},
+    {.name = "--vertices", .kind = HM_OPT_FLAG, .off = L(with_vertices),
+     .help = "the 778 vertices of every hand in the lines"},
+    {.name = "--duration", .meta = "S", .kind = HM_OPT_REAL, .off = L(duration), .lo = 0, .hi = 1e9, .open_lo = 1,
+     .help = "stop after S seconds"},
+    {.name = "--frames", .meta = "N", .kind = HM_OPT_LLONG, .off = L(frames), .lo = 1, .hi = 1e15,
+     .help = "stop after N captured frames"},
+    {0},
+};
+
+static const hm_command live_cmd = {
+    .cmd = "live",
+    .synopsis =
+        "usage: hamer live --input URL [--format F] [--option KEY=VALUE ...]\n"
+        "                  [--pace auto|on|off] [--model M] [--output OUT.jsonl]\n"
+        "                  [--every-frame] [--vertices] [--duration S] [--frames N]\n"
+        "                  [--detector DIR] [--lite] [--max-hands N] [--min-score S]\n"
+        "                  [--tiles] [--body auto|on|off] [--proposals auto|on|off]\n"
+        "                  [--smooth one-euro|none] [--threads N]\n"
+        "                  [--precision fp32|fast] [--device D] [--mano FILE.npz]\n",
+    .about =
+        "Hands live from a camera, a stream or a file, read through FFmpeg:\n"
+        "  hamer live --format v4l2 --input /dev/video0 --option video_size=640x480 \\\n"
+        "             --model hamer.ckpt\n"
+        "  hamer live --input rtsp://camera.local/stream --model hamer.ckpt \\\n"
+        "             --output hands.jsonl\n"
+        "  hamer live --input clip.mp4 --model hamer.ckpt      (played at its own pace)\n"
+        "The detector and tracker run at the source's pace; the regressor takes the\n"
+        "newest tracked frame whenever it is free. A stage slower than the one before\n"
+        "it drops frames (counted): nothing queues, the latency stays one frame's\n"
+        "work. Each line: {\"frame\", \"time_s\", \"capture_time_ms\" (Unix ms),\n"
+        "\"latency_ms\" (capture to line), \"regressed\", \"hands\": [RESULT.json fields,\n"
+        "\"track_id\", ...], \"timings_ms\", \"frames\": {captured, tracked, regressed},\n"
+        "\"dropped\": {source, track, regress}}.\n",
+    .epilog = "Ends with the source, --duration, --frames or SIGINT / SIGTERM (the summary\n"
+              "is written). Exit status: 0 done; 1 failed (the lines so far are kept);\n"
+              "2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{live_opts, 0, NULL},
+                                     {hm_opts_detector, L(tr.det), "tracking and detection"},
+                                     {hm_opts_track, L(tr), NULL},
+                                     {hm_opts_smooth, L(tr), "smoothing"},
+                                     {hm_opts_model, L(m), "the model (without it: tracking only)"},
+                                     {hm_opts_threads, L(m), NULL},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--input", NULL},
+};
+
+/* Arguments -> a; 0, -1 after --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, live_args *a) {
     memset(a, 0, sizeof *a);
+    hm_model_args_defaults(&a->m);
     a->output = "-";
-    a->precision = HAMER_PRECISION_FP32;
-    a->tp = hamer_tracker_default_params();
-    hm_tool_detect_defaults(&a->det);
-    a->det.params.max_hands = a->tp.max_hands;
-    a->det.params.tiles = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fputs(USAGE_LIVE, stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--body-boxes") || !strcmp(o, "--single-pass"))
-            return hm_tool_fail(2, "live: %s is for photos (a track follows a hand's landmarks)", o);
-        int used = hm_tool_detect_option(argc, argv, &i, &a->det, "live");
-        if (used > 0) return used;
-        if (used == 0) continue;
-        if (!strcmp(o, "--every-frame")) { a->every_frame = 1; continue; }
-        if (!strcmp(o, "--vertices")) { a->with_vertices = 1; continue; }
-        if (o[0] != '-' || o[1] != '-') return hm_tool_fail(2, "live: unexpected argument '%s'", o);
-        if (i + 1 >= argc) return hm_tool_fail(2, "live: option '%s' needs a value (or is unknown)", o);
-        const char *v = argv[++i];
-        char *end;
-        if (!strcmp(o, "--input")) a->input = v;
-        else if (!strcmp(o, "--format")) a->format = v;
-        else if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--output")) a->output = v;
-        else if (!strcmp(o, "--mano")) a->mano = v;
-        else if (!strcmp(o, "--device")) a->device = v;
-        else if (!strcmp(o, "--option")) {
-            if (!strchr(v, '=') || strchr(v, ':')) return hm_tool_fail(2, "live: --option takes KEY=VALUE (no ':'), got '%s'", v);
-            size_t n = strlen(a->options);
-            if (n + strlen(v) + 2 > sizeof a->options) return hm_tool_fail(2, "live: too many --option values%s", "");
-            snprintf(a->options + n, sizeof a->options - n, "%s%s", n ? ":" : "", v);
-        } else if (!strcmp(o, "--pace")) {
-            if (!strcmp(v, "auto")) a->pace = HAMER_PACE_AUTO;
-            else if (!strcmp(v, "on")) a->pace = HAMER_PACE_ON;
-            else if (!strcmp(v, "off")) a->pace = HAMER_PACE_OFF;
-            else return hm_tool_fail(2, "live: --pace must be auto, on or off, got '%s'", v);
-        } else if (!strcmp(o, "--smooth")) {
-            if (!strcmp(v, "one-euro")) a->tp.smooth = HAMER_SMOOTH_ONE_EURO;
-            else if (!strcmp(v, "none")) a->tp.smooth = HAMER_SMOOTH_NONE;
-            else return hm_tool_fail(2, "live: --smooth must be one-euro or none, got '%s'", v);
-        } else if (!strcmp(o, "--duration")) {
-            errno = 0;
-            a->duration = strtod(v, &end);
-            if (errno || end == v || *end || !(a->duration > 0 && a->duration <= 1e9))
-                return hm_tool_fail(2, "live: --duration takes seconds in (0, 1e9], got '%s'", v);
-        } else if (!strcmp(o, "--frames")) {
-            errno = 0;
-            a->frames = strtoll(v, &end, 10);
-            if (errno || end == v || *end || a->frames < 1)
-                return hm_tool_fail(2, "live: --frames takes a positive integer, got '%s'", v);
-        } else if (!strcmp(o, "--threads")) {
-            if (hm_tool_parse_threads(v, &a->threads)) return hm_tool_fail(2, "live: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(o, "--precision")) {
-            if (hm_tool_parse_precision(v, &a->precision)) return hm_tool_fail(2, "live: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "live: unknown option '%s' (see 'hamer live --help')", o);
-        }
-    }
-    if (!a->input) return hm_tool_fail(2, "live: --input is required%s", "");
-    a->tp.max_hands = a->det.params.max_hands;
-    a->tp.min_score = a->det.params.min_score;
-    a->tp.tiles = a->det.params.tiles;
-    a->tp.body = a->det.params.body;
+    hm_track_args_defaults(&a->tr);
+    int rc = hm_args_parse(&live_cmd, argc, argv, a);
+    if (rc) return rc;
+    hm_track_args_finish(&a->tr);
     return 0;
 }
 
@@ -204,9 +200,9 @@ static void *watch_main(void *arg) {
 static json_t *header(const live_args *a) {
     static const char *const paces[] = {"auto", "on", "off"};
     return json_pack("{s:{s:s,s:s?,s:s?,s:s,s:s?,s:i,s:b,s:s}}", "live", "input", a->input, "format", a->format,
-                     "options", a->options[0] ? a->options : NULL, "pace", paces[a->pace], "model", a->model,
-                     "max_hands", a->tp.max_hands, "every_frame", a->every_frame, "smooth",
-                     a->tp.smooth == HAMER_SMOOTH_NONE ? "none" : "one-euro");
+                     "options", a->options[0] ? a->options : NULL, "pace", paces[a->pace], "model", a->m.model,
+                     "max_hands", a->tr.tp.max_hands, "every_frame", a->every_frame, "smooth",
+                     a->tr.tp.smooth == HAMER_SMOOTH_NONE ? "none" : "one-euro");
 }
 
 /* Peak resident memory of this process in MB (VmHWM), 0 if unknown: the
@@ -240,7 +236,7 @@ static json_t *summary(const hamer_live_stats *s, const char *error) {
 }
 
 static int run(const live_args *a) {
-    const char *ins[3] = {a->input, a->model, a->mano}, *outs[1] = {a->output};
+    const char *ins[3] = {a->input, a->m.model, a->m.mano}, *outs[1] = {a->output};
     int to_stdout = !strcmp(a->output, "-");
     if (!to_stdout && hm_cli_check_outputs("live", outs, 1, ins, 3)) return 2;
     if (pipe(g_pipe) != 0) return hm_tool_fail(1, "live: cannot make a pipe: %s", strerror(errno));
@@ -255,20 +251,20 @@ static int run(const live_args *a) {
     hamer_state *state = NULL;
     hamer_frame_source src = {0};
     live_run r = {.a = a};
-    if (!(det = hm_tool_load_detector(&a->det))) {
+    if (!(det = hm_tool_load_detector(&a->tr.det))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (a->model && (!(model = hm_tool_load_model(a->model, a->mano, a->precision, a->device)) ||
-                     !(state = hamer_state_new(model, a->tp.max_hands, a->threads)))) {
+    if (a->m.model && (!(model = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device)) ||
+                     !(state = hamer_state_new(model, a->tr.tp.max_hands, a->m.threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
-    if (model && hm_tool_require_mano(model, a->model)) goto done;
+    if (model && hm_tool_require_mano(model, a->m.model)) goto done;
     hamer_live_params lp = hamer_live_default_params();
-    lp.tracker = a->tp;
+    lp.tracker = a->tr.tp;
     lp.every_frame = a->every_frame;
-    if (!(r.live = hamer_live_new(det, state, &lp, a->threads))) {
+    if (!(r.live = hamer_live_new(det, state, &lp, a->m.threads))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }

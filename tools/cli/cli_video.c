@@ -33,7 +33,6 @@ static void on_signal(int sig) { stop_requested = sig; }
 
 /* CHOICE stores an int: the enums it fills must be ints. */
 _Static_assert(sizeof(hamer_anim_shape) == sizeof(int), "hamer_anim_shape is an int");
-_Static_assert(sizeof(hamer_smooth_mode) == sizeof(int), "hamer_smooth_mode is an int");
 
 /* The video parameters after option opt set one of them, by the library's
  * check (the others are defaults or were checked when given, so the
@@ -84,11 +83,6 @@ static int queue_option(const char *v, void *field, void *ctx, char *why, size_t
 
 static const char *const shapes[] = {"track", "first", NULL};
 static const int shape_values[] = {HAMER_ANIM_SHAPE_TRACK, HAMER_ANIM_SHAPE_FIRST};
-static const char *const smooths[] = {"one-euro", "none", NULL};
-static const int smooth_values[] = {HAMER_SMOOTH_ONE_EURO, HAMER_SMOOTH_NONE};
-static const char *const auto_on_off[] = {"auto", "on", "off", NULL};
-static const int body_values[] = {HAMER_BODY_AUTO, HAMER_BODY_ON, HAMER_BODY_OFF};
-static const int proposals_values[] = {HAMER_PROPOSALS_AUTO, HAMER_PROPOSALS_ON, HAMER_PROPOSALS_OFF};
 
 static const hm_opt video_opts[] = {
     {.name = "--video", .meta = "IN", .kind = HM_OPT_STR, .off = V(video),
@@ -133,53 +127,6 @@ static const hm_opt video_frames[] = {
     {0},
 };
 
-static const hm_opt video_detect[] = {
-    {.name = "--max-hands", .meta = "N", .kind = HM_OPT_INT, .off = V(det.params.max_hands), .lo = 1,
-     .hi = HAMER_MAX_HANDS, .help = "hands tracked at once, 1..64 (default 2)"},
-    {.name = "--min-score", .meta = "S", .kind = HM_OPT_FLOAT, .off = V(det.params.min_score), .lo = 0, .hi = 1,
-     .open_lo = 1, .open_hi = 1, .help = "palm score threshold in (0, 1) (default 0.5)"},
-    {.name = "--tiles", .kind = HM_OPT_FLAG, .off = V(det.params.tiles), .as_bool = 1,
-     .help = "palm detection also on tiles (small hands; slower)"},
-    {.name = "--single-pass", .kind = HM_OPT_FLAG, .off = V(det.params.tiles), .clear = 1, .as_bool = 1,
-     .help = "palm detection on the whole frame only (the default;\nundoes --tiles)"},
-    {.name = "--body", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(det.params.body), .choices = auto_on_off,
-     .values = body_values,
-     .help = "the body pass on detection frames (auto: with --tiles,\n"
-             "when its models are installed; on; off): its hands\n"
-             "start tracks too"},
-    {.name = "--proposals", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(det.params.proposals),
-     .choices = auto_on_off, .values = proposals_values,
-     .help = "the proposal pass on detection frames (auto: with\n"
-             "--tiles, when its models are installed; on; off): its\n"
-             "hands start tracks too"},
-    {.name = "--body-boxes", .kind = HM_OPT_REFUSED,
-     .want = "is for photos: a track follows a hand's landmarks, which a box from the body keypoints does not "
-             "have"},
-    {.name = "--redetect-every", .meta = "N", .kind = HM_OPT_INT, .off = V(tp.redetect_every), .lo = 1,
-     .hi = 10000, .help = "frames between palm detections with hands missing\n(10)"},
-    {.name = "--cut-threshold", .meta = "X", .kind = HM_OPT_FLOAT, .off = V(tp.cut_threshold), .lo = 0,
-     .hi = 1e6, .want = "a number in [0, 1e6]",
-     .help = "scene-cut threshold on 16x16 thumbnails, 0..1 (0.15)"},
-    {.name = "--track-presence", .meta = "P", .kind = HM_OPT_FLOAT, .off = V(tp.track_presence), .lo = 0,
-     .hi = 1, .help = "presence below which a track is lost (0.5)"},
-    {0},
-};
-
-static const hm_opt video_smooth[] = {
-    {.name = "--smooth", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = V(tp.smooth), .choices = smooths,
-     .values = smooth_values, .help = "one-euro (default) or none"},
-    {.name = "--min-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = V(tp.min_cutoff), .lo = 1e-6, .hi = 1e6,
-     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro minimum cutoff (default 1.0)"},
-    {.name = "--beta", .meta = "B", .kind = HM_OPT_REAL, .off = V(tp.beta), .lo = 0, .hi = 1e6,
-     .want = "a number in [0, 1e6]",
-     .help = "One Euro speed coefficient (default 1.0; speeds in\n"
-             "metres over 0.1 m, pixels over the hand's crop size,\n"
-             "quaternions)"},
-    {.name = "--d-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = V(tp.d_cutoff), .lo = 1e-6, .hi = 1e6,
-     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro cutoff of the speed (default 1.0)"},
-    {0},
-};
-
 static const hm_command video_cmd = {
     .cmd = "video",
     .synopsis =
@@ -214,9 +161,9 @@ static const hm_command video_cmd = {
     .groups = (const hm_opt_group[]){{video_opts, 0, NULL},
                                      {hm_opts_draw, V(hide), NULL},
                                      {video_frames, 0, "the frames"},
-                                     {hm_opts_detector, V(det), "tracking and detection"},
-                                     {video_detect, 0, NULL},
-                                     {video_smooth, 0, "smoothing"},
+                                     {hm_opts_detector, V(tr.det), "tracking and detection"},
+                                     {hm_opts_track, V(tr), NULL},
+                                     {hm_opts_smooth, V(tr), "smoothing"},
                                      {hm_opts_camera, V(pp), "the camera"},
                                      {hm_opts_model, V(m), "the model"},
                                      {hm_opts_threads, V(m), NULL},
@@ -229,22 +176,15 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     memset(a, 0, sizeof *a);
     hm_model_args_defaults(&a->m);
     a->vp = hamer_video_default_params();
-    a->tp = hamer_tracker_default_params();
+    hm_track_args_defaults(&a->tr);
     a->pp = hamer_predict_default_params();
-    hm_tool_detect_defaults(&a->det);
-    a->det.params.max_hands = a->tp.max_hands;
-    a->det.params.tiles = 0;
     int rc = hm_args_parse(&video_cmd, argc, argv, a);
     if (rc) return rc;
     if ((a->glb || a->bvh) && !a->m.model)
         return hm_tool_fail(2, "video: --glb and --bvh animate the hands: they need --model%s", "");
     if ((a->render || a->render_dir) && !a->m.model)
         return hm_tool_fail(2, "video: --render and --render-dir draw the meshes: they need --model%s", "");
-    a->tp.max_hands = a->det.params.max_hands;
-    a->tp.min_score = a->det.params.min_score;
-    a->tp.tiles = a->det.params.tiles;
-    a->tp.body = a->det.params.body;
-    a->tp.proposals = a->det.params.proposals;
+    hm_track_args_finish(&a->tr);
     return 0;
 }
 
@@ -292,7 +232,7 @@ static json_t *header(const hm_video_args *a, const hamer_video_info *vi, const 
                           "height", vi->height, "rotation", vi->rotation, "fps", vi->fps, "duration_s",
                           vi->duration_s, "frames", (json_int_t)vi->frames, "codec", vi->codec, "format", vi->format,
                           "time_base", vi->time_base_num, vi->time_base_den);
-    const hamer_tracker_params *t = &a->tp;
+    const hamer_tracker_params *t = &a->tr.tp;
     json_t *o = json_pack("{s:f,s:f,s:i,s:i,s:b,s:s,s:f,s:f,s:f,s:i,s:i,s:i,s:f,s:f}", "start_s", a->vp.start_s,
                           "duration_s", a->vp.duration_s, "stride", a->vp.stride, "max_hands", t->max_hands, "tiles",
                           t->tiles, "smooth", t->smooth ? "one-euro" : "none", "min_cutoff", t->min_cutoff, "beta",
@@ -497,13 +437,13 @@ static int run(hm_video_args *a) {
     }
     if (a->render && (status = open_writer(&r, &vi))) goto done;
     status = 1;
-    if (!(r.detector = hm_tool_load_detector(&a->det)) ||
-        !(r.tracker = hamer_tracker_new(r.detector, &a->tp, a->m.threads))) {
+    if (!(r.detector = hm_tool_load_detector(&a->tr.det)) ||
+        !(r.tracker = hamer_tracker_new(r.detector, &a->tr.tp, a->m.threads))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }
     if (a->m.model && (!(r.model = hm_tool_load_model(a->m.model, a->m.mano, a->m.precision, a->m.device)) ||
-                     !(r.state = hamer_state_new(r.model, a->tp.max_hands, a->m.threads)))) {
+                     !(r.state = hamer_state_new(r.model, a->tr.tp.max_hands, a->m.threads)))) {
         fprintf(stderr, "hamer: %s\n", hamer_last_error());
         goto done;
     }

@@ -12,9 +12,8 @@ typedef struct {
     int with_vertices;
     unsigned hide;              /* --draw: HAMER_DRAW_* bits not drawn */
     hamer_anim_shape shape;     /* --shape track|first: the animation files' skeleton */
-    hm_tool_detect_args det;    /* --detector, --lite, --max-hands, --min-score, --tiles, --body, --proposals */
+    hm_track_args tr;           /* --detector, --lite, --max-hands, ..., --smooth and its parameters */
     hamer_video_params vp;      /* --start, --duration, --stride, --queue */
-    hamer_tracker_params tp;    /* --smooth and its parameters, --redetect-every, ... */
     hamer_predict_params pp;
 } hm_video_args;
 

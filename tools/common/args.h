@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "hamer.h"
+#include "common/common.h"
 
 typedef enum {
     HM_OPT_FLAG,    /* no value: the int field is set to `set` (1 when 0; 0 with clear) */
@@ -128,6 +129,22 @@ extern const hm_opt hm_opts_camera[];
 extern const hm_opt hm_opts_draw[];
 /* --box, repeatable up to HAMER_MAX_HANDS, on an hm_box_list. */
 extern const hm_opt hm_opts_box[];
+
+/* Tracking (video, live): the detector's options for tracked frames and
+ * the tracker's. hm_track_args_defaults: the tracker's defaults, the
+ * detector's with max_hands from the tracker and no tiles;
+ * hm_track_args_finish after the parse: the detector's choices into the
+ * tracker's parameters. */
+typedef struct {
+    hm_tool_detect_args det;     /* --detector --lite --max-hands --min-score --tiles --body --proposals */
+    hamer_tracker_params tp;     /* --redetect-every ... and the smoothing */
+} hm_track_args;
+extern const hm_opt hm_opts_track[];   /* --max-hands --min-score --tiles --single-pass --body
+                                          --proposals --redetect-every --cut-threshold
+                                          --track-presence (--body-boxes refused) */
+extern const hm_opt hm_opts_smooth[];  /* --smooth --min-cutoff --beta --d-cutoff */
+void hm_track_args_defaults(hm_track_args *t);
+void hm_track_args_finish(hm_track_args *t);
 
 /* What --box fills. */
 typedef struct {

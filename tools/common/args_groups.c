@@ -170,3 +170,72 @@ const hm_opt hm_opts_box[] = {
              "mirrored); repeat for up to 64 hands, kept in order"},
     {0},
 };
+
+/* ---- tracking (video, live) ---- */
+
+_Static_assert(sizeof(hamer_smooth_mode) == sizeof(int), "hamer_smooth_mode is an int");
+static const char *const smooths[] = {"one-euro", "none", NULL};
+static const int smooth_values[] = {HAMER_SMOOTH_ONE_EURO, HAMER_SMOOTH_NONE};
+#define TR(field) (offsetof(hm_track_args, field))
+
+const hm_opt hm_opts_track[] = {
+    {.name = "--max-hands", .meta = "N", .kind = HM_OPT_INT, .off = TR(det.params.max_hands), .lo = 1,
+     .hi = HAMER_MAX_HANDS, .help = "hands tracked at once, 1..64 (default 2)"},
+    {.name = "--min-score", .meta = "S", .kind = HM_OPT_FLOAT, .off = TR(det.params.min_score), .lo = 0, .hi = 1,
+     .open_lo = 1, .open_hi = 1, .help = "palm score threshold in (0, 1) (default 0.5)"},
+    {.name = "--tiles", .kind = HM_OPT_FLAG, .off = TR(det.params.tiles), .as_bool = 1,
+     .help = "palm detection also on tiles (small hands; slower)"},
+    {.name = "--single-pass", .kind = HM_OPT_FLAG, .off = TR(det.params.tiles), .clear = 1, .as_bool = 1,
+     .help = "palm detection on the whole frame only (the default;\nundoes --tiles)"},
+    {.name = "--body", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = TR(det.params.body), .choices = auto_on_off,
+     .values = body_values,
+     .help = "the body pass on detection frames (auto: with --tiles,\n"
+             "when its models are installed; on; off): its hands\n"
+             "start tracks too"},
+    {.name = "--proposals", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = TR(det.params.proposals),
+     .choices = auto_on_off, .values = proposals_values,
+     .help = "the proposal pass on detection frames (auto: with\n"
+             "--tiles, when its models are installed; on; off): its\n"
+             "hands start tracks too"},
+    {.name = "--body-boxes", .kind = HM_OPT_REFUSED,
+     .want = "is for photos: a track follows a hand's landmarks, which a box from the body keypoints does not "
+             "have"},
+    {.name = "--redetect-every", .meta = "N", .kind = HM_OPT_INT, .off = TR(tp.redetect_every), .lo = 1,
+     .hi = 10000, .help = "frames between palm detections with hands missing\n(10)"},
+    {.name = "--cut-threshold", .meta = "X", .kind = HM_OPT_FLOAT, .off = TR(tp.cut_threshold), .lo = 0,
+     .hi = 1e6, .want = "a number in [0, 1e6]",
+     .help = "scene-cut threshold on 16x16 thumbnails, 0..1 (0.15)"},
+    {.name = "--track-presence", .meta = "P", .kind = HM_OPT_FLOAT, .off = TR(tp.track_presence), .lo = 0,
+     .hi = 1, .help = "presence below which a track is lost (0.5)"},
+    {0},
+};
+
+const hm_opt hm_opts_smooth[] = {
+    {.name = "--smooth", .meta = "MODE", .kind = HM_OPT_CHOICE, .off = TR(tp.smooth), .choices = smooths,
+     .values = smooth_values, .help = "one-euro (default) or none"},
+    {.name = "--min-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = TR(tp.min_cutoff), .lo = 1e-6, .hi = 1e6,
+     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro minimum cutoff (default 1.0)"},
+    {.name = "--beta", .meta = "B", .kind = HM_OPT_REAL, .off = TR(tp.beta), .lo = 0, .hi = 1e6,
+     .want = "a number in [0, 1e6]",
+     .help = "One Euro speed coefficient (default 1.0; speeds in\n"
+             "metres over 0.1 m, pixels over the hand's crop size,\n"
+             "quaternions)"},
+    {.name = "--d-cutoff", .meta = "HZ", .kind = HM_OPT_REAL, .off = TR(tp.d_cutoff), .lo = 1e-6, .hi = 1e6,
+     .want = "a frequency in Hz, in [1e-6, 1e6]", .help = "One Euro cutoff of the speed (default 1.0)"},
+    {0},
+};
+
+void hm_track_args_defaults(hm_track_args *t) {
+    t->tp = hamer_tracker_default_params();
+    hm_tool_detect_defaults(&t->det);
+    t->det.params.max_hands = t->tp.max_hands;
+    t->det.params.tiles = 0;
+}
+
+void hm_track_args_finish(hm_track_args *t) {
+    t->tp.max_hands = t->det.params.max_hands;
+    t->tp.min_score = t->det.params.min_score;
+    t->tp.tiles = t->det.params.tiles;
+    t->tp.body = t->det.params.body;
+    t->tp.proposals = t->det.params.proposals;
+}

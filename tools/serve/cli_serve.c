@@ -10,6 +10,7 @@
  * 2 bad usage.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,112 +18,183 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/args.h"
 #include "common/common.h"
 #include "core/cpu.h"
 #include "serve/server.h"
 
-static const char *USAGE_SERVE =
-    "usage: hamer serve --model M [--host 127.0.0.1] [--port 8080] [--threads N] [--workers K]\n"
-    "                   [--queue 64] [--max-body-mb 20] [--timeout-s 30] [--precision fp32|fast] [--device D]\n"
-    "                   [--mano FILE.npz] [--cache N] [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
-    "                   [--max-connections 256] [--max-connections-per-ip 32] [--header-timeout-s 10]\n"
-    "                   [--upload-budget-mb 256] [--response-budget-mb 512] [--pixels-per-byte 200]\n"
-    "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector] [--web DIR]\n"
-    "                   [--live-sessions 2] [--live-idle-s 10]\n"
-    "\n"
-    "Serves HaMeR over HTTP/1.1:\n"
-    "  GET  /healthz        200 while the process lives\n"
-    "  GET  /readyz         200 once loaded, warmed up and self-checked; else 503 and why\n"
-    "  GET  /info           model dimensions, precision, threads, workers, kernel ISA, CPU, version\n"
-    "  GET  /metrics        Prometheus text: requests, latencies, queue depth, hands, load time\n"
-    "  GET  /openapi.json   OpenAPI 3 description of the endpoints\n"
-    "  GET  /               the web page: a photo in, the overlay, boxes and a 3D view out\n"
-    "  POST /v1/predict     RESULT.json of `hamer run` (?vertices=1), or with ?format=glb the\n"
-    "                       hands as a binary glTF (`hamer run --glb`), with ?format=obj as one\n"
-    "                       OBJ (`hamer run --obj-dir`'s meshes as objects); body: an image/jpeg or\n"
-    "                       image/png with ?boxes=x1,y1,x2,y2[:left];..., or multipart/form-data\n"
-    "                       with an 'image' part and a 'hands' part ([{\"bbox\":[..],\"is_right\":..}]);\n"
-    "                       without boxes (or 'hands' part) the built-in detector finds the hands\n"
-    "  POST /v1/render      same input; the overlay PNG (?side_view=1: the side view)\n"
-    "  POST /v1/live        hands live: one frame a request (a new session, then ?session=T),\n"
-    "                       answered at once with the session's newest tracked and regressed\n"
-    "                       frames (the web page's webcam and video file)\n"
-    "  Both POSTs take ?rescale=S and ?crop_mode=warp|pad as `hamer run` does; /v1/predict\n"
-    "  also ?focal=PX or ?fov=DEG (the photo's camera; default its EXIF) and ?format=bvh.\n"
-    "\n"
-    "  --model M         HaMeR checkpoint (loaded once, shared read-only by the workers)\n"
-    "  --host ADDR       numeric IPv4/IPv6 address to listen on (default 127.0.0.1)\n"
-    "  --port P          TCP port (default 8080; 0: any free port, see the startup line)\n"
-    "  --workers K       inference workers, each with its own state (default 1)\n"
-    "  --threads N       threads per worker (default: online CPUs / K)\n"
-    "  --queue Q         requests waiting for a worker at most (default 64); when full,\n"
-    "                    POSTs get 503 with Retry-After at once\n"
-    "  --max-body-mb MB  request body limit (default 20): a larger Content-Length gets 413\n"
-    "                    unread; a chunked body is cut off (connection closed) at the limit\n"
-    "  --timeout-s T     per-request limit, default 30. It covers queue wait + inference:\n"
-    "                    a request still queued at the deadline gets 504 and never runs; a\n"
-    "                    running one gets 504 at the deadline and its inference is stopped\n"
-    "                    (between transformer blocks). A request's ?timeout_s= may shorten\n"
-    "                    its own limit, never lengthen it.\n"
-    "                    The body upload must also finish within T, and a connection idle\n"
-    "                    for T is closed.\n"
-    "  --device D        where the model runs: cpu (default) or a backend this build\n"
-    "                    has, as NAME or NAME:INDEX ('hamer --version' lists them)\n"
-    "  --precision P     fp32 (default) or fast; either is self-checked before /readyz is 200\n"
-    "  --reference M     the model fast is self-checked against, loaded in fp32 for that\n"
-    "                    once (default: --model; needed when --model is a packed fast file)\n"
-    "  --mano FILE.npz   MANO buffers when the checkpoint has none\n"
-    "  --cache N         serve repeats of an identical request (same body and query) from\n"
-    "                    a cache of N answers (default 0: off), each kept --cache-ttl-s,\n"
-    "                    holding at most --cache-mb MB (default 64) of answers in all\n"
-    "  --max-connections N   open connections at most (default 256); more are refused\n"
-    "  --max-connections-per-ip N  per client address (default 32; raise it behind a proxy)\n"
-    "  --header-timeout-s T  request line + headers within T of the connection's start or\n"
-    "                    the previous answer (default 10; a fixed deadline: trickling bytes\n"
-    "                    does not extend it); the body within --timeout-s of the headers\n"
-    "  --upload-budget-mb MB  bodies being received, all connections together (default 256):\n"
-    "                    a declared body beyond it gets 503 unread\n"
-    "  --response-budget-mb MB  answers held, all connections together (default 512): a\n"
-    "                    job reserves its answer's largest size (a render: ~3 bytes a pixel)\n"
-    "                    before it runs and holds its real size until sent; beyond it, 503\n"
-    "                    at once (413 for an answer larger than the whole budget). An answer\n"
-    "                    not read within --timeout-s is dropped and its connection closed\n"
-    "  --pixels-per-byte R  an image may decode to at most max(4 MP, R x its bytes) pixels\n"
-    "                    (default 200): a tiny body cannot buy a huge decode (413)\n"
-    "  --drain-s T       shutdown: wait at most T (default 30) for requests in flight, then\n"
-    "                    answer the rest 503 and cancel their inference\n"
-    "  --detector DIR    the hand detector's models (default: $HAMER_DETECTOR_DIR, then\n"
-    "                    ~/.local/share/hamer/detector); given, it must load\n"
-    "  --lite            the detector's lite models\n"
-    "  --no-detector     no detector: requests without boxes get 400\n"
-    "  --web DIR         the web page's files (default ${XDG_DATA_HOME:-~/.local/share}/hamer/web,\n"
-    "                    installed by scripts/get_web.sh); without them / answers 404\n"
-    "  --live-sessions N live sessions at once (default 2; 0: /v1/live is off); each holds\n"
-    "                    an inference state, a tracker and a few frames, and 3 threads\n"
-    "  --live-idle-s T   a live session without a request for T seconds ends (default 10)\n"
-    "  --quiet           no per-request log lines, libmicrohttpd's included (startup and\n"
-    "                    shutdown lines stay)\n"
-    "\n"
-    "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
-    "SIGTERM, SIGINT or SIGHUP: stop accepting, finish the requests in flight (at most\n"
-    "--drain-s), exit 0. A second signal while draining stops at once: the requests in\n"
-    "flight get 503, their inference is cancelled, exit 0 within a few seconds. A warm-up\n"
-    "still loading is waited for as long (a load blocked on the file system is left).\n"
-    "(SIGHUP stops too: logs go to stderr, so there is nothing to reopen.)\n";
+/* The options land in cfg, but for the sizes, given in MB and kept in
+ * bytes, and the model group's fields (args.h), copied after the parse. */
+typedef struct {
+    hm_srv_config cfg;
+    hm_model_args m;
+    double body_mb, upload_mb, response_mb, cache_mb;
+} serve_args;
 
-/* Real option in (lo, hi]; -1 if malformed. */
-static int parse_real(const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > lo && x <= hi)) return -1;
-    *out = x;
-    return 0;
-}
+#define S(field) (offsetof(serve_args, field))
+#define C(field) (offsetof(serve_args, cfg.field))
+
+static const hm_opt serve_opts[] = {
+    {.name = "--host", .meta = "ADDR", .kind = HM_OPT_STR, .off = C(host),
+     .help = "numeric IPv4/IPv6 address to listen on (default\n127.0.0.1)"},
+    {.name = "--port", .meta = "P", .kind = HM_OPT_INT, .off = C(port), .lo = 0, .hi = 65535,
+     .help = "TCP port (default 8080; 0: any free port, see the\nstartup line)"},
+    {.name = "--workers", .meta = "K", .kind = HM_OPT_INT, .off = C(workers), .lo = 1, .hi = 256,
+     .help = "inference workers, each with its own state (default 1)"},
+    {.name = "--threads", .meta = "N", .kind = HM_OPT_INT, .off = S(m.threads), .lo = 1, .hi = 1024,
+     .help = "threads per worker (default: online CPUs / K)"},
+    {.name = "--queue", .meta = "Q", .kind = HM_OPT_INT, .off = C(queue), .lo = 1, .hi = 100000,
+     .help = "requests waiting for a worker at most (default 64);\n"
+             "when full, POSTs get 503 with Retry-After at once"},
+    {.name = "--max-body-mb", .meta = "MB", .kind = HM_OPT_REAL, .off = S(body_mb), .lo = 0, .hi = 4096,
+     .open_lo = 1,
+     .help = "request body limit (default 20): a larger\n"
+             "Content-Length gets 413 unread; a chunked body is cut\n"
+             "off (connection closed) at the limit"},
+    {.name = "--timeout-s", .meta = "T", .kind = HM_OPT_REAL, .off = C(timeout_s), .lo = 0, .hi = 86400,
+     .open_lo = 1,
+     .help = "per-request limit, default 30. It covers queue wait +\n"
+             "inference: a request still queued at the deadline gets\n"
+             "504 and never runs; a running one gets 504 at the\n"
+             "deadline and its inference is stopped (between\n"
+             "transformer blocks). A request's ?timeout_s= may\n"
+             "shorten its own limit, never lengthen it. The body\n"
+             "upload must also finish within T, and a connection\n"
+             "idle for T is closed."},
+    {.name = "--reference", .meta = "M", .kind = HM_OPT_STR, .off = C(reference_path),
+     .help = "the model fast is self-checked against, loaded in fp32\n"
+             "for that once (default: --model; needed when --model\n"
+             "is a packed fast file)"},
+    {.name = "--cache", .meta = "N", .kind = HM_OPT_INT, .off = C(cache_n), .lo = 0, .hi = 100000,
+     .help = "serve repeats of an identical request (same body and\n"
+             "query) from a cache of N answers (default 0: off),\n"
+             "each kept --cache-ttl-s, holding at most --cache-mb MB\n"
+             "(default 64) of answers in all"},
+    {.name = "--cache-mb", .meta = "MB", .kind = HM_OPT_REAL, .off = S(cache_mb), .lo = 0, .hi = 1 << 20,
+     .open_lo = 1, .help = "the cache's size bound (default 64)"},
+    {.name = "--cache-ttl-s", .meta = "T", .kind = HM_OPT_REAL, .off = C(cache_ttl_s), .lo = 0, .hi = 86400,
+     .open_lo = 1, .help = "how long a cached answer is kept (default 60)"},
+    {.name = "--quiet", .kind = HM_OPT_FLAG, .off = C(quiet),
+     .help = "no per-request log lines, libmicrohttpd's included\n(startup and shutdown lines stay)"},
+    {0},
+};
+
+static const hm_opt serve_limits[] = {
+    {.name = "--max-connections", .meta = "N", .kind = HM_OPT_INT, .off = C(max_conns), .lo = 1, .hi = 100000,
+     .help = "open connections at most (default 256); more are\nrefused"},
+    {.name = "--max-connections-per-ip", .meta = "N", .kind = HM_OPT_INT, .off = C(max_conns_per_ip), .lo = 1,
+     .hi = 100000, .help = "per client address (default 32; raise it behind a\nproxy)"},
+    {.name = "--header-timeout-s", .meta = "T", .kind = HM_OPT_REAL, .off = C(header_timeout_s), .lo = 0,
+     .hi = 3600, .open_lo = 1,
+     .help = "request line + headers within T of the connection's\n"
+             "start or the previous answer (default 10; a fixed\n"
+             "deadline: trickling bytes does not extend it); the\n"
+             "body within --timeout-s of the headers"},
+    {.name = "--upload-budget-mb", .meta = "MB", .kind = HM_OPT_REAL, .off = S(upload_mb), .lo = 0, .hi = 1 << 20,
+     .open_lo = 1,
+     .help = "bodies being received, all connections together\n"
+             "(default 256): a declared body beyond it gets 503\nunread"},
+    {.name = "--response-budget-mb", .meta = "MB", .kind = HM_OPT_REAL, .off = S(response_mb), .lo = 0,
+     .hi = 1 << 20, .open_lo = 1,
+     .help = "answers held, all connections together (default 512):\n"
+             "a job reserves its answer's largest size (a render: ~3\n"
+             "bytes a pixel) before it runs and holds its real size\n"
+             "until sent; beyond it, 503 at once (413 for an answer\n"
+             "larger than the whole budget). An answer not read\n"
+             "within --timeout-s is dropped and its connection\n"
+             "closed"},
+    {.name = "--pixels-per-byte", .meta = "R", .kind = HM_OPT_REAL, .off = C(pixels_per_byte), .lo = 0, .hi = 1e9,
+     .open_lo = 1,
+     .help = "an image may decode to at most max(4 MP, R x its\n"
+             "bytes) pixels (default 200): a tiny body cannot buy a\n"
+             "huge decode (413)"},
+    {.name = "--drain-s", .meta = "T", .kind = HM_OPT_REAL, .off = C(drain_s), .lo = 0, .hi = 86400, .open_lo = 1,
+     .help = "shutdown: wait at most T (default 30) for requests in\n"
+             "flight, then answer the rest 503 and cancel their\ninference"},
+    {0},
+};
+
+static const hm_opt serve_page[] = {
+    {.name = "--detector", .meta = "DIR", .kind = HM_OPT_STR, .off = C(detector_dir),
+     .help = "the hand detector's models (default:\n"
+             "$HAMER_DETECTOR_DIR, then ~/.local/share/hamer/\n"
+             "detector); given, it must load"},
+    {.name = "--lite", .kind = HM_OPT_FLAG, .off = C(detector_lite), .help = "the detector's lite models"},
+    {.name = "--no-detector", .kind = HM_OPT_FLAG, .off = C(no_detector),
+     .help = "no detector: requests without boxes get 400"},
+    {.name = "--web", .meta = "DIR", .kind = HM_OPT_STR, .off = C(web_dir),
+     .help = "the web page's files (default\n"
+             "${XDG_DATA_HOME:-~/.local/share}/hamer/web, installed\n"
+             "by scripts/get_web.sh); without them / answers 404"},
+    {.name = "--live-sessions", .meta = "N", .kind = HM_OPT_INT, .off = C(live_sessions), .lo = 0, .hi = 64,
+     .help = "live sessions at once (default 2; 0: /v1/live is off);\n"
+             "each holds an inference state, a tracker and a few\n"
+             "frames, and 3 threads"},
+    {.name = "--live-idle-s", .meta = "T", .kind = HM_OPT_REAL, .off = C(live_idle_s), .lo = 0, .hi = 3600,
+     .open_lo = 1, .help = "a live session without a request for T seconds ends\n(default 10)"},
+    {0},
+};
+
+static const hm_command serve_cmd = {
+    .cmd = "serve",
+    .synopsis =
+        "usage: hamer serve --model M [--host 127.0.0.1] [--port 8080] [--threads N]\n"
+        "                   [--workers K] [--queue 64] [--max-body-mb 20]\n"
+        "                   [--timeout-s 30] [--precision fp32|fast] [--device D]\n"
+        "                   [--reference M] [--mano FILE.npz] [--cache N]\n"
+        "                   [--cache-mb 64] [--cache-ttl-s 60] [--quiet]\n"
+        "                   [--max-connections 256] [--max-connections-per-ip 32]\n"
+        "                   [--header-timeout-s 10] [--upload-budget-mb 256]\n"
+        "                   [--response-budget-mb 512] [--pixels-per-byte 200]\n"
+        "                   [--drain-s 30] [--detector DIR] [--lite] [--no-detector]\n"
+        "                   [--web DIR] [--live-sessions 2] [--live-idle-s 10]\n",
+    .about =
+        "Serves HaMeR over HTTP/1.1:\n"
+        "  GET  /healthz       200 while the process lives\n"
+        "  GET  /readyz        200 once loaded, warmed up and self-checked; else 503\n"
+        "  GET  /info          model dimensions, precision, threads, workers, kernel ISA,\n"
+        "                      device, backends, CPU, version\n"
+        "  GET  /metrics       Prometheus text: requests, latencies, queue depth, hands\n"
+        "  GET  /openapi.json  OpenAPI 3 description of the endpoints\n"
+        "  GET  /              the web page: a photo, a video file or the webcam in; the\n"
+        "                      overlay, boxes and a 3D view out\n"
+        "  POST /v1/predict    RESULT.json of `hamer run` (?vertices=1); ?format=glb the\n"
+        "                      hands as binary glTF, obj one OBJ, bvh, or all (every\n"
+        "                      format from one job, multipart); body: an image with\n"
+        "                      ?boxes=x1,y1,x2,y2[:left];..., or multipart/form-data\n"
+        "                      with an 'image' part and a 'hands' part\n"
+        "                      ([{\"bbox\":[..],\"is_right\":..}]); without boxes the\n"
+        "                      built-in detector finds the hands (?min_score=,\n"
+        "                      ?max_hands=)\n"
+        "  POST /v1/render     same input; the overlay PNG (?side_view=1, ?draw=)\n"
+        "  POST /v1/live       hands live: one frame a request (a new session, then\n"
+        "                      ?session=T), answered at once with the session's newest\n"
+        "                      tracked and regressed frames\n"
+        "  Both POSTs take ?rescale=S and ?crop_mode=warp|pad as `hamer run` does;\n"
+        "  /v1/predict also ?focal=PX or ?fov=DEG (default: the photo's EXIF).\n",
+    .epilog =
+        "Logs go to stderr, one line per request: method, path, status, milliseconds.\n"
+        "SIGTERM, SIGINT or SIGHUP: stop accepting, finish the requests in flight (at\n"
+        "most --drain-s), exit 0. A second signal while draining stops at once: the\n"
+        "requests in flight get 503, their inference is cancelled, exit 0 within a few\n"
+        "seconds. A warm-up still loading is waited for as long. Exit status: 0 after\n"
+        "a clean shutdown; 1 the server could not start; 2 bad usage.\n",
+    .groups = (const hm_opt_group[]){{serve_opts, 0, NULL},
+                                     {hm_opts_model, S(m), "the model"},
+                                     {serve_limits, 0, "limits"},
+                                     {serve_page, 0, "detector, page, live"},
+                                     {NULL, 0, NULL}},
+    .required = (const char *const[]){"--model", NULL},
+    .exclusive = (const char *const[]){"--no-detector", "--detector", "--no-detector", "--lite", NULL},
+};
 
 /* Fill cfg from argv; 0 ok, 1 help printed, 2 usage error (reported). */
-static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
-    double mb = 20, budget_mb = 256, response_mb = 512, cache_mb = 64;
+static int parse_args(int argc, char **argv, hm_srv_config *out) {
+    static serve_args a;
+    memset(&a, 0, sizeof a);
+    hm_model_args_defaults(&a.m);
+    a.body_mb = 20, a.upload_mb = 256, a.response_mb = 512, a.cache_mb = 64;
+    hm_srv_config *cfg = &a.cfg;
     cfg->max_conns = 256;
     cfg->max_conns_per_ip = 32;
     cfg->header_timeout_s = 10;
@@ -136,102 +208,18 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
     cfg->queue = 64;
     cfg->timeout_s = 30;
     cfg->cache_ttl_s = 60;
-    cfg->precision = HAMER_PRECISION_FP32;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(USAGE_SERVE, stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--quiet")) {
-            cfg->quiet = 1;
-            continue;
-        }
-        if (!strcmp(a, "--lite")) {
-            cfg->detector_lite = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-detector")) {
-            cfg->no_detector = 1;
-            continue;
-        }
-        if (a[0] != '-' || a[1] != '-') return hm_tool_fail(2, "serve: unexpected argument '%s'", a);
-        if (i + 1 >= argc) return hm_tool_fail(2, "serve: option '%s' needs a value (or is unknown)", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) cfg->model_path = v;
-        else if (!strcmp(a, "--mano")) cfg->mano_path = v;
-        else if (!strcmp(a, "--reference")) cfg->reference_path = v;
-        else if (!strcmp(a, "--host")) cfg->host = v;
-        else if (!strcmp(a, "--detector")) cfg->detector_dir = v;
-        else if (!strcmp(a, "--web")) cfg->web_dir = v;
-        else if (!strcmp(a, "--max-connections")) {
-            if (hm_tool_parse_int(v, 1, 100000, &cfg->max_conns))
-                return hm_tool_fail(2, "serve: --max-connections must be 1..100000, got '%s'", v);
-        } else if (!strcmp(a, "--max-connections-per-ip")) {
-            if (hm_tool_parse_int(v, 1, 100000, &cfg->max_conns_per_ip))
-                return hm_tool_fail(2, "serve: --max-connections-per-ip must be 1..100000, got '%s'", v);
-        } else if (!strcmp(a, "--header-timeout-s")) {
-            if (parse_real(v, 0, 3600, &cfg->header_timeout_s))
-                return hm_tool_fail(2, "serve: --header-timeout-s must be in (0, 3600], got '%s'", v);
-        } else if (!strcmp(a, "--drain-s")) {
-            if (parse_real(v, 0, 86400, &cfg->drain_s))
-                return hm_tool_fail(2, "serve: --drain-s must be in (0, 86400], got '%s'", v);
-        } else if (!strcmp(a, "--pixels-per-byte")) {
-            if (parse_real(v, 0, 1e9, &cfg->pixels_per_byte))
-                return hm_tool_fail(2, "serve: --pixels-per-byte must be in (0, 1e9], got '%s'", v);
-        } else if (!strcmp(a, "--upload-budget-mb")) {
-            if (parse_real(v, 0, 1 << 20, &budget_mb))
-                return hm_tool_fail(2, "serve: --upload-budget-mb must be in (0, 1048576], got '%s'", v);
-        } else if (!strcmp(a, "--response-budget-mb")) {
-            if (parse_real(v, 0, 1 << 20, &response_mb))
-                return hm_tool_fail(2, "serve: --response-budget-mb must be in (0, 1048576], got '%s'", v);
-        } else if (!strcmp(a, "--cache-mb")) {
-            if (parse_real(v, 0, 1 << 20, &cache_mb))
-                return hm_tool_fail(2, "serve: --cache-mb must be in (0, 1048576], got '%s'", v);
-        }
-        else if (!strcmp(a, "--port")) {
-            if (hm_tool_parse_int(v, 0, 65535, &cfg->port)) return hm_tool_fail(2, "serve: --port must be 0..65535, got '%s'", v);
-        } else if (!strcmp(a, "--threads")) {
-            if (hm_tool_parse_threads(v, &cfg->threads))
-                return hm_tool_fail(2, "serve: --threads must be an integer in 1..1024, got '%s'", v);
-        } else if (!strcmp(a, "--workers")) {
-            if (hm_tool_parse_int(v, 1, 256, &cfg->workers)) return hm_tool_fail(2, "serve: --workers must be 1..256, got '%s'", v);
-        } else if (!strcmp(a, "--queue")) {
-            if (hm_tool_parse_int(v, 1, 100000, &cfg->queue)) return hm_tool_fail(2, "serve: --queue must be 1..100000, got '%s'", v);
-        } else if (!strcmp(a, "--cache")) {
-            if (hm_tool_parse_int(v, 0, 100000, &cfg->cache_n)) return hm_tool_fail(2, "serve: --cache must be 0..100000, got '%s'", v);
-        } else if (!strcmp(a, "--max-body-mb")) {
-            if (parse_real(v, 0, 4096, &mb)) return hm_tool_fail(2, "serve: --max-body-mb must be in (0, 4096], got '%s'", v);
-        } else if (!strcmp(a, "--timeout-s")) {
-            if (parse_real(v, 0, 86400, &cfg->timeout_s))
-                return hm_tool_fail(2, "serve: --timeout-s must be in (0, 86400], got '%s'", v);
-        } else if (!strcmp(a, "--cache-ttl-s")) {
-            if (parse_real(v, 0, 86400, &cfg->cache_ttl_s))
-                return hm_tool_fail(2, "serve: --cache-ttl-s must be in (0, 86400], got '%s'", v);
-        } else if (!strcmp(a, "--live-sessions")) {
-            if (hm_tool_parse_int(v, 0, 64, &cfg->live_sessions))
-                return hm_tool_fail(2, "serve: --live-sessions must be 0..64, got '%s'", v);
-        } else if (!strcmp(a, "--live-idle-s")) {
-            if (parse_real(v, 0, 3600, &cfg->live_idle_s))
-                return hm_tool_fail(2, "serve: --live-idle-s must be in (0, 3600], got '%s'", v);
-        } else if (!strcmp(a, "--device")) {
-            cfg->device = v;
-        } else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "fp32")) cfg->precision = HAMER_PRECISION_FP32;
-            else if (!strcmp(v, "fast")) cfg->precision = HAMER_PRECISION_FAST;
-            else return hm_tool_fail(2, "serve: --precision must be fp32 or fast, got '%s'", v);
-        } else {
-            return hm_tool_fail(2, "serve: unknown option '%s' (see 'hamer serve --help')", a);
-        }
-    }
-    if (!cfg->model_path) return hm_tool_fail(2, "serve: --model is required%s", "");
-    cfg->max_body = (size_t)(mb * 1048576.0);
+    int rc = hm_args_parse(&serve_cmd, argc, argv, &a);
+    if (rc) return rc < 0 ? 1 : rc;
+    cfg->model_path = a.m.model;
+    cfg->mano_path = a.m.mano;
+    cfg->device = a.m.device;
+    cfg->precision = a.m.precision;
+    cfg->threads = a.m.threads;
+    cfg->max_body = (size_t)(a.body_mb * 1048576.0);
     if (cfg->max_body < 1) cfg->max_body = 1;
-    cfg->upload_budget = (size_t)(budget_mb * 1048576.0);
-    cfg->response_budget = (size_t)(response_mb * 1048576.0);
-    cfg->cache_bytes = (size_t)(cache_mb * 1048576.0);
-    if (cfg->no_detector && (cfg->detector_dir || cfg->detector_lite))
-        return hm_tool_fail(2, "serve: --no-detector excludes --detector and --lite%s", "");
+    cfg->upload_budget = (size_t)(a.upload_mb * 1048576.0);
+    cfg->response_budget = (size_t)(a.response_mb * 1048576.0);
+    cfg->cache_bytes = (size_t)(a.cache_mb * 1048576.0);
     /* Each connection holds an fd: stay below the process's limit (the
      * listening socket, logs, the model file and pools need some too). */
     struct rlimit rl;
@@ -250,6 +238,7 @@ static int parse_args(int argc, char **argv, hm_srv_config *cfg) {
         int n = hm_cpu_online();
         cfg->threads = n > cfg->workers ? n / cfg->workers : 1;
     }
+    *out = *cfg;
     return 0;
 }
 
