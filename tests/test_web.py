@@ -252,6 +252,10 @@ def test_webcam_and_video_file_in_the_browser(server, tmp_path):
         assert g["frames_sent"] >= 3 and g["marks"] > 100, g
         if mode == "camera":    # its hands regressed and drawn in 3D
             assert g["regressed"] >= 1 and int(g["hand_count"]) >= 1 and g["rendered"] == "1", g
+            # the hands table lists the newest regressed frame's hands
+            assert len(g["hand_rows"]) == int(g["hand_count"]), g["hand_rows"]
+            assert all(r[0].startswith("track ") and r[1] in ("left", "right") and len(r[2].split(", ")) == 4
+                       for r in g["hand_rows"]), g["hand_rows"]
         else:                   # its hands tracked
             assert g["tracked_hands"] >= 1, g
         # one request in flight at most: the newest frame goes when the answer comes

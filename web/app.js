@@ -582,6 +582,21 @@ function liveStats(a) {
 
 // The regressed hands as meshes: vertices + cam_t_full, in the GLB's
 // frame (x, -y, -z: the camera looking down -z, y up).
+/* The hands table for the newest regressed frame: its track, side, box
+ * and tracking score (no show toggles: the next frame replaces them). */
+function liveHandRows(hands) {
+  $('hand-count').textContent = String(hands.length);
+  $('hand-count').dataset.count = String(hands.length);
+  const tbody = $('hands').querySelector('tbody');
+  tbody.replaceChildren();
+  hands.forEach((h) => {
+    const score = h.detector_score ?? (h.detection && h.detection.score);
+    row(tbody, [h.track_id !== undefined ? `track ${h.track_id}` : '–', h.is_right ? 'right' : 'left',
+                (h.bbox || []).map((v) => Math.round(v)).join(', '),
+                typeof score === 'number' ? score.toFixed(3) : '–', '–']);
+  });
+}
+
 function liveMeshes(rec) {
   if (!view.renderer || !live.faces) return;
   if (!live.group) {
@@ -685,8 +700,7 @@ async function liveLoop(video, run) {
     if (a.regressed) {
       live.lastRegressed = a.regressed;
       liveMeshes(a.regressed);
-      $('hand-count').textContent = String(a.regressed.hands.length);
-      $('hand-count').dataset.count = String(a.regressed.hands.length);
+      liveHandRows(a.regressed.hands);
     }
     if (a.failed) {
       setStatus('error', 'the live session stopped: ' + a.failed);

@@ -61,6 +61,7 @@ try {
     g.status = await page.textContent('#status');
     g.hand_count = await page.getAttribute('#hand-count', 'data-count');
     g.rendered = await page.getAttribute('#view3d', 'data-rendered');
+    g.hand_rows = await page.$$eval('#hands tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
     g.stats = await page.$$eval('#live-stats tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
     g.video = await page.$eval('#live-video', (v) => ({ hidden: v.hidden, width: v.videoWidth, height: v.videoHeight }));
     g.marks = await page.$eval('#live-overlay', (c) => {
