@@ -83,6 +83,11 @@ static void query_check_ok(const hm_srv_query_args *a, int image_body, const hm_
     if (q->min_score != 0 && !(q->min_score > 0 && q->min_score < 1)) __builtin_trap();
     if (q->max_hands < 0 || q->max_hands > HAMER_MAX_HANDS) __builtin_trap();
     if ((q->min_score || q->max_hands) && a->value[0]) __builtin_trap();
+    /* the detector's passes: a known mode, and the default with boxes */
+    if (q->proposals != HAMER_PROPOSALS_AUTO && q->proposals != HAMER_PROPOSALS_ON &&
+        q->proposals != HAMER_PROPOSALS_OFF)
+        __builtin_trap();
+    if (q->proposals != HAMER_PROPOSALS_AUTO && a->value[0]) __builtin_trap();
     if (q->draw_hide & ~(unsigned)HAMER_DRAW_ALL) __builtin_trap();
     if (q->format != HM_SRV_FMT_JSON && a->endpoint != HM_SRV_EP_PREDICT) __builtin_trap();
     if (!image_body) {

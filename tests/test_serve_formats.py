@@ -117,6 +117,8 @@ def test_draw(srv):
     ("max_hands=0", "max_hands must be an integer in 1..64"),
     ("max_hands=65", "max_hands must be an integer in 1..64"),
     ("max_hands=1.5", "max_hands must be"),
+    ("proposals=maybe", "proposals must be auto, on or off"),
+    ("proposals=on&" + BOXES, "proposals= chooses the detector's passes"),
 ])
 def test_detector_parameters_refused(srv, q, words):
     for ep in ("/v1/predict", "/v1/render"):
@@ -130,7 +132,7 @@ def test_openapi_names_the_parameters(srv):
     assert params["min_score"]["schema"]["maximum"] == 1 and params["max_hands"]["schema"]["maximum"] == 64
     for ep in ("/v1/predict", "/v1/render"):
         refs = {p.get("$ref", "").rsplit("/", 1)[-1] for p in doc["paths"][ep]["post"]["parameters"]}
-        assert {"min_score", "max_hands", "draw"} <= refs, ep
+        assert {"min_score", "max_hands", "draw", "proposals"} <= refs, ep
     fmt = [p for p in doc["paths"]["/v1/predict"]["post"]["parameters"] if p.get("name") == "format"][0]
     assert fmt["schema"]["enum"] == ["json", "glb", "obj", "bvh", "all"]
     assert "multipart/form-data" in doc["paths"]["/v1/predict"]["post"]["responses"]["200"]["content"]
@@ -170,7 +172,8 @@ def test_detector_parameters_equal_run(srv, tmp_path):
     photo = shared_photo()
     body = photo.read_bytes()
     counts = {}
-    for q, args in (("", []), ("max_hands=1", ["--max-hands", "1"]), ("min_score=0.9", ["--min-score", "0.9"])):
+    for q, args in (("", []), ("max_hands=1", ["--max-hands", "1"]), ("min_score=0.9", ["--min-score", "0.9"]),
+                    ("proposals=on", ["--proposals", "on"]), ("proposals=off", ["--proposals", "off"])):
         out = tmp_path / "run.json"
         proc = run_hamer(["run", "--model", srv.model, "--image", photo, "--output", out, *args])
         assert proc.returncode in (0, 3, 4), describe(proc)

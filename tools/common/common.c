@@ -144,6 +144,14 @@ int hm_tool_parse_body(const char *s, hamer_body_mode *out) {
     return -1;
 }
 
+int hm_tool_parse_proposals(const char *s, hamer_proposals_mode *out) {
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) return *out = HAMER_PROPOSALS_AUTO, 0;
+    if (!strcmp(s, "on")) return *out = HAMER_PROPOSALS_ON, 0;
+    if (!strcmp(s, "off")) return *out = HAMER_PROPOSALS_OFF, 0;
+    return -1;
+}
+
 const char *hm_tool_body_name(hamer_body_mode m) {
     return m == HAMER_BODY_ON ? "on" : m == HAMER_BODY_OFF ? "off" : "auto";
 }

@@ -58,6 +58,9 @@ extern const char hm_tool_mano_advice[];
  * worker's "body"); 0 ok, -1 bad. */
 int hm_tool_parse_body(const char *s, hamer_body_mode *out);
 const char *hm_tool_body_name(hamer_body_mode m);
+/* "auto" | "on" | "off" -> HAMER_PROPOSALS_* (the server's proposals=);
+ * 0 ok, -1 bad. */
+int hm_tool_parse_proposals(const char *s, hamer_proposals_mode *out);
 /* The detector options `detect`, `run`, `bench` and `worker` share. */
 typedef struct {
     const char *dir;            /* --detector DIR */

@@ -181,7 +181,7 @@ int hm_srv_target_check(const char *target, char *msg, size_t msglen);
  * needs them: the keys are judged as soon as the headers are in (before the
  * body is read), the values once the body is complete. */
 
-#define HM_SRV_QUERY_NKEYS 14
+#define HM_SRV_QUERY_NKEYS 15
 /* The keys, as indexes of hm_srv_query_args.value. */
 extern const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS];
 
@@ -208,6 +208,7 @@ typedef struct {
     int format;                     /* /v1/predict?format=: HM_SRV_FMT_* */
     hamer_body_mode body;           /* ?body=: the detector's body pass (no boxes only), default auto */
     bool body_boxes;                /* ?body_boxes=1: its keypoint-only boxes too (no boxes only) */
+    hamer_proposals_mode proposals; /* ?proposals=: the detector's proposal pass (no boxes only), default auto */
     float min_score;                /* ?min_score=: the detector's threshold (no boxes only); 0: its default */
     int max_hands;                  /* ?max_hands=: at most this many hands detected (no boxes only); 0: default */
     unsigned draw_hide;             /* ?draw=: HAMER_DRAW_* bits the overlay leaves out (render, format=all) */
@@ -267,6 +268,7 @@ typedef struct hm_srv_job {
     int detect;                     /* no boxes given: the detector finds them */
     hamer_body_mode body_mode;      /* ?body=: the detector's body pass */
     bool body_boxes;                /* ?body_boxes= */
+    hamer_proposals_mode proposals; /* ?proposals= */
     float min_score;                /* ?min_score= (0: the detector's default) */
     int max_hands;                  /* ?max_hands= (0: the detector's default) */
     unsigned draw_hide;             /* ?draw= */

@@ -80,6 +80,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
     job->side_view = query.side_view;
     job->body_mode = query.body;
     job->body_boxes = query.body_boxes;
+    job->proposals = query.proposals;
     job->min_score = query.min_score;
     job->max_hands = query.max_hands;
     job->draw_hide = query.draw_hide;
@@ -124,6 +125,7 @@ static int make_job(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r, hm_srv_j
         for (int k = 0; k < HM_SRV_QUERY_NKEYS; k++)
             if (hands && args.value[k] &&
                 (!strcmp(hm_srv_query_keys[k], "body") || !strcmp(hm_srv_query_keys[k], "body_boxes") ||
+                 !strcmp(hm_srv_query_keys[k], "proposals") ||
                  !strcmp(hm_srv_query_keys[k], "min_score") || !strcmp(hm_srv_query_keys[k], "max_hands"))) {
                 snprintf(msg, msglen, "%s= is the detector's: it is for requests without hands", hm_srv_query_keys[k]);
                 return 400;

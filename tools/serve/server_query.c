@@ -1,7 +1,7 @@
 /* server_query.c - the query string of POST /v1/predict and /v1/render:
  * which keys an endpoint takes, and their values (boxes, rescale,
  * crop_mode, vertices, side_view, timeout_s, format, body, body_boxes,
- * focal, fov, min_score, max_hands, draw), and that of POST /v1/live
+ * proposals, focal, fov, min_score, max_hands, draw), and that of POST /v1/live
  * (session, end, max_hands, min_score, smooth).
  *
  * Separate from server_http.c so that it takes plain strings and can be
@@ -22,11 +22,11 @@
 #include "core/util.h"
 
 enum { QUERY_BOXES, QUERY_VERTICES, QUERY_RESCALE, QUERY_CROP_MODE, QUERY_SIDE_VIEW, QUERY_TIMEOUT, QUERY_FORMAT, QUERY_BODY,
-       QUERY_BODY_BOXES, QUERY_FOCAL, QUERY_FOV, QUERY_MIN_SCORE, QUERY_MAX_HANDS, QUERY_DRAW };
+       QUERY_BODY_BOXES, QUERY_FOCAL, QUERY_FOV, QUERY_MIN_SCORE, QUERY_MAX_HANDS, QUERY_DRAW, QUERY_PROPOSALS };
 const char *const hm_srv_query_keys[HM_SRV_QUERY_NKEYS] = {"boxes",      "vertices",  "rescale", "crop_mode",
                                                            "side_view",  "timeout_s", "format",  "body",
                                                            "body_boxes", "focal",     "fov",     "min_score",
-                                                           "max_hands",  "draw"};
+                                                           "max_hands",  "draw",      "proposals"};
 
 void hm_srv_query_init(hm_srv_query_args *a, int endpoint) {
     memset(a, 0, sizeof *a);
@@ -188,6 +188,17 @@ static int query_values(const hm_srv_query_args *a, int image_body, hm_srv_query
         }
         if (boxes) {
             snprintf(msg, msglen, "body= chooses the detector's passes: it is for requests without boxes");
+            return 400;
+        }
+    }
+    /* proposals=auto|on|off: the detector's proposal pass, likewise */
+    if ((v = a->value[QUERY_PROPOSALS])) {
+        if (hm_tool_parse_proposals(v, &q->proposals)) {
+            snprintf(msg, msglen, "proposals must be auto, on or off, got '%.40s'", v);
+            return 400;
+        }
+        if (boxes) {
+            snprintf(msg, msglen, "proposals= chooses the detector's passes: it is for requests without boxes");
             return 400;
         }
     }

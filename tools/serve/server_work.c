@@ -201,6 +201,7 @@ static void run_job(hm_srv *s, hamer_job *pj, hm_srv_job *job, int *status, uint
     jp.predict = job->pp;
     jp.detect.body = job->body_mode;
     jp.detect.body_boxes = job->body_boxes;
+    jp.detect.proposals = job->proposals;
     if (job->min_score > 0) jp.detect.min_score = job->min_score;
     if (job->max_hands > 0) jp.detect.max_hands = job->max_hands;
     hamer_job_input in = {.data = job->image, .len = job->image_len, .boxes = job->boxes, .n_boxes = job->nbox,
