@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import video_fixtures as V
-from conftest import HAMER_BIN, SANITIZE, describe, run_hamer
+from conftest import HAMER_BIN, HAMER_LIB, SANITIZE, describe, run_hamer
 from detect.common import shared_images
 from PIL import Image
 
@@ -165,3 +165,18 @@ def test_usage_errors():
         proc = live(*args)
         lines = proc.stderr.splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and want in lines[0], describe(proc)
+
+
+def test_libavdevice_loaded_not_linked(clips):
+    """libavdevice is loaded by hamer_capture_open when it first runs, not
+    linked: it pulls in libavfilter and, through that, OpenBLAS, whose
+    thread pool started with the library, every signal unblocked, in every
+    program linking libhamer (a SIGTERM for `hamer serve`'s sigtimedwait
+    went to one of those threads and killed the server). The devices still
+    open: lavfi is one of libavdevice's formats."""
+    for binary in (HAMER_BIN, HAMER_LIB):
+        deps = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30).stdout
+        assert "libavdevice" not in deps and "blas" not in deps, deps
+    proc = live("--format", "lavfi", "--input", "testsrc=size=64x48:rate=30", "--frames", "3", "--pace", "off")
+    assert proc.returncode == 0, describe(proc)
+    assert json.loads(proc.stdout.splitlines()[-1])["summary"]["frames"]["captured"] >= 3, proc.stdout[-500:]

@@ -20,12 +20,17 @@
  * FFmpeg allocate more; every frame must have the first one's size (a change ends the capture with an
  * error). The URL is the caller's (an operator's choice: `hamer live`
  * takes it from its command line, the server never opens one).
+ *
+ * libavdevice is loaded here, on the first open, not linked (CMakeLists.txt
+ * says why): without it, files and network streams still open, and a
+ * device format fails naming what did not load.
  */
 #include <libavcodec/avcodec.h>
 #include <libavdevice/avdevice.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -219,12 +224,29 @@ static void *capture_main(void *arg) {
     return NULL;
 }
 
+/* libavdevice's devices (v4l2, ...) registered with libavformat, once;
+ * why it did not load in avdevice_why ("" when it did). */
+static char avdevice_why[256];
+
+static void load_avdevice(void) {
+    const char *name = "libavdevice.so." AV_STRINGIFY(LIBAVDEVICE_VERSION_MAJOR);
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    void (*reg)(void) = h ? (void (*)(void))dlsym(h, "avdevice_register_all") : NULL;
+    if (!reg) {
+        const char *e = dlerror();
+        snprintf(avdevice_why, sizeof avdevice_why, "%s", e ? e : name);
+        return;
+    }
+    reg(); /* the handle stays open: libavformat now lists its devices */
+}
+
 static int open_input(capture *c) {
     char e[128];
     const AVInputFormat *ifmt = NULL;
     if (c->p.format && !(ifmt = av_find_input_format(c->p.format)))
-        return hm_err(HM_E_UNSUPPORTED, "capture: no input format '%s' in this FFmpeg (ffmpeg -formats lists them)",
-                      c->p.format);
+        return hm_err(HM_E_UNSUPPORTED, "capture: no input format '%s' in this FFmpeg (ffmpeg -formats lists them)%s%s",
+                      c->p.format, avdevice_why[0] ? "; libavdevice, which has the devices, did not load: " : "",
+                      avdevice_why);
     AVDictionary *opt = NULL;
     if (c->p.options && av_dict_parse_string(&opt, c->p.options, "=", ":", 0) < 0) {
         av_dict_free(&opt);
@@ -347,7 +369,7 @@ int hm_capture_open(const char *url, const hamer_capture_params *params, hamer_f
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     static pthread_once_t devices = PTHREAD_ONCE_INIT;
-    pthread_once(&devices, avdevice_register_all);
+    pthread_once(&devices, load_avdevice);
     c->p.format = p.format, c->p.options = p.options;
     hm_ff_sink quiet = {0};
     hm_ff_log_enter(&quiet);

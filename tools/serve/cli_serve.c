@@ -284,6 +284,23 @@ static void server_free(hm_srv *s) {
     pthread_mutex_destroy(&s->mu);
 }
 
+/* The stop signals are blocked in every thread this program starts and
+ * taken with sigtimedwait; a thread a library started before main (with
+ * its own mask) could still be handed one, whose default action would end
+ * the process at once: the handler turns that delivery into this flag. */
+static volatile sig_atomic_t foreign_sig;
+static void on_foreign_signal(int sig) { foreign_sig = sig; }
+
+/* The next of sigs within ns nanoseconds (either way it came), or 0. */
+static int next_signal(const sigset_t *sigs, long ns) {
+    struct timespec ts = {0, ns};
+    int sig = sigtimedwait(sigs, NULL, &ts);
+    if (sig > 0) return sig;
+    sig = foreign_sig;
+    foreign_sig = 0;
+    return sig;
+}
+
 /* Wait until no request is in flight, the deadline passes (-1) or another
  * of sigs arrives (-2); 0 drained. */
 static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
@@ -291,7 +308,7 @@ static int wait_drained(hm_srv *s, double deadline, const sigset_t *sigs) {
         if (hm_now() >= deadline) return -1;
         struct timespec ts = {0, 20 * 1000 * 1000};
         if (sigs) {
-            if (sigtimedwait(sigs, NULL, &ts) > 0) return -2;
+            if (next_signal(sigs, ts.tv_nsec) > 0) return -2;
         } else {
             nanosleep(&ts, NULL);
         }
@@ -316,7 +333,7 @@ static int wait_warmup(double deadline, const sigset_t *sigs) {
         if (hm_now() >= deadline) return 0;
         struct timespec ts = {0, 20 * 1000 * 1000};
         if (sigs) {
-            if (sigtimedwait(sigs, NULL, &ts) > 0) return 0;
+            if (next_signal(sigs, ts.tv_nsec) > 0) return 0;
         } else {
             nanosleep(&ts, NULL);
         }
@@ -342,6 +359,12 @@ int hm_serve_main(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_foreign_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);   /* a client closing early must not kill the server */
 
     if (server_init(s)) {
@@ -377,8 +400,7 @@ int hm_serve_main(int argc, char **argv) {
     }
     int sig = 0;
     while (!atomic_load(&s->fatal)) {
-        struct timespec tick = {0, 200 * 1000 * 1000};
-        sig = sigtimedwait(&sigs, NULL, &tick);
+        sig = next_signal(&sigs, 200 * 1000 * 1000);
         if (sig > 0) break;
     }
     int fatal = atomic_load(&s->fatal);
