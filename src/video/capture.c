@@ -26,7 +26,6 @@
  * device format fails naming what did not load.
  */
 #include <libavcodec/avcodec.h>
-#include <libavdevice/avdevice.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
@@ -229,7 +228,9 @@ static void *capture_main(void *arg) {
 static char avdevice_why[256];
 
 static void load_avdevice(void) {
-    const char *name = "libavdevice.so." AV_STRINGIFY(LIBAVDEVICE_VERSION_MAJOR);
+    /* libavdevice's major version is libavformat's (FFmpeg releases them
+     * together: 58 in 4.x, 59 in 5.x, 60 in 6.x, 61 in 7.x) */
+    const char *name = "libavdevice.so." AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     void (*reg)(void) = h ? (void (*)(void))dlsym(h, "avdevice_register_all") : NULL;
     if (!reg) {
