@@ -38,6 +38,7 @@ int hm_pack_weights_fast_sensitive(hm_packed *p, const float *W, int ldw, const 
     int rc = pack_args(__func__, p, W, ldw, N, K);
     if (rc) return rc;
     int kind = hm_lowp_sensitive_kind();
+    if (kind == HM_LOWP_FP32) return hm_pack_fp32(p, W, ldw, bias, N, K); /* AArch64 without BF16 */
     if (kind < 0) return kind; /* message recorded */
     return hm_pack_lowp(p, W, ldw, bias, N, K, kind);
 }
