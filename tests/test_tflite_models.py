@@ -141,6 +141,7 @@ def compare(got, ref, what, model=None):
 
 
 @pytest.mark.slow
+@pytest.mark.accuracy  # under ASan: the same models, ops and input sizes in test_model_random_input
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_model_real_photos(model, tool, ref_runtime, detector_dir, images):
     data = (detector_dir / (model + ".tflite")).read_bytes()
