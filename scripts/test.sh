@@ -5,7 +5,7 @@
 #                              stage (scripts/test_aarch64.sh: cross build, qemu),
 #                              the Release tests under AddressSanitizer +
 #                              UndefinedBehaviorSanitizer,
-#                              every fuzz target for FUZZ_SECONDS (default 20)
+#                              every fuzz target for FUZZ_SECONDS (default 15)
 #                              and the valgrind memcheck subset
 #   scripts/test.sh --quick    the contributors' loop: Release build, the C tests
 #                              and the Python tests not marked slow (a few minutes)
@@ -114,7 +114,7 @@ stage "tests (ASan+UBSan)" asan_tests
 fuzz_and_valgrind() {
     local fz=0 vg=0 t0=$SECONDS
     mkdir -p build
-    (FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_JOBS=${FUZZ_JOBS:-2} bash fuzz/run >build/fuzz.log 2>&1; \
+    (FUZZ_SECONDS=${FUZZ_SECONDS:-15} FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_JOBS=${FUZZ_JOBS:-2} bash fuzz/run >build/fuzz.log 2>&1; \
         echo $((SECONDS - t0)) >build/fuzz.seconds) &
     local fpid=$!
     bash scripts/valgrind.sh >build/valgrind.log 2>&1 || vg=$?
