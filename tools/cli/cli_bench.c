@@ -59,22 +59,6 @@ static double median(const double *v, int n) {
     return m;
 }
 
-/* "VmHWM" / "VmRSS" of this process in MB, or -1. */
-static double proc_status_mb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    double mb = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') {
-            mb = strtod(line + n + 1, NULL) / 1024.0;
-            break;
-        }
-    fclose(f);
-    return mb;
-}
-
 /* Model FLOPs of one crop (multiply-add = 2), as PyTorch computes it:
  * the four block matmuls, attention, patch embedding and the decoder. */
 static double flops_per_crop(const hamer_model_info *in) {
@@ -352,7 +336,7 @@ static int run(bench_args *args) {
         }
     hamer_state_set_profile(st, 0);
     /* Memory of the timed configuration, before any fp32 reference is loaded. */
-    double peak_rss = proc_status_mb("VmHWM"), rss = proc_status_mb("VmRSS");
+    double peak_rss = hm_tool_proc_status_mb("VmHWM"), rss = hm_tool_proc_status_mb("VmRSS");
     if (rss > peak_rss) peak_rss = rss; /* the kernel updates VmHWM lazily */
 
     /* Accuracy against fp32 on the same crops: the outputs of the last timed

@@ -205,18 +205,6 @@ static json_t *header(const live_args *a) {
                      a->tr.tp.smooth == HAMER_SMOOTH_NONE ? "none" : "one-euro");
 }
 
-/* Peak resident memory of this process in MB (VmHWM), 0 if unknown: the
- * queues are bounded, so a long run ends where a short one does. */
-static double peak_rss_mb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
-    if (f) fclose(f);
-    return kb / 1024.0;
-}
-
 static json_t *summary(const hamer_live_stats *s, const char *error) {
     const double sec = s->seconds > 0 ? s->seconds : 1;
     json_t *o = json_pack("{s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I},s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:i,s:f}",
@@ -230,7 +218,8 @@ static json_t *summary(const hamer_live_stats *s, const char *error) {
     if (s->track_latency_max_ms > 0)
         json_object_set_new(o, "tracked_latency_ms", json_pack("{s:f,s:f,s:f}", "p50", s->track_latency_p50_ms, "p90",
                                                                s->track_latency_p90_ms, "max", s->track_latency_max_ms));
-    json_object_set_new(o, "peak_rss_mb", json_real(peak_rss_mb()));
+    /* the queues are bounded, so a long run ends where a short one does */
+    json_object_set_new(o, "peak_rss_mb", json_real(hm_tool_peak_rss_mb()));
     if (error) json_object_set_new(o, "error", json_string(error));
     return json_pack("{s:o}", "summary", o);
 }

@@ -188,17 +188,6 @@ static int parse(int argc, char **argv, hm_video_args *a) {
     return 0;
 }
 
-/* Peak resident memory of this process in MB (VmHWM), 0 if unknown. */
-static double peak_rss_mb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
-    if (f) fclose(f);
-    return kb / 1024.0;
-}
-
 /* This frame into the totals. */
 static void sum_add(hm_video_sum *s, const hamer_video_frame *f, const hamer_track_stats *st, const hamer_track *tracks,
                     int n) {
@@ -300,7 +289,7 @@ static json_t *summary(const hm_video_run *r, double elapsed, const char *damage
                           (json_int_t)s->hands, "tracks", (json_int_t)s->tracks, "detections",
                           (json_int_t)s->detections, "cuts", (json_int_t)s->cuts, "stride", r->a->vp.stride,
                           "elapsed_s", elapsed, "fps", elapsed > 0 ? s->frames / elapsed : 0.0, "timings_ms", tm,
-                          "interrupted", stop_requested != 0, "peak_rss_mb", peak_rss_mb());
+                          "interrupted", stop_requested != 0, "peak_rss_mb", hm_tool_peak_rss_mb());
     json_object_set_new(o, "timings", json_string("mean ms per processed frame; decode on its own thread"));
     json_object_set_new(o, "damaged", damaged ? json_string(damaged) : json_null());
     json_object_set_new(o, "error", error ? json_string(error) : json_null());

@@ -152,6 +152,26 @@ int hm_tool_parse_proposals(const char *s, hamer_proposals_mode *out) {
     return -1;
 }
 
+double hm_tool_proc_status_mb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double mb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') {
+            mb = strtod(line + n + 1, NULL) / 1024.0;
+            break;
+        }
+    fclose(f);
+    return mb;
+}
+
+double hm_tool_peak_rss_mb(void) {
+    const double mb = hm_tool_proc_status_mb("VmHWM");
+    return mb > 0 ? mb : 0;
+}
+
 const char *hm_tool_body_name(hamer_body_mode m) {
     return m == HAMER_BODY_ON ? "on" : m == HAMER_BODY_OFF ? "off" : "auto";
 }

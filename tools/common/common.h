@@ -58,6 +58,11 @@ extern const char hm_tool_mano_advice[];
  * worker's "body"); 0 ok, -1 bad. */
 int hm_tool_parse_body(const char *s, hamer_body_mode *out);
 const char *hm_tool_body_name(hamer_body_mode m);
+/* A field of /proc/self/status in kB ("VmHWM", "VmRSS") as MB, or -1
+ * where it cannot be read; hm_tool_peak_rss_mb: VmHWM, 0 if unknown (the
+ * summaries' peak_rss_mb). */
+double hm_tool_proc_status_mb(const char *field);
+double hm_tool_peak_rss_mb(void);
 /* "auto" | "on" | "off" -> HAMER_PROPOSALS_* (the server's proposals=);
  * 0 ok, -1 bad. */
 int hm_tool_parse_proposals(const char *s, hamer_proposals_mode *out);
