@@ -133,19 +133,8 @@ static int take(capture *c, AVFrame *f, char *msg, size_t msglen) {
     int b = 0;
     while (b == c->newest || b == c->lent) b++;
     pthread_mutex_unlock(&c->mu);
-    c->sws = sws_getCachedContext(c->sws, f->width, f->height, (enum AVPixelFormat)f->format, c->w, c->h,
-                                  AV_PIX_FMT_RGB24, SWS_BICUBIC, NULL, NULL, NULL);
-    if (!c->sws) {
-        snprintf(msg, msglen, "%s: cannot convert %s frames to RGB", c->url,
-                 av_get_pix_fmt_name((enum AVPixelFormat)f->format));
-        return HM_E_UNSUPPORTED;
-    }
-    const int *coef = sws_getCoefficients(f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace);
-    sws_setColorspaceDetails(c->sws, coef, f->color_range == AVCOL_RANGE_JPEG, sws_getCoefficients(SWS_CS_DEFAULT), 1,
-                             0, 1 << 16, 1 << 16);
-    uint8_t *planes[4] = {c->buf[b], NULL, NULL, NULL};
-    int strides[4] = {3 * c->w, 0, 0, 0};
-    sws_scale(c->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+    int rc = hm_video_frame_rgb(&c->sws, f, c->w, c->h, c->buf[b], c->url, msg, msglen);
+    if (rc) return rc;
     if (c->pace) {
         if (c->published == 0) c->t_first = hm_now() - t;
         if (sleep_until(c, c->t_first + t)) return 1;

@@ -63,6 +63,26 @@ hamer_video_params hm_video_default_params(void) {
     return p;
 }
 
+
+int hm_video_frame_rgb(struct SwsContext **sws, const AVFrame *f, int w, int h, uint8_t *dst, const char *name,
+                       char *msg, size_t msglen) {
+    *sws = sws_getCachedContext(*sws, f->width, f->height, (enum AVPixelFormat)f->format, w, h, AV_PIX_FMT_RGB24,
+                                SWS_BICUBIC, NULL, NULL, NULL);
+    if (!*sws) {
+        snprintf(msg, msglen, "%s: cannot convert %s frames to RGB", name,
+                 av_get_pix_fmt_name((enum AVPixelFormat)f->format));
+        return HM_E_UNSUPPORTED;
+    }
+    /* the frame's own colour matrix and range, as FFmpeg's scale filter takes them */
+    const int *coef = sws_getCoefficients(f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace);
+    sws_setColorspaceDetails(*sws, coef, f->color_range == AVCOL_RANGE_JPEG, sws_getCoefficients(SWS_CS_DEFAULT), 1,
+                             0, 1 << 16, 1 << 16);
+    uint8_t *planes[4] = {dst, NULL, NULL, NULL};
+    int strides[4] = {3 * w, 0, 0, 0};
+    sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+    return HM_OK;
+}
+
 /* Clockwise degrees that make the stored picture upright, from the
  * stream's display matrix: 0/90/180/270, or -1 (message) for anything else. */
 static int stream_rotation(const AVStream *st, const char *path) {
@@ -140,21 +160,8 @@ static int take_frame(hamer_video *v, AVFrame *f, double t0, char *msg, size_t m
     pthread_mutex_unlock(&v->mu);
     if (stop) return 1;
     slot *s = &v->ring[at];
-    v->sws = sws_getCachedContext(v->sws, f->width, f->height, (enum AVPixelFormat)f->format, v->sw, v->sh,
-                                  AV_PIX_FMT_RGB24, SWS_BICUBIC, NULL, NULL, NULL);
-    if (!v->sws) {
-        snprintf(msg, msglen, "%s: cannot convert %s frames to RGB", v->path,
-                 av_get_pix_fmt_name((enum AVPixelFormat)f->format));
-        return HM_E_UNSUPPORTED;
-    }
-    /* the frame's own colour matrix and range, as FFmpeg's scale filter takes them */
-    const int *coef = sws_getCoefficients(f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : f->colorspace);
-    sws_setColorspaceDetails(v->sws, coef, f->color_range == AVCOL_RANGE_JPEG, sws_getCoefficients(SWS_CS_DEFAULT), 1,
-                             0, 1 << 16, 1 << 16);
-    uint8_t *dst = v->rot ? v->unrotated : s->rgb;
-    uint8_t *planes[4] = {dst, NULL, NULL, NULL};
-    int strides[4] = {3 * v->sw, 0, 0, 0};
-    sws_scale(v->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+    int rc = hm_video_frame_rgb(&v->sws, f, v->sw, v->sh, v->rot ? v->unrotated : s->rgb, v->path, msg, msglen);
+    if (rc) return rc;
     if (v->rot) hm_video_rotate(v->unrotated, v->sw, v->sh, v->rot, s->rgb);
     s->index = idx;
     s->pts = rel;

@@ -58,6 +58,14 @@ int hm_video_writer_close(hamer_video_writer *wr, int abort);
  * the codecs' padding, at least HM_VIDEO_MIN_MAX_PIXELS; the reader and
  * the live capture both bound later frames by it. */
 int64_t hm_video_max_pixels(int w, int h);
+/* A decoded frame (an AVFrame) converted to packed RGB w x h into dst
+ * (3 w bytes a row) by *sws (made or reused for its size and format), in
+ * the frame's own colour matrix and range; HM_OK, or HM_E_UNSUPPORTED
+ * with "NAME: cannot convert ..." in msg. The reader's and the capture's. */
+struct SwsContext;
+struct AVFrame;
+int hm_video_frame_rgb(struct SwsContext **sws, const struct AVFrame *f, int w, int h, uint8_t *dst, const char *name,
+                       char *msg, size_t msglen);
 
 /* The FFmpeg frame source (capture.c): hamer_capture_* checked as
  * include/hamer.h says. */
