@@ -435,20 +435,10 @@ enum MHD_Result hm_srv_live_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv
 }
 
 enum MHD_Result hm_srv_live_first(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r) {
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    unsigned long long declared = 0;
-    if (cl) {
-        char *end;
-        errno = 0;
-        declared = strtoull(cl, &end, 10);
-        if (errno || end == cl || *end) declared = ULLONG_MAX;
-        if (declared > s->cfg.max_body) {
-            char m[200];
-            snprintf(m, sizeof m, "body of %s bytes is over the limit of %zu bytes (--max-body-mb)", cl,
-                     s->cfg.max_body);
-            return hm_srv_answer_error(s, c, r, 413, m);
-        }
-    }
+    unsigned long long declared;
+    char too_big[200];
+    if (hm_srv_declared_body(s, c, &declared, too_big, sizeof too_big))
+        return hm_srv_answer_error(s, c, r, 413, too_big);
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     /* a body comes with a length or chunked (framing checked before this) */
     const int body = declared > 0 || MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -457,7 +447,7 @@ enum MHD_Result hm_srv_live_first(hm_srv *s, struct MHD_Connection *c, hm_srv_re
                       "'%.60s'", ct ? ct : "(none)");
         return MHD_YES;
     }
-    if (cl && declared > 0) {
+    if (declared > 0) { /* a Content-Length was given */
         if (hm_srv_reserve_upload(s, r, declared)) {
             char m2[200];
             snprintf(m2, sizeof m2, "busy: uploads in progress fill the budget of %zu bytes (--upload-budget-mb), "

@@ -224,23 +224,27 @@ enum MHD_Result hm_srv_post_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv
     return MHD_YES;
 }
 
+int hm_srv_declared_body(const hm_srv *s, struct MHD_Connection *c, unsigned long long *declared, char *msg,
+                         size_t n) {
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    *declared = 0;
+    if (!cl) return 0;
+    char *end;
+    errno = 0;
+    *declared = strtoull(cl, &end, 10);
+    if (errno || end == cl || *end) *declared = ULLONG_MAX;
+    if (*declared <= s->cfg.max_body) return 0;
+    snprintf(msg, n, "body of %s bytes is over the limit of %zu bytes (--max-body-mb)", cl, s->cfg.max_body);
+    return 1;
+}
+
 enum MHD_Result hm_srv_post_first(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r) {
     int ep = r->endpoint;
     /* A declared body over the limit is refused before any of it is read. */
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    unsigned long long declared = 0;
-    if (cl) {
-        char *end;
-        errno = 0;
-        declared = strtoull(cl, &end, 10);
-        if (errno || end == cl || *end) declared = ULLONG_MAX;
-        if (declared > s->cfg.max_body) {
-            char m[200];
-            snprintf(m, sizeof m, "body of %s bytes is over the limit of %zu bytes (--max-body-mb)", cl,
-                     s->cfg.max_body);
-            return hm_srv_answer_error(s, c, r, 413, m);
-        }
-    }
+    unsigned long long declared;
+    char too_big[200];
+    if (hm_srv_declared_body(s, c, &declared, too_big, sizeof too_big))
+        return hm_srv_answer_error(s, c, r, 413, too_big);
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!media_kind(ct)) {
         hm_srv_reject(r, 415, "Content-Type must be image/jpeg, image/png, image/webp, image/avif, image/bmp, "
@@ -285,7 +289,7 @@ enum MHD_Result hm_srv_post_first(hm_srv *s, struct MHD_Connection *c, hm_srv_re
         hm_srv_reject(r, 503, "busy: the queue is full, retry later");
         return MHD_YES;
     }
-    if (cl && declared > 0) {
+    if (declared > 0) { /* a Content-Length was given */
         /* Budget first, then memory: beyond it the body is never read. */
         if (hm_srv_reserve_upload(s, r, declared)) {
             char m2[200];

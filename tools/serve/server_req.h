@@ -81,6 +81,12 @@ enum MHD_Result hm_srv_live_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv
  * can be refused now (length, type, query, readiness, queue, budget) and
  * reserve the declared body. */
 enum MHD_Result hm_srv_post_first(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r);
+/* The request's declared Content-Length into *declared (0 without one,
+ * ULLONG_MAX when it is not a number); 1 when it is over --max-body-mb,
+ * with the 413's text in msg (the body is then refused unread), else 0.
+ * /v1/predict, /v1/render and /v1/live. */
+int hm_srv_declared_body(const hm_srv *s, struct MHD_Connection *c, unsigned long long *declared, char *msg,
+                         size_t n);
 /* The request is complete: validate, serve from the cache, or queue. */
 enum MHD_Result hm_srv_post_endpoint(hm_srv *s, struct MHD_Connection *c, hm_srv_req *r);
 
